@@ -1,0 +1,5 @@
+"""The one exception type the CLI turns into a one-line error (no traceback)."""
+
+
+class PosrnnError(Exception):
+    """A user-facing problem: bad input, impossible config, missing or corrupt file."""
