@@ -1,0 +1,129 @@
+"""Run directories and checkpoints: written atomically, loaded without arbitrary unpickling.
+
+A run directory holds ``config.yaml`` (the resolved config), ``metrics.jsonl`` (the
+training log), ``checkpoints/step_NNNNNNN.pt`` and, after ``eval``, ``eval.json``.
+A checkpoint is a plain dict of tensors and Python scalars (loadable with
+``torch.load(weights_only=True)``) that also holds the full config, so every later
+command rebuilds the run from the checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from .config import RunConfig
+from .errors import PosrnnError
+
+FORMAT = "posrnn-checkpoint"
+VERSION = 1
+CKPT_DIR = "checkpoints"
+_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
+
+
+def _atomic(path: Path, write) -> None:
+    """Write through a temporary file in the same directory, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    _atomic(path, lambda f: f.write(text.encode()))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    _atomic(path, lambda f: torch.save(obj, f))
+
+
+def checkpoint_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / CKPT_DIR / f"step_{step:07d}.pt"
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``[(step, path), …]`` sorted by step."""
+    d = Path(run_dir) / CKPT_DIR
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name))]
+    return sorted(found)
+
+
+def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
+    path = checkpoint_path(run_dir, step)
+    atomic_torch_save({"format": FORMAT, "version": VERSION, "step": step, **state}, path)
+    return path
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load and validate a checkpoint (``weights_only=True``: tensors and plain data only)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PosrnnError(f"checkpoint {path} does not exist; train first or pass an existing checkpoint")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch raises several types for truncated/corrupt/foreign files
+        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise PosrnnError(
+            f"checkpoint {path} is corrupt or not a posrnn checkpoint ({reason}); "
+            f"delete it and resume from an earlier one, or re-train"
+        ) from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise PosrnnError(f"{path} is not a posrnn checkpoint; pass a file written by `posrnn train`")
+    if ckpt.get("version") != VERSION:
+        raise PosrnnError(f"checkpoint {path} has format version {ckpt.get('version')}, this posrnn reads {VERSION}")
+    ckpt["config"] = RunConfig.from_dict(ckpt["config"], source=str(path))
+    return ckpt
+
+
+def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Path]:
+    """A run directory or a checkpoint file → ``(checkpoint file, run directory)``.
+
+    For a directory, the checkpoint at ``step`` (default: the latest)."""
+    path = Path(path)
+    if path.is_file():
+        run_dir = path.parent.parent if path.parent.name == CKPT_DIR else path.parent
+        return path, run_dir
+    if not path.is_dir():
+        raise PosrnnError(f"{path} is neither a run directory nor a checkpoint file; pass the --out of a `posrnn train` run")
+    ckpts = list_checkpoints(path)
+    if not ckpts:
+        raise PosrnnError(f"run directory {path} has no checkpoints; train it first (posrnn train --out {path})")
+    if step is None:
+        return ckpts[-1][1], path
+    for s, p in ckpts:
+        if s == step:
+            return p, path
+    raise PosrnnError(f"run {path} has no checkpoint at step {step}; available: {', '.join(str(s) for s, _ in ckpts)}")
+
+
+def read_run_config(run_dir: Path) -> Optional[RunConfig]:
+    """The config saved in a run directory, or None when there is none."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        return RunConfig.from_dict(yaml.safe_load(path.read_text()), source=str(path))
+    except yaml.YAMLError:
+        raise PosrnnError(f"{path} is not valid YAML; fix or remove it") from None

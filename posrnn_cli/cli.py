@@ -1,0 +1,196 @@
+"""The ``posrnn`` command line: thin Typer wrappers over the library functions."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, List, Literal, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .config import resolve_config
+from .errors import PosrnnError
+from .models import CORES, PE_FORMS, PE_MODES
+from .tasks import TASKS
+
+app = typer.Typer(
+    help="posrnn — does a positional encoding help a recurrent network? Train, evaluate and analyse "
+    "the experiments of Morita's 'Positional Encoding Helps RNNs Handle a Large Vocabulary'.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+
+
+def fail(message: str, code: int = 1):
+    """One line on stderr, a non-zero exit, no traceback."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def cli_errors(fn):
+    """Turn the library's user-facing errors into one-line CLI errors."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PosrnnError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"{e.strerror or e} ({e.filename}); check the path and free disk space" if e.filename else str(e))
+        except KeyboardInterrupt:
+            fail("interrupted; the last checkpoint is intact (continue with --resume)", 130)
+
+    return wrapper
+
+
+def _choices(registry: dict) -> str:
+    return "; ".join(f"{k}: {getattr(v, 'description', v)}" for k, v in registry.items())
+
+
+TaskName = Literal[tuple(TASKS)]  # type: ignore[valid-type]
+ModelName = Literal[tuple(CORES)]  # type: ignore[valid-type]
+PEName = Literal[tuple(PE_FORMS)]  # type: ignore[valid-type]
+PEMode = Literal[tuple(PE_MODES)]  # type: ignore[valid-type]
+
+ParamsOpt = Annotated[Optional[Path], typer.Option("--params", help="YAML file with task/model/train sections (e.g. params.yaml); CLI options override it.")]
+SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="Override any config key, e.g. --set model.pe_dim=32 --set train.betas='[0.9,0.999]'. Applied last.")]
+DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+
+
+def run_options(**opts) -> dict:
+    """CLI option values → dotted config keys (None = not given)."""
+    keys = {
+        "task": "task.name", "vocab_size": "task.vocab_size", "length": "task.length",
+        "model": "model.name", "pe": "model.pe", "pe_mode": "model.pe_mode", "hidden_size": "model.hidden_size",
+        "embed_size": "model.embed_size", "iterations": "train.iterations", "batch_size": "train.batch_size",
+        "lr": "train.lr", "warmup": "train.warmup", "seed": "train.seed", "device": "train.device",
+        "checkpoint_every": "train.checkpoint_every", "log_every": "train.log_every", "threads": "train.threads",
+    }
+    return {keys[k]: v for k, v in opts.items() if k in keys}
+
+
+@app.command()
+@cli_errors
+def train(
+    out: Annotated[Path, typer.Option("--out", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.")],
+    task: Annotated[Optional[TaskName], typer.Option(help=f"Task. {_choices(TASKS)}.")] = None,
+    model: Annotated[Optional[ModelName], typer.Option(help=f"Model core. {_choices(CORES)}.")] = None,
+    pe: Annotated[Optional[PEName], typer.Option(help=f"Positional encoding. {_choices(PE_FORMS)}.")] = None,
+    pe_mode: Annotated[Optional[PEMode], typer.Option(help=f"How PE joins the embedding. {_choices(PE_MODES)}.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary size V (≥ 2). Paper: 32–16,384.")] = None,
+    length: Annotated[Optional[int], typer.Option(help="Input length L (≥ 1); the output phase has L more steps. Paper: 64.")] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. Paper: 512.")] = None,
+    embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E; defaults to the hidden size. The PE has E dims too unless model.pe_dim is set.")] = None,
+    iterations: Annotated[Optional[int], typer.Option(help="Training iterations. Paper: 300,000.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Batch size. Paper: 512.")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate of Adam. Paper: 1e-3.")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Linear warm-up iterations before the cosine decay. Paper: 1,000.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the initialisation and the training batches. Paper: 111…555.")] = None,
+    device: DeviceOpt = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(help="Save a checkpoint every N iterations (and at the end). Paper: 5,000.")] = None,
+    log_every: Annotated[Optional[int], typer.Option(help="Write a metrics.jsonl line every N iterations.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch (default: torch's choice).")] = None,
+    params: ParamsOpt = None,
+    set_: SetOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint (the config must match).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
+    stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed; continue with --resume).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+):
+    """Train one model on one task (SPEC §2 recipe) into a run directory."""
+    from .train import train as train_run
+
+    cfg = resolve_config(params, run_options(**locals()), set_)
+    summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
+    if json_out:
+        typer.echo(json.dumps(summary))
+        return
+    last = summary["last"]
+    status = "finished" if summary["finished"] else "stopped"
+    console.print(
+        f"[bold]{status}[/] at step {summary['step']}/{summary['iterations']} in {summary['seconds']:.1f}s "
+        f"({summary['it_per_s']:.1f} it/s, {summary['n_parameters']:,} parameters) → {out}"
+        + (f"  loss {last['loss']:.4f} acc {last['accuracy']:.3f}" if last else "")
+    )
+
+
+def _eval_table(results: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("run", "step", "task", "model", "pe", "V", "L", "token acc (95% CI)", "seq acc", "DL dist"):
+        table.add_column(col, justify="right" if col not in ("run", "task", "model", "pe") else "left")
+    for r in results:
+        ci = r.get("token_accuracy_ci", [float("nan")] * 2)
+        table.add_row(
+            Path(r["run_dir"]).name, str(r["step"]), r["task"], r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
+            f"{r['token_accuracy']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}]", f"{r['sequence_accuracy']:.4f}", f"{r['damerau_levenshtein']:.3f}",
+        )
+    return table
+
+
+@app.command("eval")
+@cli_errors
+def eval_cmd(
+    path: Annotated[Path, typer.Argument(help="A run directory (its latest checkpoint) or a checkpoint file.")],
+    step: Annotated[Optional[int], typer.Option(help="Evaluate the checkpoint saved at this step instead of the latest.")] = None,
+    device: DeviceOpt = "auto",
+    batch_size: Annotated[Optional[int], typer.Option(help="Evaluation batch size (default: the run's train.eval_batch_size).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+):
+    """Score a run on its held-out test set: token accuracy, sequence accuracy, Damerau–Levenshtein
+    distance (with 95% bootstrap CIs). Writes RUN_DIR/eval.json."""
+    from .evaluate import evaluate
+
+    result = evaluate(path, step=step, device=device or "auto", batch_size=batch_size)
+    if json_out:
+        typer.echo(json.dumps(result))
+    else:
+        console.print(_eval_table([result], "held-out evaluation"))
+
+
+@app.command()
+@cli_errors
+def compare(
+    runs: Annotated[List[Path], typer.Argument(help="Run directories to compare (evaluated first if they have no eval.json).")],
+    device: DeviceOpt = "auto",
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
+):
+    """Evaluate several runs and print them side by side (e.g. vanilla vs PE)."""
+    from .evaluate import evaluate
+
+    results = []
+    for run in runs:
+        cached = run / "eval.json"
+        results.append(json.loads(cached.read_text()) if cached.is_file() else evaluate(run, device=device or "auto"))
+    if json_out:
+        typer.echo(json.dumps(results))
+    else:
+        console.print(_eval_table(results, "vanilla vs positional encoding"))
+
+
+def version_callback(value: bool):
+    if value:
+        typer.echo(f"posrnn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[Optional[bool], typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version and exit.")] = None,
+):
+    """posrnn — positional encoding for recurrent networks."""
+
+
+def run() -> None:  # console-script entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

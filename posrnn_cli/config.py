@@ -1,0 +1,249 @@
+"""One typed config for a run: ``params.yaml`` → dataclasses → CLI options → ``--set key=value``.
+
+The dataclass defaults *are* the paper's settings (SPEC §1–§2); ``params.yaml`` repeats
+them (a test keeps the two equal) so that DVC can track them. Unknown keys and values of
+the wrong type are refused with a message that names the key and the fix.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from .errors import PosrnnError
+
+
+@dataclass
+class TaskConfig:
+    """What the model is asked to do (SPEC §3)."""
+
+    name: str = "reverse"
+    vocab_size: int = 256  # V
+    length: int = 64  # L (the maximum length when min_length is set)
+    min_length: Optional[int] = None  # variable length: L ~ U{min_length … length}
+    rarity: Optional[float] = None  # dual-frequency vocabulary: P(a position holds a Rare id)
+    delay: int = 60  # copy: T blank steps between input and output phase
+    dim: int = 64  # continuous: tokens are unit vectors in R^dim
+    autoregressive: bool = False  # output-phase input = previous target / prediction
+    n_test: int = 1024  # held-out test sequences (per cell for grids)
+    test_seed: int = 1234  # the test set's own seed, shared by every run of a task
+
+
+@dataclass
+class ModelConfig:
+    """The network (SPEC §1)."""
+
+    name: str = "lstm"
+    hidden_size: int = 512  # H
+    embed_size: Optional[int] = None  # E; None = hidden_size
+    pe: str = "sinusoidal"
+    pe_mode: str = "concat"
+    pe_dim: Optional[int] = None  # None = embed_size
+    layers: int = 1  # transformer blocks
+    heads: int = 8  # transformer attention heads
+    state_size: int = 64  # S4D state N
+
+    @property
+    def E(self) -> int:
+        return self.embed_size if self.embed_size is not None else self.hidden_size
+
+    @property
+    def P(self) -> int:
+        return self.pe_dim if self.pe_dim is not None else self.E
+
+
+@dataclass
+class TrainConfig:
+    """The optimisation recipe (SPEC §2) and where it runs."""
+
+    iterations: int = 300_000
+    batch_size: int = 512
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    warmup: int = 1000
+    seed: int = 111
+    checkpoint_every: int = 5000
+    log_every: int = 100
+    eval_batch_size: int = 1024
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: Optional[int] = None  # torch CPU threads; None = torch's default
+
+
+#: Keys that describe where/how fast a run executes, not what it computes: they may
+#: differ between a run and its resumption.
+RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every"})
+
+#: Top-level sections of params.yaml that belong to other commands (LM, pipeline, …).
+OTHER_SECTIONS = {"lm", "pipeline", "profile", "profiles", "sweeps", "stability", "extend", "bench", "figures"}
+
+
+@dataclass
+class RunConfig:
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["train"]["betas"] = list(self.train.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "config") -> "RunConfig":
+        cfg = cls()
+        apply_mapping(cfg, data, source)
+        return cfg
+
+    def flat(self) -> dict[str, Any]:
+        """``{"task.vocab_size": 256, …}`` — every leaf under its dotted key."""
+        return {f"{s}.{k}": v for s, sec in self.to_dict().items() for k, v in sec.items()}
+
+
+SECTIONS = {f.name: f for f in fields(RunConfig)}
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it in canonical form."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], key)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise PosrnnError(f"{key} must be a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                f = float(value.replace("_", ""))
+            except ValueError:
+                pass
+            else:
+                if f.is_integer():
+                    return int(f)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    else:  # pragma: no cover - every annotation above is handled
+        raise TypeError(f"unsupported annotation {tp!r} for {key}")
+    name = getattr(tp, "__name__", str(tp))
+    raise PosrnnError(f"{key} must be of type {name}, got {value!r}")
+
+
+def set_key(cfg: RunConfig, key: str, value: Any, source: str = "--set") -> None:
+    """Set the dotted ``key`` (e.g. ``model.hidden_size``) to ``value``, type-checked."""
+    section, _, name = key.partition(".")
+    if section not in SECTIONS or not name:
+        raise PosrnnError(
+            f"{source}: unknown key {key!r}; keys look like SECTION.NAME with SECTION one of "
+            f"{', '.join(SECTIONS)}"
+        )
+    sec = getattr(cfg, section)
+    hints = typing.get_type_hints(type(sec))
+    if name not in hints:
+        raise PosrnnError(
+            f"{source}: unknown key {key!r}; valid keys in {section!r}: {', '.join(hints)}"
+        )
+    setattr(sec, name, _coerce(value, hints[name], f"{source}: {key}"))
+
+
+def apply_mapping(cfg: RunConfig, data: Any, source: str) -> RunConfig:
+    """Apply a nested mapping ``{section: {name: value}}`` onto ``cfg``."""
+    if data is None:
+        return cfg
+    if not isinstance(data, dict):
+        raise PosrnnError(f"{source}: expected a mapping of sections, got {type(data).__name__}")
+    for section, values in data.items():
+        if section in OTHER_SECTIONS:
+            continue
+        if section not in SECTIONS:
+            raise PosrnnError(
+                f"{source}: unknown section {section!r}; valid: "
+                f"{', '.join(list(SECTIONS) + sorted(OTHER_SECTIONS))}"
+            )
+        if not isinstance(values, dict):
+            raise PosrnnError(f"{source}: section {section!r} must be a mapping")
+        for name, value in values.items():
+            set_key(cfg, f"{section}.{name}", value, source)
+    return cfg
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """``"model.hidden_size=64"`` → ``("model.hidden_size", 64)`` (value read as YAML)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise PosrnnError(f"--set expects KEY=VALUE (e.g. model.hidden_size=64), got {item!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def load_yaml(path: Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise PosrnnError(f"params file {path} does not exist; pass an existing --params file")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        first = str(e).splitlines()[0] if str(e) else "parse error"
+        raise PosrnnError(f"params file {path} is not valid YAML ({first}); fix the file") from None
+
+
+def resolve_config(
+    params: Optional[Path] = None,
+    options: Optional[dict[str, Any]] = None,
+    sets: Optional[list[str]] = None,
+    base: Optional[RunConfig] = None,
+) -> RunConfig:
+    """Defaults (or ``base``) → ``params`` file → CLI ``options`` (dotted keys; None = not given) → ``--set``."""
+    cfg = RunConfig.from_dict(base.to_dict()) if base is not None else RunConfig()
+    if params is not None:
+        apply_mapping(cfg, load_yaml(params), str(params))
+    for key, value in (options or {}).items():
+        if value is not None:
+            set_key(cfg, key, value, source="option")
+    for item in sets or []:
+        key, value = parse_set(item)
+        set_key(cfg, key, value)
+    return cfg
+
+
+def config_diff(a: RunConfig, b: RunConfig, ignore: frozenset[str] = RUNTIME_KEYS) -> list[str]:
+    """Dotted keys whose values differ between two configs (runtime keys ignored)."""
+    fa, fb = a.flat(), b.flat()
+    return [k for k in fa if k not in ignore and fa[k] != fb.get(k)]
+
+
+def dump_yaml(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
