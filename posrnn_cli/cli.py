@@ -26,6 +26,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
+if not console.is_terminal:  # piped or captured: don't squeeze tables into 80 columns
+    console = Console(width=160)
 
 
 def fail(message: str, code: int = 1):
@@ -124,13 +126,13 @@ def train(
 
 def _eval_table(results: list[dict], title: str) -> Table:
     table = Table(title=title)
-    for col in ("run", "step", "task", "model", "pe", "V", "L", "token acc (95% CI)", "seq acc", "DL dist"):
-        table.add_column(col, justify="right" if col not in ("run", "task", "model", "pe") else "left")
+    for col in ("run", "step", "task", "model", "pe", "V", "L", "token acc", "95% CI", "seq acc", "DL"):
+        table.add_column(col, justify="left" if col in ("run", "task", "model", "pe") else "right", overflow="fold")
     for r in results:
         ci = r.get("token_accuracy_ci", [float("nan")] * 2)
         table.add_row(
             Path(r["run_dir"]).name, str(r["step"]), r["task"], r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
-            f"{r['token_accuracy']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}]", f"{r['sequence_accuracy']:.4f}", f"{r['damerau_levenshtein']:.3f}",
+            f"{r['token_accuracy']:.3f}", f"{ci[0]:.3f}–{ci[1]:.3f}", f"{r['sequence_accuracy']:.3f}", f"{r['damerau_levenshtein']:.2f}",
         )
     return table
 
@@ -188,8 +190,28 @@ def main(
     """posrnn — positional encoding for recurrent networks."""
 
 
-def run() -> None:  # console-script entry point
-    app()
+def run(argv: Optional[List[str]] = None) -> None:
+    """Console-script entry point: like ``app()``, but a usage error (unknown option, a
+    value outside the choices) is one line on stderr and exit code 2, no usage box."""
+    try:  # typer ≥ 0.26 vendors click; older typers use the click package
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover
+        import click.exceptions as cx
+
+    try:
+        code = app(args=argv, prog_name="posrnn", standalone_mode=False)
+    except cx.NoArgsIsHelpError as e:
+        typer.echo(e.ctx.get_help() if e.ctx else "see posrnn --help")
+        code = 0
+    except cx.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "posrnn"
+        msg = " ".join(e.format_message().split())
+        typer.echo(f"error: {msg} (see '{cmd} --help')", err=True)
+        code = 2
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        code = 1
+    sys.exit(code or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .checkpoint import _atomic, atomic_write_json, load_checkpoint, resolve_checkpoint
+from .checkpoint import _atomic, atomic_write_json, list_checkpoints, load_checkpoint, resolve_checkpoint
 from .errors import PosrnnError
 from .metrics import summarize
 from .models import build_model
@@ -79,7 +79,8 @@ def evaluate(
         **summary,
     }
     if write:
-        latest = step is None or ckpt_path == resolve_checkpoint(run_dir)[0]
+        ckpts = list_checkpoints(run_dir)
+        latest = bool(ckpts) and ckpts[-1][1].resolve() == Path(ckpt_path).resolve()
         name = "eval" if latest else f"eval_step{int(ckpt['step']):07d}"
         atomic_write_json(run_dir / f"{name}.json", result)
         buf = io.BytesIO()

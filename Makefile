@@ -1,0 +1,32 @@
+# posrnn — set-up, tests and the demo. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU wheel of torch (a bare `torch` in a fresh venv pulls a multi-GB CUDA build).
+# On a GPU machine: make setup TORCH=torch==2.13.0 TORCH_INDEX=https://download.pytorch.org/whl/cu128
+TORCH  ?= torch==2.13.0
+TORCH_INDEX ?=
+DEMO   ?= runs/demo
+DEMO_ARGS ?= --task reverse --model gru --vocab-size 16 --length 8 --hidden-size 64 \
+             --iterations 8000 --batch-size 128 --warmup 80 --seed 0 --threads 1
+
+.PHONY: setup test demo clean-demo
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+test: setup
+	DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest
+
+demo: setup
+	$(BIN)/posrnn train $(DEMO_ARGS) --pe sinusoidal --out $(DEMO)/pe --force
+	$(BIN)/posrnn train $(DEMO_ARGS) --pe none --out $(DEMO)/vanilla --force
+	$(BIN)/posrnn compare $(DEMO)/vanilla $(DEMO)/pe
+
+clean-demo:
+	rm -rf $(DEMO)
