@@ -167,14 +167,53 @@ def compare(
     """Evaluate several runs and print them side by side (e.g. vanilla vs PE)."""
     from .evaluate import evaluate
 
+    from .checkpoint import resolve_checkpoint
+
     results = []
     for run in runs:
-        cached = run / "eval.json"
-        results.append(json.loads(cached.read_text()) if cached.is_file() else evaluate(run, device=device or "auto"))
+        cached, latest = run / "eval.json", resolve_checkpoint(run)[0]
+        hit = json.loads(cached.read_text()) if cached.is_file() else None
+        fresh = hit is not None and Path(hit.get("checkpoint", "")).name == latest.name
+        results.append(hit if fresh else evaluate(run, device=device or "auto"))
     if json_out:
         typer.echo(json.dumps(results))
     else:
         console.print(_eval_table(results, "vanilla vs positional encoding"))
+
+
+@app.command("extend-vocab")
+@cli_errors
+def extend_vocab_cmd(
+    run: Annotated[Path, typer.Argument(help="A trained run directory (its latest checkpoint) or a checkpoint file.")],
+    extra_vocab: Annotated[int, typer.Option("--extra-vocab", help="How many new ids to add (the reference doubles the vocabulary: N = V).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory of the extended run (the trained run is never modified).")],
+    iterations: Annotated[Optional[int], typer.Option(help="Iterations training the new parameters (default: the trained run's).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the new rows' init and the batches (default: the trained run's).")] = None,
+    device: DeviceOpt = "auto",
+    set_: SetOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+):
+    """Vocabulary extension: freeze every trained weight, add N new ids (embedding rows and
+    output rows), train only those on sequences from the combined vocabulary, then test on
+    sequences made only of new ids (and only of old ids, to show nothing was forgotten).
+    Writes OUT/extend.json."""
+    from .extend import extend_vocab
+
+    r = extend_vocab(run, extra_vocab, out, iterations=iterations, seed=seed, device=device or "auto",
+                     force=force, progress=not json_out, sets=set_)
+    if json_out:
+        typer.echo(json.dumps(r))
+        return
+    table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, pe={r['pe']})")
+    for col in ("test set", "token acc", "95% CI", "seq acc", "DL"):
+        table.add_column(col, justify="left" if col == "test set" else "right")
+    for key, label in (("new_ids", "new ids only"), ("old_ids_before", "old ids, before"), ("old_ids", "old ids, after"),
+                       ("old_ids_all_classes", "old ids, after, all classes")):
+        m = r[key]
+        table.add_row(label, f"{m['token_accuracy']:.3f}", "–".join(f"{c:.3f}" for c in m["token_accuracy_ci"]),
+                      f"{m['sequence_accuracy']:.3f}", f"{m['damerau_levenshtein']:.2f}")
+    console.print(table)
 
 
 def version_callback(value: bool):

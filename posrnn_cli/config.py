@@ -47,6 +47,7 @@ class ModelConfig:
     layers: int = 1  # transformer blocks
     heads: int = 8  # transformer attention heads
     state_size: int = 64  # S4D state N
+    frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property
     def E(self) -> int:

@@ -159,7 +159,15 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
         continuous_dim=task.cfg.dim if task.continuous else None,
     )
     core = CORES[m.name].build(encoder.out_dim, m)
-    return SequenceModel(encoder, core, m.hidden_size, task.n_outputs)
+    if m.frozen_vocab is None:
+        return SequenceModel(encoder, core, m.hidden_size, task.n_outputs)
+    from .extend import extend_model  # a vocabulary-extended run (posrnn extend-vocab)
+
+    V, X = m.frozen_vocab, task.n_outputs - m.frozen_vocab
+    encoder.embedding = nn.Embedding(V + 1, m.E)
+    model = SequenceModel(encoder, core, m.hidden_size, V)
+    extend_model(model, V, X)
+    return model
 
 
 def count_parameters(model: nn.Module) -> int:
