@@ -75,13 +75,15 @@ def run_options(**opts) -> dict:
         "embed_size": "model.embed_size", "iterations": "train.iterations", "batch_size": "train.batch_size",
         "lr": "train.lr", "warmup": "train.warmup", "seed": "train.seed", "device": "train.device",
         "checkpoint_every": "train.checkpoint_every", "log_every": "train.log_every", "threads": "train.threads",
+        "min_length": "task.min_length", "max_length": "task.length", "rarity": "task.rarity", "delay": "task.delay",
+        "dim": "task.dim", "autoregressive": "task.autoregressive", "layers": "model.layers", "heads": "model.heads",
     }
-    return {keys[k]: v for k, v in opts.items() if k in keys}
+    return {keys[k]: v for k, v in opts.items() if k in keys and v is not None}
 
 
 @app.command()
 @cli_errors
-def train(
+def train(  # noqa: PLR0913 - one option per config key users reach for
     out: Annotated[Path, typer.Option("--out", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.")],
     task: Annotated[Optional[TaskName], typer.Option(help=f"Task. {_choices(TASKS)}.")] = None,
     model: Annotated[Optional[ModelName], typer.Option(help=f"Model core. {_choices(CORES)}.")] = None,
@@ -91,6 +93,14 @@ def train(
     length: Annotated[Optional[int], typer.Option(help="Input length L (≥ 1); the output phase has L more steps. Paper: 64.")] = None,
     hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. Paper: 512.")] = None,
     embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E; defaults to the hidden size. The PE has E dims too unless model.pe_dim is set.")] = None,
+    min_length: Annotated[Optional[int], typer.Option(help="reverse, variable length: L ~ U{min-length … max-length} per sequence (paper: 32).")] = None,
+    max_length: Annotated[Optional[int], typer.Option(help="reverse, variable length: the longest L (same as --length; paper: 64).")] = None,
+    rarity: Annotated[Optional[float], typer.Option(help="reverse, dual-frequency vocabulary: a position holds a Rare id (upper half of V) with this probability (reference: 0.125).")] = None,
+    delay: Annotated[Optional[int], typer.Option(help="copy: T blank steps between input and output (paper: 60–100).")] = None,
+    dim: Annotated[Optional[int], typer.Option(help="continuous: tokens are unit vectors in R^dim (paper: 8–512).")] = None,
+    autoregressive: Annotated[Optional[bool], typer.Option("--autoregressive/--no-autoregressive", help="reverse/sort: feed the previous target (training) or prediction (eval) in the output phase.")] = None,
+    layers: Annotated[Optional[int], typer.Option(help="transformer: number of causal self-attention blocks.")] = None,
+    heads: Annotated[Optional[int], typer.Option(help="transformer: attention heads (must divide the hidden size).")] = None,
     iterations: Annotated[Optional[int], typer.Option(help="Training iterations. Paper: 300,000.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Batch size. Paper: 512.")] = None,
     lr: Annotated[Optional[float], typer.Option(help="Peak learning rate of Adam. Paper: 1e-3.")] = None,
@@ -110,7 +120,11 @@ def train(
     """Train one model on one task (SPEC §2 recipe) into a run directory."""
     from .train import train as train_run
 
+    if length is not None and max_length is not None and length != max_length:
+        raise PosrnnError(f"--length ({length}) and --max-length ({max_length}) name the same setting; pass one")
     cfg = resolve_config(params, run_options(**locals()), set_)
+    if cfg.task.name == "continuous" and vocab_size is not None:
+        raise PosrnnError("the continuous task has no vocabulary (tokens are vectors); drop --vocab-size and set --dim")
     summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
     if json_out:
         typer.echo(json.dumps(summary))

@@ -55,6 +55,8 @@ def evaluate_model(task: Task, model, device: torch.device, batch_size: int = 10
         summary[f"{name}_ci"] = [s["ci_low"], s["ci_high"]]
     summary["n_test"] = len(test)
     summary.update(task.report(pred, test))
+    with torch.no_grad():
+        summary.update(task.evaluate_extra(model, test, batch_size))
     return summary, per_seq
 
 

@@ -42,6 +42,9 @@ class PEForm:
 PE_FORMS: dict[str, PEForm] = {
     "none": PEForm("vanilla: token embedding only", False),
     "sinusoidal": PEForm("fixed sinusoidal PE, unit norm, positions 0..T-1", True),
+    "random": PEForm("fixed random PE: rows drawn uniformly on the unit sphere", True),
+    "learnable": PEForm("trained position table, N(0,1) init", True),
+    "dummy": PEForm("double-vanilla control: the embedding concatenated with itself (no positions)", False),
 }
 
 PE_MODES = {"concat": "PE appended to the embedding (D = E + P)", "add": "PE added to the embedding (needs P = E)"}
@@ -59,9 +62,16 @@ class InputEncoder(nn.Module):
             self.query_vector = nn.Parameter(torch.randn(E))  # (E) the output query
         else:
             self.embedding = nn.Embedding(n_ids, E)  # N(0, 1) init: token norm ≈ √E
-        if pe == "sinusoidal":
+        if pe == "sinusoidal":  # recomputed from the formula, not saved
             self.register_buffer("pe_table", sinusoidal_pe(max_steps, P), persistent=False)
-        self.out_dim = E + P if (pe not in ("none",) and mode == "concat") else E
+        elif pe == "random":  # fixed, saved with the model (drawn from the global RNG at init)
+            self.register_buffer("pe_table", nn.functional.normalize(torch.randn(max_steps, P), dim=1))  # (T P)
+        elif pe == "learnable":
+            self.pe_table = nn.Parameter(torch.randn(max_steps, P))  # (T P)
+        if pe == "dummy":
+            self.out_dim = 2 * E  # [e; e]: the PE model's width and parameter count when P = E
+        else:
+            self.out_dim = E + P if (pe != "none" and mode == "concat") else E
 
     def positions(self, T: int) -> Tensor:
         """(T, P) encoding of positions 0 … T−1."""
@@ -81,6 +91,8 @@ class InputEncoder(nn.Module):
         e = self.embed(inputs, query)  # (B T E)
         if self.pe == "none":
             return e
+        if self.pe == "dummy":
+            return torch.cat([e, e], dim=-1)  # (B T 2E)
         B, T = e.shape[:2]
         pe = self.positions(T).to(e.dtype).expand(B, T, self.P)  # (B T P)
         return torch.cat([e, pe], dim=-1) if self.mode == "concat" else e + pe  # (B T D)
@@ -144,8 +156,10 @@ def check_model_config(m: ModelConfig) -> None:
     for key, value in (("hidden_size", m.hidden_size), ("embed_size", m.E), ("pe_dim", m.P)):
         if value < 1:
             raise PosrnnError(f"model.{key} must be positive, got {value}")
-    if m.pe != "none" and m.P % 2:
+    if m.pe == "sinusoidal" and m.P % 2:
         raise PosrnnError(f"the PE dimension must be even (sin and cos halves), got {m.P}; pass an even --embed-size or model.pe_dim")
+    if m.pe == "dummy" and m.pe_mode == "add":
+        raise PosrnnError("the dummy (double-vanilla) control concatenates the embedding with itself; use --pe-mode concat")
     if m.pe != "none" and m.pe_mode == "add" and m.P != m.E:
         raise PosrnnError(f"--pe-mode add needs the PE dimension ({m.P}) to equal the embedding size ({m.E})")
 

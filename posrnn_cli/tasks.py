@@ -13,6 +13,7 @@ Register a task by adding its class to ``TASKS``; the CLI's choices come from th
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
@@ -127,7 +128,7 @@ class Task(abc.ABC):
 
     def space_size(self) -> float:
         """How many distinct samples the task can draw (for the held-out check)."""
-        return float(self.V) ** self.L
+        return self.V**self.L  # an exact int: floats overflow at paper sizes
 
     # ---- validation ----------------------------------------------------------------
     def check(self) -> None:
@@ -148,7 +149,7 @@ class Task(abc.ABC):
         if space < 2 * c.n_test:
             raise PosrnnError(
                 f"task {self.name!r} with vocab_size={c.vocab_size}, length={c.length} has only "
-                f"{space:.0f} distinct sequences, too few to hold out {c.n_test} test sequences; "
+                f"{int(space)} distinct sequences, too few to hold out {c.n_test} test sequences; "
                 f"raise --vocab-size or --length (or lower task.n_test)"
             )
 
@@ -206,6 +207,10 @@ class Task(abc.ABC):
         """Task-specific extra metrics for ``eval`` (none by default)."""
         return {}
 
+    def evaluate_extra(self, model, test: Batch, batch_size: int) -> dict:
+        """Extra metrics that need the model itself (none by default)."""
+        return {}
+
 
 def reverse_layout(x: Tensor, query_id: int) -> tuple[Tensor, Tensor]:
     """Inputs ``x_1…x_L q…q`` and the output-phase time steps. x: (B, L)."""
@@ -215,22 +220,360 @@ def reverse_layout(x: Tensor, query_id: int) -> tuple[Tensor, Tensor]:
     return inputs, out_index
 
 
+def phase_layout(x: Tensor, lengths: Optional[Tensor], query_id: int, feed: Optional[Tensor] = None):
+    """The two-phase layout for every sequence of a batch, padded on the right.
+
+    x: (B, L) tokens (positions ≥ a sequence's length are ignored); lengths: (B,) or None
+    (all L); feed: (B, L) output-phase inputs (teacher forcing) or None (the query).
+    Positions run straight through both phases: sequence b has inputs at 0…l−1 and
+    outputs at l…2l−1; steps after 2l are padding (the query id).
+    Returns inputs (B, 2L), out_index (B, L), mask (B, L) or None."""
+    B, L = x.shape
+    query = torch.full_like(x, query_id)
+    feed = query if feed is None else feed
+    if lengths is None:
+        inputs = torch.cat([x, feed], dim=1)  # (B 2L)
+        return inputs, torch.arange(L, 2 * L, device=x.device).expand(B, L), None
+    t = torch.arange(2 * L, device=x.device).expand(B, 2 * L)  # (B 2L)
+    l = lengths[:, None]  # (B 1)
+    xi = x.gather(1, t.clamp(max=L - 1))  # (B 2L)
+    fi = feed.gather(1, (t - l).clamp(0, L - 1))  # (B 2L)
+    inputs = torch.where(t < l, xi, torch.where(t < 2 * l, fi, query_id))  # (B 2L)
+    j = torch.arange(L, device=x.device)  # (L)
+    out_index = (l + j).clamp(max=2 * L - 1)  # (B L)
+    mask = j < l  # (B L)
+    return inputs, out_index, mask
+
+
 class ReverseTask(Task):
     """Reverse ordering: ``x_1…x_L`` i.i.d. uniform over V, then L query steps; target
-    ``x_L…x_1``."""
+    ``x_L…x_1``. Variants: variable length (``min_length``), the dual-frequency vocabulary
+    (``rarity``), and autoregressive output-phase inputs (``autoregressive``)."""
 
     name = "reverse"
-    description = "reverse ordering: x_1..x_L then L queries; target x_L..x_1"
+    description = "reverse ordering: x_1..x_L then L queries; target x_L..x_1 (--min-length, --rarity, --autoregressive)"
+    supports_autoregressive = True
+
+    def supports_variable_length(self) -> bool:
+        return True
+
+    def supports_rarity(self) -> bool:
+        return True
+
+    def check(self) -> None:
+        c = self.cfg
+        if c.min_length is not None:
+            if not 1 <= c.min_length <= c.length:
+                raise PosrnnError(f"--min-length must lie in 1 … --max-length ({c.length}), got {c.min_length}")
+            if c.autoregressive or c.rarity is not None:
+                raise PosrnnError("variable length combines with neither --autoregressive nor --rarity; drop one")
+        if c.rarity is not None:
+            if not 0.0 < c.rarity < 1.0:
+                raise PosrnnError(f"--rarity must lie strictly between 0 and 1, got {c.rarity}")
+            if c.vocab_size % 2:
+                raise PosrnnError(f"the dual-frequency vocabulary splits V in halves; pass an even --vocab-size, got {c.vocab_size}")
+        super().check()
+
+    def space_size(self) -> float:
+        if self.cfg.min_length is not None:  # the shortest length must hold its own test set
+            return self.V**self.cfg.min_length
+        if self.cfg.rarity is not None:  # every grid cell draws its tokens from one half
+            return (self.V // 2) ** self.L
+        return super().space_size()
+
+    # ---- drawing -------------------------------------------------------------------
+    def tokens(self, n: int, gen: torch.Generator, device) -> Tensor:
+        """(n, L) training tokens: uniform, or Rare with probability ``rarity``."""
+        if self.cfg.rarity is None:
+            return torch.randint(self.V, (n, self.L), generator=gen, device=device)
+        half = self.V // 2
+        rare = torch.rand(n, self.L, generator=gen, device=device) < self.cfg.rarity  # (B L)
+        return torch.randint(half, (n, self.L), generator=gen, device=device) + rare.long() * half
+
+    def lengths(self, n: int, gen: torch.Generator, device) -> Optional[Tensor]:
+        if self.cfg.min_length is None:
+            return None
+        return torch.randint(self.cfg.min_length, self.L + 1, (n,), generator=gen, device=device)  # (B)
+
+    def target_of(self, x: Tensor, lengths: Optional[Tensor]) -> Tensor:
+        """(B, L) targets: ``x_l … x_1`` (zero-padded past each length)."""
+        if lengths is None:
+            return x.flip(1)
+        j = torch.arange(self.L, device=x.device)
+        idx = (lengths[:, None] - 1 - j).clamp(min=0)  # (B L)
+        return x.gather(1, idx) * (j < lengths[:, None])
+
+    def build(self, x: Tensor, lengths: Optional[Tensor] = None) -> Batch:
+        """The batch for tokens ``x`` (B, L) and optional per-sequence ``lengths``."""
+        targets = self.target_of(x, lengths)
+        feed = None
+        if self.cfg.autoregressive:  # output step j is fed target j−1 (teacher forcing); step 0 the query
+            feed = torch.cat([torch.full_like(targets[:, :1], self.query_id), targets[:, :-1]], dim=1)
+        inputs, out_index, mask = phase_layout(x, lengths, self.query_id, feed)
+        if lengths is None:
+            key = x
+        else:
+            key = torch.cat([x * (torch.arange(self.L, device=x.device) < lengths[:, None]), lengths[:, None]], dim=1)
+        return Batch(inputs=inputs, targets=targets, out_index=out_index, key=key, mask=mask, lengths=lengths)
 
     def sample(self, n: int, gen: torch.Generator, device: torch.device) -> Batch:
-        x = torch.randint(self.V, (n, self.L), generator=gen, device=device)  # (B, L)
-        inputs, out_index = reverse_layout(x, self.query_id)
-        return Batch(inputs=inputs, targets=x.flip(1), out_index=out_index, key=x)
+        return self.build(self.tokens(n, gen, device), self.lengths(n, gen, device))
+
+    # ---- test sets -------------------------------------------------------------------
+    def test_set(self, device: torch.device | str = "cpu") -> Batch:
+        if self.cfg.rarity is not None:
+            return self.dual_frequency_grid().to(device)
+        if self.cfg.min_length is None:
+            return super().test_set(device)
+        # variable length: n_test distinct sequences of every length
+        gen = torch.Generator().manual_seed(self.cfg.test_seed)
+        parts = []
+        for l in range(self.cfg.min_length, self.L + 1):
+            got = None
+            while got is None or len(got) < self.cfg.n_test:
+                lengths = torch.full((self.cfg.n_test,), l)
+                b = self.build(torch.randint(self.V, (self.cfg.n_test, self.L), generator=gen), lengths)
+                got = b if got is None else Batch.cat([got, b])
+                got = got.select(first_unique(hash_rows(got.key)))
+            parts.append(got.select(torch.arange(self.cfg.n_test)))
+        batch = Batch.cat(parts)
+        batch.group = batch.lengths.clone()
+        return batch.to(device)
+
+    KINDS = ("F", "R")  # Frequent ids [0, V/2), Rare ids [V/2, V)
+
+    def dual_frequency_grid(self) -> Batch:
+        """For every target position t and (target kind, disturbant kind) ∈ {F, R}²:
+        sequences whose position t holds a target-kind token and whose other L−1 positions
+        hold disturbant-kind tokens; only the output step that recalls position t is scored.
+        ``n_test`` sequences per kind pair, spread evenly over the L positions (at least one
+        per position). ``group`` = (2·target kind + disturbant kind)·L + t."""
+        gen = torch.Generator().manual_seed(self.cfg.test_seed)
+        L, half = self.L, self.V // 2
+        per = max(1, self.cfg.n_test // L)
+        parts = []
+        for tk in range(2):
+            for dk in range(2):
+                t = torch.arange(L).repeat_interleave(per)  # (M) target position of each sequence
+                m = len(t)
+                x = torch.randint(half, (m, L), generator=gen) + dk * half  # (M L) disturbants
+                x[torch.arange(m), t] = torch.randint(half, (m,), generator=gen) + tk * half  # the target
+                b = self.build(x)
+                b.mask = torch.nn.functional.one_hot(L - 1 - t, L).bool()  # output step L−1−t recalls x_t
+                b.group = (2 * tk + dk) * L + t
+                parts.append(b)
+        batch = Batch.cat(parts)
+        return batch.select(first_unique(hash_rows(batch.key)))  # drop the (rare) duplicates
+
+    # ---- autoregressive inference ------------------------------------------------------
+    def infer(self, model, batch: Batch) -> Tensor:
+        if not self.cfg.autoregressive:
+            return super().infer(model, batch)
+        inputs = batch.inputs.clone()
+        L = self.L
+        inputs[:, L + 1 :] = self.query_id  # nothing fed back yet
+        preds = []
+        for j in range(L):  # self-feedback: output step j+1 is fed the prediction of step j
+            p = self.predict(model(inputs, batch.out_index[:, j : j + 1]))[:, 0]  # (B)
+            preds.append(p)
+            if j + 1 < L:
+                inputs[:, L + j + 1] = p
+        return torch.stack(preds, dim=1)  # (B L)
+
+    # ---- reports ---------------------------------------------------------------------
+    def report(self, pred: Tensor, batch: Batch) -> dict:
+        ok = self.correct(pred, batch)
+        out: dict = {}
+        if self.cfg.rarity is not None:
+            L = self.L
+            hit = ok.any(1).double()  # one scored step per sequence
+            cell = torch.zeros(4 * L, dtype=torch.float64).index_add_(0, batch.group.cpu(), hit.cpu())
+            cnt = torch.zeros(4 * L, dtype=torch.float64).index_add_(0, batch.group.cpu(), torch.ones_like(hit).cpu())
+            acc = (cell / cnt.clamp_min(1)).view(4, L)
+            names = [f"{a}/{b}" for a in self.KINDS for b in self.KINDS]  # target kind / disturbant kind
+            out["dual_frequency"] = {n: float(cell.view(4, L)[i].sum() / cnt.view(4, L)[i].sum()) for i, n in enumerate(names)}
+            out["dual_frequency_by_position"] = {n: acc[i].tolist() for i, n in enumerate(names)}
+        if self.cfg.min_length is not None:
+            n_ok = ok.sum(1).double()
+            n_all = batch.mask.sum(1).double()
+            out["accuracy_by_length"] = {
+                int(l): float(n_ok[batch.lengths == l].sum() / n_all[batch.lengths == l].sum())
+                for l in batch.lengths.unique().tolist()
+            }
+        return out
+
+    def evaluate_extra(self, model, test: Batch, batch_size: int) -> dict:
+        if not self.cfg.autoregressive:
+            return {}
+        # the same model fed the ground truth in the output phase (teacher forcing)
+        n_ok = n = 0
+        for start in range(0, len(test), batch_size):
+            b = test.select(torch.arange(start, min(start + batch_size, len(test)), device=test.inputs.device))
+            ok = self.correct(Task.infer(self, model, b), b)
+            n_ok, n = n_ok + int(ok.sum()), n + ok.numel()
+        return {"ground_truth_feedback_token_accuracy": n_ok / n, "self_feedback": "token_accuracy"}
+
+
+class SortTask(ReverseTask):
+    """Sorting: the reverse layout, target = the input sorted ascending (ties kept)."""
+
+    name = "sort"
+    description = "sort: x_1..x_L then L queries; target = x sorted ascending (--autoregressive)"
+
+    def supports_variable_length(self) -> bool:
+        return False
+
+    def supports_rarity(self) -> bool:
+        return False
+
+    def target_of(self, x: Tensor, lengths: Optional[Tensor]) -> Tensor:
+        return x.sort(dim=1).values
+
+    def report(self, pred: Tensor, batch: Batch) -> dict:
+        out = super().report(pred, batch)
+        out["non_decreasing_share"] = float((pred[:, 1:] >= pred[:, :-1]).all(1).double().mean())
+        return out
+
+
+class DelayedAddTask(Task):
+    """Delayed addition: input phase ``x_1…x_L``; in the output phase the model is fed fresh
+    random tokens ``y_j`` (instead of the query) and must emit ``(x_{L+1−j} + y_j) mod V``."""
+
+    name = "delayed-add"
+    description = "delayed addition: x_1..x_L, then fresh y_1..y_L as inputs; target (x_{L+1-j} + y_j) mod V"
+
+    def space_size(self) -> float:
+        return self.V ** (2 * self.L)
+
+    def sample(self, n, gen, device) -> Batch:
+        x = torch.randint(self.V, (n, self.L), generator=gen, device=device)  # (B L)
+        y = torch.randint(self.V, (n, self.L), generator=gen, device=device)  # (B L)
+        inputs, out_index, _ = phase_layout(x, None, self.query_id, feed=y)
+        targets = (x.flip(1) + y) % self.V
+        return Batch(inputs=inputs, targets=targets, out_index=out_index, key=torch.cat([x, y], 1))
+
+
+class PredecessorTask(Task):
+    """Predecessor query: ``x_1…x_L`` all distinct; at step L+1 one of ``x_2…x_L`` is shown
+    again; the single target is its predecessor."""
+
+    name = "predecessor"
+    description = "predecessor query: L distinct tokens, then one of x_2..x_L again; target its predecessor"
+
+    @property
+    def max_steps(self) -> int:
+        return self.L + 1
+
+    def check(self) -> None:
+        if self.cfg.length < 2:
+            raise PosrnnError(f"predecessor needs --length ≥ 2, got {self.cfg.length}")
+        if self.cfg.length > self.cfg.vocab_size:
+            raise PosrnnError(f"predecessor draws L distinct tokens: --length ({self.cfg.length}) must not exceed --vocab-size ({self.cfg.vocab_size})")
+        super().check()
+
+    def space_size(self) -> float:
+        V, L = self.V, self.L
+        log = math.lgamma(V + 1) - math.lgamma(V - L + 1) + math.log(L - 1)
+        return math.inf if log > 700 else math.exp(log)
+
+    def sample(self, n, gen, device) -> Batch:
+        x = torch.rand(n, self.V, generator=gen, device=device).argsort(dim=1)[:, : self.L]  # (B L) distinct
+        k = torch.randint(1, self.L, (n, 1), generator=gen, device=device)  # (B 1) which x_k (0-based 1…L−1)
+        inputs = torch.cat([x, x.gather(1, k)], dim=1)  # (B L+1)
+        targets = x.gather(1, k - 1)  # (B 1)
+        out_index = torch.full((n, 1), self.L, device=device)
+        return Batch(inputs=inputs, targets=targets, out_index=out_index, key=torch.cat([x, k], 1))
+
+
+class CopyTask(Task):
+    """Copy memory: ``x_1…x_L``, then T blank steps, then L query steps; target ``x_1…x_L``."""
+
+    name = "copy"
+    description = "copy memory: x_1..x_L, T blanks (--delay), L queries; target x_1..x_L"
+
+    @property
+    def blank_id(self) -> int:
+        return self.V + 1
+
+    @property
+    def n_input_ids(self) -> int:
+        return self.V + 2
+
+    @property
+    def max_steps(self) -> int:
+        return 2 * self.L + self.cfg.delay
+
+    def check(self) -> None:
+        if self.cfg.delay < 0:
+            raise PosrnnError(f"--delay must be ≥ 0, got {self.cfg.delay}")
+        super().check()
+
+    def sample(self, n, gen, device) -> Batch:
+        L, T = self.L, self.cfg.delay
+        x = torch.randint(self.V, (n, L), generator=gen, device=device)  # (B L)
+        inputs = torch.cat([x, torch.full((n, T), self.blank_id, device=device), torch.full_like(x, self.query_id)], 1)
+        out_index = torch.arange(L + T, 2 * L + T, device=device).expand(n, L)
+        return Batch(inputs=inputs, targets=x, out_index=out_index, key=x)
+
+
+class ContinuousTask(Task):
+    """"Infinite vocabulary": tokens are random unit vectors in R^d; reverse them. A linear
+    projection replaces the embedding, the head predicts vectors, loss = 1 − cosine.
+    The training log's "accuracy" is the mean cosine."""
+
+    name = "continuous"
+    description = "continuous reverse: unit vectors in R^d (--dim) as tokens; loss 1 - cosine"
+    continuous = True
+
+    @property
+    def n_outputs(self) -> int:
+        return self.cfg.dim
+
+    def check(self) -> None:
+        if self.cfg.dim < 1:
+            raise PosrnnError(f"--dim must be at least 1, got {self.cfg.dim}")
+        super().check()
+
+    def space_size(self) -> float:
+        return math.inf
+
+    def sample(self, n, gen, device) -> Batch:
+        L, d = self.L, self.cfg.dim
+        x = torch.nn.functional.normalize(torch.randn(n, L, d, generator=gen, device=device), dim=-1)  # (B L d)
+        inputs = torch.cat([x, torch.zeros_like(x)], dim=1)  # (B 2L d); query steps get the learned vector
+        query = torch.zeros(n, 2 * L, dtype=torch.bool, device=device)
+        query[:, L:] = True
+        out_index = torch.arange(L, 2 * L, device=device).expand(n, L)
+        key = (x[..., : min(d, 4)] * 2**20).round().long().flatten(1)  # identifies a draw
+        return Batch(inputs=inputs, targets=x.flip(1), out_index=out_index, key=key, query=query)
+
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        return (1 - torch.nn.functional.cosine_similarity(out, batch.targets, dim=-1)).mean()
+
+    def predict(self, out: Tensor) -> Tensor:
+        return out  # (B K d)
+
+    def correct(self, pred: Tensor, batch: Batch) -> Tensor:
+        return torch.nn.functional.cosine_similarity(pred, batch.targets, dim=-1)  # (B K) cosine
+
+    def scores(self, pred: Tensor, batch: Batch) -> dict:
+        cos = self.correct(pred, batch)
+        return {"cosine": cos.mean(1).double().cpu().numpy()}
+
+    def report(self, pred: Tensor, batch: Batch) -> dict:
+        cos = self.correct(pred, batch).flatten().double().cpu()
+        q = torch.quantile(cos, torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0], dtype=torch.float64))
+        return {"cosine_quartiles": dict(zip(["min", "q25", "median", "q75", "max"], q.tolist()))}
 
 
 #: name → task class. One line per task; `posrnn train --help` lists the descriptions.
 TASKS: dict[str, type[Task]] = {
     "reverse": ReverseTask,
+    "sort": SortTask,
+    "delayed-add": DelayedAddTask,
+    "predecessor": PredecessorTask,
+    "copy": CopyTask,
+    "continuous": ContinuousTask,
 }
 
 

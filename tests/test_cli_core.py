@@ -60,7 +60,7 @@ def test_every_command_has_help(cmd):
 
 
 def test_train_help_explains_every_option():
-    r = runner.invoke(app, ["train", "--help"], terminal_width=200)
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "250", "TERMINAL_WIDTH": "250"})
     for opt in ("--task", "--model", "--pe", "--pe-mode", "--vocab-size", "--length", "--hidden-size", "--embed-size",
                 "--iterations", "--batch-size", "--lr", "--warmup", "--seed", "--device", "--checkpoint-every", "--out",
                 "--resume", "--params", "--set", "--force"):
