@@ -195,6 +195,49 @@ def compare(
         console.print(_eval_table(results, "vanilla vs positional encoding"))
 
 
+@app.command()
+@cli_errors
+def stability(
+    run: Annotated[Path, typer.Argument(help="A run directory (every saved checkpoint) or a checkpoint file.")],
+    checkpoint: Annotated[Optional[int], typer.Option("--checkpoint", help="Analyse only the checkpoint saved at this step.")] = None,
+    triplets: Annotated[int, typer.Option(help="Triplets (x,s), (x,s'), (x',s) per condition. Paper: 1,024.")] = 1024,
+    chunk_size: Annotated[int, typer.Option(help="Sequences per vectorised Jacobian chunk (bounds memory).")] = 64,
+    seed: Annotated[int, typer.Option(help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
+    device: DeviceOpt = "auto",
+    out: Annotated[Optional[Path], typer.Option("--out", help="CSV to write (default: RUN/stability.csv).")] = None,
+    plot: Annotated[bool, typer.Option("--plot", help="Also draw RUN/stability.png (like the paper's Fig. 5).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+):
+    """Gradient stability over training (SPEC §4): for every checkpoint, the Jacobians
+    ∂h_2L/∂z_1 of triplets sharing the target or the suffix, compared row-wise; per
+    (target kind × disturbant kind) for dual-frequency runs. Writes a CSV (step, condition,
+    pair, mean, 95% CI)."""
+    from .checkpoint import resolve_checkpoint
+    from .stability import analyze, plot as draw, write_csv
+
+    run_dir = resolve_checkpoint(run, checkpoint)[1]
+
+    def tick(step, seconds):
+        if not json_out:
+            console.print(f"checkpoint {step}: {seconds:.1f}s ({3 * triplets / seconds:.0f} sequences/s)")
+
+    rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device or "auto",
+                   seed=seed, on_checkpoint=tick)
+    csv_path = out or run_dir / "stability.csv"
+    write_csv(rows, csv_path)
+    if plot:
+        draw(rows, csv_path.with_suffix(".png"), title=str(run_dir))
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    table = Table(title=f"gradient stability → {csv_path}")
+    for col in ("step", "condition", "pair", "mean", "95% CI"):
+        table.add_column(col, justify="right" if col in ("step", "mean", "95% CI") else "left")
+    for r in rows:
+        table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['mean']:.3f}", f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
+    console.print(table)
+
+
 @app.command("extend-vocab")
 @cli_errors
 def extend_vocab_cmd(
