@@ -310,5 +310,11 @@ def run(argv: Optional[List[str]] = None) -> None:
     sys.exit(code or 0)
 
 
+# ---- pipeline commands (the dvc.yaml stages; posrnn_cli/cli_pipeline.py) -----------------
+from .cli_pipeline import register as _register_pipeline  # noqa: E402
+
+_register_pipeline(app, cli_errors)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())

@@ -1,0 +1,217 @@
+"""The figures, drawn from the aggregated tables (``results/<profile>/*.csv``) with
+matplotlib's Agg backend. Every error bar / band is the 95% bootstrap CI over the pooled
+seeds that ``posrnn aggregate`` computed. A figure is drawn only when its table exists.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Optional
+
+from .checkpoint import _atomic
+from .pipeline import KINDS, read_csv
+
+PE_LABEL = {"none": "vanilla", "sinusoidal": "PE (sinusoidal)", "random": "PE (random)", "learnable": "PE (learnable)",
+            "dummy": "double vanilla"}
+PE_COLOR = {"none": "#4c72b0", "sinusoidal": "#dd8452", "random": "#55a868", "learnable": "#8172b3", "dummy": "#937860"}
+PE_ORDER = ["none", "dummy", "sinusoidal", "random", "learnable"]
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    _plt().close(fig)
+    _atomic(Path(path), lambda f: f.write(buf.getvalue()))
+
+
+def _err(rows: list[dict], key: str = "token_accuracy", lo: str = None, hi: str = None):
+    lo, hi = lo or f"{key}_ci_low", hi or f"{key}_ci_high"
+    return [[r[key] - r[lo] for r in rows], [r[hi] - r[key] for r in rows]]
+
+
+def _pe_sorted(pes) -> list[str]:
+    return sorted(set(pes), key=lambda p: PE_ORDER.index(p) if p in PE_ORDER else 99)
+
+
+def _setting(r: dict) -> str:
+    return f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}, seeds pooled: {r.get('n_seeds', '?')}"
+
+
+def fig_vocab(rows: list[dict], path: Path) -> None:
+    """Fig. 2: token accuracy (top) and Damerau–Levenshtein distance (bottom) vs V, per model."""
+    plt = _plt()
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = plt.subplots(2, len(models), figsize=(4.6 * len(models), 6.4), squeeze=False, sharex="col")
+    for j, model in enumerate(models):
+        for pe in _pe_sorted(r["pe"] for r in rows if r["model"] == model):
+            rs = sorted((r for r in rows if r["model"] == model and r["pe"] == pe), key=lambda r: r["vocab_size"])
+            V = [r["vocab_size"] for r in rs]
+            for i, key in enumerate(("token_accuracy", "damerau_levenshtein")):
+                axes[i][j].errorbar(V, [r[key] for r in rs], yerr=_err(rs, key), marker="o", capsize=3,
+                                    color=PE_COLOR.get(pe), label=PE_LABEL.get(pe, pe))
+        axes[0][j].set_title(f"{model.upper()}  ({_setting(rs[0])})", fontsize=8)
+        axes[0][j].set_ylabel("token accuracy")
+        axes[1][j].set_ylabel("Damerau–Levenshtein distance")
+        axes[1][j].set_xlabel("vocabulary size V")
+        for ax in (axes[0][j], axes[1][j]):
+            ax.set_xscale("log", base=2)
+            ax.grid(alpha=0.3)
+        axes[0][j].legend(fontsize=8)
+    fig.suptitle("Reverse ordering: accuracy vs vocabulary size (95% bootstrap CI, seeds pooled)", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def fig_dual(rows: list[dict], path: Path) -> None:
+    """The dual-frequency grid: accuracy on the target token per (target kind / disturbant kind)."""
+    plt = _plt()
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.8), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        pes = _pe_sorted(r["pe"] for r in rows if r["model"] == model)
+        width = 0.8 / len(pes)
+        for k, pe in enumerate(pes):
+            rs = [next(r for r in rows if r["model"] == model and r["pe"] == pe and r["condition"] == c) for c in KINDS]
+            xs = [i + (k - (len(pes) - 1) / 2) * width for i in range(len(KINDS))]
+            ax.bar(xs, [r["token_accuracy"] for r in rs], width, yerr=_err(rs), capsize=3,
+                   color=PE_COLOR.get(pe), label=PE_LABEL.get(pe, pe))
+        ax.set_xticks(range(len(KINDS)), [f"{c[0]} target\n{c[2]} disturbants" for c in KINDS], fontsize=8)
+        ax.set_ylabel("accuracy on the target token")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{model.upper()}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})", fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.suptitle("Dual-frequency vocabulary: F = Frequent half, R = Rare half (95% bootstrap CI)", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def fig_stability(rows: list[dict], path: Path) -> None:
+    """Fig. 5: gradient stability over training, per pair (rows) and model/PE (columns)."""
+    plt = _plt()
+    arms = list(dict.fromkeys((r["model"], r["pe"]) for r in rows))
+    arms.sort(key=lambda a: (a[0], PE_ORDER.index(a[1]) if a[1] in PE_ORDER else 99))
+    pairs = ["common_target", "common_suffix"]
+    fig, axes = plt.subplots(2, len(arms), figsize=(4.2 * len(arms), 6.2), squeeze=False, sharey=True)
+    for j, (model, pe) in enumerate(arms):
+        for i, pair in enumerate(pairs):
+            ax = axes[i][j]
+            for cond in dict.fromkeys(r["condition"] for r in rows):
+                rs = sorted((r for r in rows if r["model"] == model and r["pe"] == pe and r["pair"] == pair
+                             and r["condition"] == cond), key=lambda r: r["step"])
+                steps = [r["step"] for r in rs]
+                ax.plot(steps, [r["stability"] for r in rs], marker="o", ms=3, label=cond)
+                ax.fill_between(steps, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2)
+            ax.set_title(f"{model.upper()} {PE_LABEL.get(pe, pe)}: {pair.replace('_', ' ')}", fontsize=9)
+            ax.grid(alpha=0.3)
+            if i == 1:
+                ax.set_xlabel("training iteration")
+            if j == 0:
+                ax.set_ylabel("gradient stability")
+    axes[0][0].legend(title="target/disturbant", fontsize=7, title_fontsize=7)
+    fig.suptitle("Gradient stability over training (row-wise Jacobian similarity, 95% bootstrap CI over pooled triplets × seeds)",
+                 fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy", label: Optional[Callable] = None) -> None:
+    """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 1.5), 3.6))
+    labels = [label(r) if label else PE_LABEL.get(r["pe"], r["pe"]) for r in rows]
+    ax.bar(range(len(rows)), [r[key] for r in rows], yerr=_err(rows, key), capsize=4,
+           color=[PE_COLOR.get(r["pe"], "#999999") for r in rows])
+    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    ax.set_ylabel(key.replace("_", " "))
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def fig_length(rows: list[dict], path: Path) -> None:
+    """The length sweep at V = 2: token accuracy vs L."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.0, 3.6))
+    for pe in _pe_sorted(r["pe"] for r in rows):
+        rs = sorted((r for r in rows if r["pe"] == pe), key=lambda r: r["length"])
+        ax.errorbar([r["length"] for r in rs], [r["token_accuracy"] for r in rs], yerr=_err(rs), marker="o", capsize=3,
+                    color=PE_COLOR.get(pe), label=PE_LABEL.get(pe, pe))
+    r0 = rows[0]
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("input length L")
+    ax.set_ylabel("token accuracy")
+    ax.set_title(f"Length sweep, V = {r0['vocab_size']} ({r0['model'].upper()}, H={r0['hidden_size']}, "
+                 f"{r0['iterations']:,} it, seeds pooled: {r0['n_seeds']})", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _same_setting(a: dict, b: dict) -> bool:
+    keys = ("model", "vocab_size", "length", "hidden_size", "iterations", "batch_size")
+    return all(a[k] == b[k] for k in keys) and not a.get("rarity") and not b.get("rarity")
+
+
+def lm_table(rows: list[dict]) -> str:
+    lines = ["| model | PE | seeds | test perplexity (min / mean / max) |", "|---|---|---|---|"]
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["model"], r["pe"])].append(r["perplexity"])
+    for (model, pe), v in by.items():
+        lines.append(f"| {model} | {PE_LABEL.get(pe, pe)} | {len(v)} | {min(v):.2f} / {sum(v) / len(v):.2f} / {max(v):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def draw_all(results: Path, out_dir: Path) -> list[Path]:
+    """Draw every figure whose table exists in ``results``; return the files written."""
+    results, out_dir = Path(results), Path(out_dir)
+    t = {p.stem: read_csv(p) for p in sorted(results.glob("*.csv"))}
+    drawn: list[Path] = []
+
+    def emit(name: str, fn, *args):
+        path = out_dir / name
+        fn(*args, path)
+        drawn.append(path)
+
+    if t.get("fig2"):
+        emit("fig2_vocab.png", fig_vocab, t["fig2"])
+    if t.get("dual"):
+        emit("dual_frequency.png", fig_dual, t["dual"])
+    if t.get("stability"):
+        emit("stability.png", fig_stability, t["stability"])
+    base = t.get("fig2", [])
+    if t.get("forms"):
+        rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["forms"][0])] + t["forms"]
+        rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
+        emit("pe_forms.png", lambda rs, p: fig_bars(rs, p, f"PE forms ({_setting(rs[0])}, V={rs[0]['vocab_size']})"), rows)
+    if t.get("double"):
+        rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["double"][0])] + t["double"]
+        rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
+        emit("double_vanilla.png", lambda rs, p: fig_bars(rs, p, f"Double vanilla control ({_setting(rs[0])}, V={rs[0]['vocab_size']})"), rows)
+    if t.get("extend"):
+        rows = sorted(t["extend"], key=lambda r: (r["model"], r["base_vocab"], PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99))
+        emit("extend_vocab.png", lambda rs, p: fig_bars(
+            rs, p, "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)",
+            label=lambda r: f"{r['model'].upper()} {PE_LABEL.get(r['pe'], r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}"), rows)
+    if t.get("length"):
+        emit("length_v2.png", fig_length, t["length"])
+    if t.get("lm"):
+        path = out_dir / "lm_table.md"
+        _atomic(path, lambda f: f.write(lm_table(t["lm"]).encode()))
+        drawn.append(path)
+    return drawn
