@@ -20,6 +20,8 @@ from torch import Tensor, nn
 
 from .config import ModelConfig, RunConfig
 from .errors import PosrnnError
+from .s4d import S4DCore
+from .transformer import CausalTransformerCore
 
 
 def sinusoidal_pe(T: int, P: int, device=None) -> Tensor:
@@ -124,6 +126,10 @@ CORES: dict[str, CoreSpec] = {
     "elman": CoreSpec("single-layer tanh RNN", lambda d, m: RecurrentCore("elman", d, m.hidden_size)),
     "gru": CoreSpec("single-layer GRU", lambda d, m: RecurrentCore("gru", d, m.hidden_size)),
     "lstm": CoreSpec("single-layer LSTM", lambda d, m: RecurrentCore("lstm", d, m.hidden_size)),
+    "s4d": CoreSpec("diagonal state-space model S4D (state N = model.state_size)",
+                    lambda d, m: S4DCore(d, m.hidden_size, m.state_size)),
+    "transformer": CoreSpec("causal Transformer, --layers blocks, --heads heads, no built-in positions",
+                            lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads)),
 }
 
 
@@ -158,6 +164,10 @@ def check_model_config(m: ModelConfig) -> None:
             raise PosrnnError(f"model.{key} must be positive, got {value}")
     if m.pe == "sinusoidal" and m.P % 2:
         raise PosrnnError(f"the PE dimension must be even (sin and cos halves), got {m.P}; pass an even --embed-size or model.pe_dim")
+    if m.name == "transformer" and (m.layers < 1 or m.heads < 1 or m.hidden_size % m.heads):
+        raise PosrnnError(f"transformer: --heads ({m.heads}) must divide --hidden-size ({m.hidden_size}) and --layers ≥ 1 (got {m.layers})")
+    if m.name == "s4d" and (m.state_size < 2 or m.state_size % 2):
+        raise PosrnnError(f"s4d: model.state_size must be even (conjugate pairs), got {m.state_size}")
     if m.pe == "dummy" and m.pe_mode == "add":
         raise PosrnnError("the dummy (double-vanilla) control concatenates the embedding with itself; use --pe-mode concat")
     if m.pe != "none" and m.pe_mode == "add" and m.P != m.E:

@@ -144,3 +144,9 @@ def test_stability_refuses_runs_it_cannot_analyse(tmp_path):
     r = CliRunner().invoke(app, ["stability", str(run), "--device", "cpu"])
     assert r.exit_code == 1 and "fixed-length reverse" in r.output
     assert not (run / "stability.csv").exists()
+
+
+def test_stability_of_an_s4d_run_uses_its_recurrent_view(tmp_path):
+    run = small_run(tmp_path, **{"model.name": "s4d", "model.state_size": 4})
+    rows = analyze(run, n_triplets=8, device="cpu", n_resamples=200)
+    assert len(rows) == 2 * 2 and all(-1 <= r["mean"] <= 1 for r in rows)

@@ -246,6 +246,9 @@ def test_position_forms_tell_positions_apart_and_controls_do_not():
         ["--task", "reverse", "--pe", "random"],
         ["--task", "reverse", "--pe", "learnable"],
         ["--task", "reverse", "--pe", "dummy"],
+        ["--task", "reverse", "--model", "s4d"],
+        ["--task", "reverse", "--model", "transformer", "--layers", "2", "--heads", "2"],
+        ["--task", "reverse", "--model", "lstm", "--pe-mode", "add"],
     ],
 )
 def test_cli_trains_and_evaluates_every_task(args, tmp_path):
@@ -268,5 +271,5 @@ def test_cli_trains_and_evaluates_every_task(args, tmp_path):
 
 def test_train_help_lists_every_task_model_and_pe():
     r = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
-    for name in [*TASKS, *PE_FORMS, "gru", "lstm", "elman"]:
+    for name in [*TASKS, *PE_FORMS, "gru", "lstm", "elman", "s4d", "transformer"]:
         assert f"{name}:" in r.output, name
