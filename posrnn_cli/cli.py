@@ -273,6 +273,11 @@ def extend_vocab_cmd(
     console.print(table)
 
 
+from .lm.cli import lm_app  # noqa: E402
+
+app.add_typer(lm_app, name="lm")
+
+
 def version_callback(value: bool):
     if value:
         typer.echo(f"posrnn {__version__}")

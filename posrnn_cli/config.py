@@ -32,6 +32,7 @@ class TaskConfig:
     autoregressive: bool = False  # output-phase input = previous target / prediction
     n_test: int = 1024  # held-out test sequences (per cell for grids)
     test_seed: int = 1234  # the test set's own seed, shared by every run of a task
+    data: Optional[str] = None  # lm: the encoded corpus directory (posrnn lm encode)
 
 
 @dataclass

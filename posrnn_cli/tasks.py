@@ -93,6 +93,7 @@ class Task(abc.ABC):
     description = ""
     continuous = False
     supports_autoregressive = False
+    holds_out = True  # draw a test set and keep it out of training (False: separate splits)
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -575,6 +576,11 @@ TASKS: dict[str, type[Task]] = {
     "copy": CopyTask,
     "continuous": ContinuousTask,
 }
+
+
+from .lm.task import LMTask  # noqa: E402 - registered here, defined with the LM code
+
+TASKS["lm"] = LMTask
 
 
 def build_task(cfg: TaskConfig) -> Task:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ class Trainer:
 
     def __post_init__(self):
         t = self.cfg.train
+        self.module = getattr(self.model, "module", self.model)  # unwrapped under DistributedDataParallel
+        self.is_main = not (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.distributed.get_rank() == 0
         self.params = list(self.params if self.params is not None else self.model.parameters())
         self.optimizer = make_optimizer(self.params, t, self.device)
         self.scheduler = make_scheduler(self.optimizer, t)
@@ -155,11 +158,11 @@ class Trainer:
     def state(self) -> dict:
         return {
             "config": self.cfg.to_dict(),
-            "model": self.model.state_dict(),
+            "model": self.module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "rng": {"device": self.device.type, "train": self.generator.get_state(), "torch": torch.get_rng_state()},
-            "n_parameters": count_parameters(self.model),
+            "n_parameters": count_parameters(self.module),
             "extra": self.extra,
         }
 
@@ -168,7 +171,7 @@ class Trainer:
             raise PosrnnError(
                 f"the checkpoint's run used device type {ckpt['rng']['device']!r}; resume it with --device {ckpt['rng']['device']}"
             )
-        self.model.load_state_dict(ckpt["model"])
+        self.module.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.generator.set_state(ckpt["rng"]["train"])
@@ -192,12 +195,13 @@ class Trainer:
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
         log_path = self.run_dir / "metrics.jsonl"
-        truncate_log(log_path, self.step)
+        if self.is_main:
+            truncate_log(log_path, self.step)
         start_step, t0 = self.step, time.perf_counter()
         sums = torch.zeros(3, device=self.device, dtype=torch.float64)  # loss, correct, count
         since = 0
         last = {}
-        bar = _progress(progress, t.iterations, self.step)
+        bar = _progress(progress and self.is_main, t.iterations, self.step)
         self.model.train()
         with bar as (update, _):
             while self.step < t.iterations:
@@ -207,24 +211,29 @@ class Trainer:
                 self.step += 1
                 since += 1
                 if self.step % t.log_every == 0 or self.step == t.iterations:
+                    world = 1
+                    if torch.distributed.is_available() and torch.distributed.is_initialized():
+                        torch.distributed.all_reduce(sums)  # the global batch's figures
+                        world = torch.distributed.get_world_size()
                     s = sums.tolist()  # the loop's one host sync, every log_every steps
                     last = {
                         "step": self.step,
-                        "loss": s[0] / since,
+                        "loss": s[0] / since / world,
                         "accuracy": s[1] / max(s[2], 1.0),
                         "lr": self.scheduler.get_last_lr()[0],
                         "elapsed_s": round(time.perf_counter() - t0, 3),
                     }
-                    with open(log_path, "a") as f:
-                        f.write(json.dumps(last) + "\n")
+                    if self.is_main:
+                        with open(log_path, "a") as f:
+                            f.write(json.dumps(last) + "\n")
                     sums.zero_()
                     since = 0
                     update(self.step, last)
-                if self.step % t.checkpoint_every == 0 or self.step == t.iterations:
+                if self.is_main and (self.step % t.checkpoint_every == 0 or self.step == t.iterations):
                     save_checkpoint(self.run_dir, self.step, self.state())
                 if stop_after is not None and self.step - start_step >= stop_after:
                     break
-        if self.step % t.checkpoint_every and self.step != t.iterations:
+        if self.is_main and self.step % t.checkpoint_every and self.step != t.iterations:
             save_checkpoint(self.run_dir, self.step, self.state())  # stopped early: keep the work
         elapsed = time.perf_counter() - t0
         steps = self.step - start_step
@@ -300,23 +309,57 @@ def train(
 ) -> dict:
     """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary."""
     out_dir = Path(out_dir)
+    rank, world = distributed_rank()
     task, model = build_run(cfg)  # validates everything before the disk is touched
+    task.rank, task.world_size = rank, world
     device = resolve_device(cfg.train.device)
-    resume_from = prepare_run_dir(out_dir, cfg, resume, force)
+    if world > 1 and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    resume_from = prepare_run_dir(out_dir, cfg, resume, force) if rank == 0 else _latest(out_dir, resume)
     ckpt = load_checkpoint(resume_from) if resume_from else None  # corrupt → error, nothing changed
     if stop_after is not None and stop_after < 1:
         raise PosrnnError(f"--stop-after must be at least 1, got {stop_after}")
     setup_threads(cfg.train)
-    if force:
-        clear_run_dir(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
+    if rank == 0:
+        if force:
+            clear_run_dir(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
     model.to(device)
-    heldout = HeldOut(task.test_set(device))
-    trainer = Trainer(cfg, out_dir, model, task, lambda n, g, d: heldout.sample(task, n, g, d), device)
+    if task.holds_out:
+        heldout = HeldOut(task.test_set(device))
+        sample = lambda n, g, d: heldout.sample(task, n, g, d)  # noqa: E731
+    else:
+        sample = task.sample
+    wrapped = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    trainer = Trainer(cfg, out_dir, wrapped, task, sample, device)
     if ckpt is not None:
         trainer.load(ckpt)
     summary = trainer.fit(stop_after=stop_after, progress=progress)
     summary["n_parameters"] = count_parameters(model)
+    summary["world_size"] = world
     return summary
+
+
+def distributed_rank() -> tuple[int, int]:
+    """(rank, world size). Under ``torchrun`` (WORLD_SIZE > 1) this joins the process
+    group: NCCL on CUDA, gloo on CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _latest(out_dir: Path, resume: bool) -> Optional[Path]:
+    """Non-zero ranks: the checkpoint rank 0 resumes from (rank 0 did the checks)."""
+    ckpts = list_checkpoints(out_dir) if resume else []
+    return ckpts[-1][1] if ckpts else None
 

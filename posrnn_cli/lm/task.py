@@ -1,0 +1,126 @@
+"""Language modelling as a task of the one training loop (SPEC §5).
+
+The corpus is the encoded layout written by ``posrnn lm encode`` (``encode.LMCorpus``:
+uint16 ids and paragraph offsets per split, each paragraph BOS + its first tokens (+ EOS),
+at most ``max_tokens`` in all). A sample is one paragraph, so an absolute PE always starts
+at the paragraph's first token: inputs ``t_0 … t_{n−2}``, targets ``t_1 … t_{n−1}``,
+right-padded, padding masked out of the loss.
+
+Evaluation reads the whole test split in order; ``infer`` returns per-token NLL instead of
+predictions, and the report gives perplexity = exp(mean token NLL) and NLL per position.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import PosrnnError
+from ..tasks import Batch, Task
+from .encode import LMCorpus
+
+class LMTask(Task):
+    """Next-token prediction over paragraphs of an encoded corpus (``task.data``)."""
+
+    name = "lm"
+    holds_out = False  # the test split is a separate file
+    description = "language model: next-token prediction over paragraphs of an encoded corpus (task.data; posrnn lm)"
+
+    def __init__(self, cfg, rank: int = 0, world_size: int = 1):
+        self.rank, self.world_size = rank, world_size
+        super().__init__(cfg)
+        self.train_split = LMCorpus(self.root, "train")  # all paragraphs; ranks slice each global batch
+
+    @property
+    def root(self) -> Path:
+        return Path(self.cfg.data)
+
+    @property
+    def n_input_ids(self) -> int:
+        return self.V  # no query id: every step predicts the next token
+
+    @property
+    def max_steps(self) -> int:
+        return self.L  # at most length−1 input steps are used
+
+    def check(self) -> None:
+        c = self.cfg
+        if not c.data:
+            raise PosrnnError("the lm task needs the encoded corpus: pass --data (posrnn lm train) or --set task.data=DIR")
+        if not Path(c.data).is_dir():
+            raise PosrnnError(f"encoded corpus {c.data} does not exist; run `posrnn lm encode` first or fix --data")
+        meta = LMCorpus(c.data, "train").meta
+        if c.vocab_size != meta["vocab_size"]:
+            raise PosrnnError(f"task.vocab_size ({c.vocab_size}) differs from the corpus tokenizer's ({meta['vocab_size']}); "
+                              f"posrnn lm train sets it for you")
+        if c.length < meta["max_tokens"]:
+            raise PosrnnError(f"task.length ({c.length}) is shorter than the corpus's paragraphs (up to {meta['max_tokens']} tokens)")
+        if c.length < 2:
+            raise PosrnnError(f"lm length (tokens per paragraph) must be at least 2, got {c.length}")
+        for flag, value in (("--min-length", c.min_length), ("--rarity", c.rarity)):
+            if value is not None:
+                raise PosrnnError(f"{flag} is not defined for the lm task; drop it")
+        if c.autoregressive:
+            raise PosrnnError("--autoregressive is not defined for the lm task; drop it")
+
+    def space_size(self) -> float:
+        return float("inf")
+
+    def _batch(self, tokens: Tensor, lengths: Tensor) -> Batch:
+        """Paragraphs (B, T) with their lengths → inputs t_0…t_{T−2}, targets t_1…t_{T−1}."""
+        T = tokens.shape[1]
+        mask = torch.arange(T - 1, device=tokens.device) < (lengths[:, None] - 1)  # (B T−1)
+        return Batch(inputs=tokens[:, :-1], targets=tokens[:, 1:] * mask, out_index=None, key=tokens[:, :1],
+                     mask=mask, lengths=lengths)
+
+    def sample(self, n: int, gen: torch.Generator, device) -> Batch:
+        """``n`` random paragraphs per rank. Every rank draws the same global batch of
+        ``n × world_size`` paragraphs and keeps its own slice, so a data-parallel step equals
+        one process with the whole batch (up to float reduction order)."""
+        idx = torch.randint(len(self.train_split), (n * self.world_size,), generator=gen, device=gen.device)
+        idx = idx[self.rank * n : (self.rank + 1) * n].tolist()
+        tokens, lengths = self.train_split.collate(idx, pad_id=0)
+        return self._batch(tokens.to(device), lengths.to(device))
+
+    def test_set(self, device="cpu", split: str = "test") -> Batch:
+        corpus = LMCorpus(self.root, split)
+        tokens, lengths = corpus.collate(range(len(corpus)), pad_id=0)
+        return self._batch(tokens, lengths).to(device)
+
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        """Mean token NLL over the *global* batch: under data parallelism each rank divides
+        its summed NLL by the all-reduced token count (× world size, which DDP's gradient
+        averaging undoes), so ranks with different token counts still make the exact
+        single-process step."""
+        nll = torch.nn.functional.cross_entropy(out.flatten(0, 1), batch.targets.flatten(), reduction="none")
+        total = (nll * batch.mask.flatten().to(nll.dtype)).sum()
+        count = batch.mask.sum().to(nll.dtype)
+        if self.world_size > 1:
+            count = count.detach().clone()
+            torch.distributed.all_reduce(count)
+            return total * self.world_size / count.clamp_min(1)
+        return total / count.clamp_min(1)
+
+    def infer(self, model, batch: Batch) -> Tensor:
+        """Per-token NLL (B, T−1), zero on padding."""
+        logits = model(batch.inputs)  # (B T−1 V)
+        nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none")
+        return nll.view_as(batch.targets) * batch.mask
+
+    def scores(self, pred: Tensor, batch: Batch) -> dict:
+        n = batch.mask.sum(1).clamp_min(1)
+        return {"nll": (pred.sum(1) / n).double().cpu().numpy()}  # mean token NLL per paragraph
+
+    def report(self, pred: Tensor, batch: Batch) -> dict:
+        total, count = pred.sum().double().item(), batch.mask.sum().item()
+        by_pos = pred.double().sum(0) / batch.mask.double().sum(0).clamp_min(1)
+        return {
+            "perplexity": float(np.exp(total / max(count, 1))),
+            "token_nll": total / max(count, 1),
+            "n_tokens": int(count),
+            "n_paragraphs": int(len(batch)),
+            "nll_by_position": by_pos.tolist(),
+            "tokens_by_position": batch.mask.sum(0).tolist(),
+        }

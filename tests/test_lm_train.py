@@ -1,0 +1,97 @@
+"""The language-model chain end to end on the shipped mini corpus, and data parallelism."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from typer.testing import CliRunner
+
+from posrnn_cli.checkpoint import load_checkpoint
+from posrnn_cli.cli import app
+from posrnn_cli.config import resolve_config
+from posrnn_cli.lm.encode import LMCorpus
+from posrnn_cli.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def encoded(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lm")
+    for argv in (["lm", "prepare", "--data-dir", str(ROOT / "data/wikitext-mini"), "--out", str(d / "txt")],
+                 ["lm", "tokenizer", "--data", str(d / "txt"), "--out", str(d / "tok"), "--vocab-size", "300"],
+                 ["lm", "encode", "--data", str(d / "txt"), "--tokenizer", str(d / "tok"), "--out", str(d / "enc"),
+                  "--max-tokens", "48"]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 0, r.output
+    return d / "enc"
+
+
+LM_ARGS = ["--hidden-size", "16", "--iterations", "30", "--batch-size", "8", "--warmup", "3", "--device", "cpu",
+           "--threads", "1", "--checkpoint-every", "30", "--set", "train.log_every=10"]
+
+
+@pytest.mark.parametrize("pe", ["sinusoidal", "none"])
+def test_lm_chain_trains_and_reports_perplexity(encoded, tmp_path, pe):
+    out = tmp_path / "run"
+    r = runner.invoke(app, ["lm", "train", "--data", str(encoded), "--out", str(out), "--pe", pe, *LM_ARGS])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["lm", "eval", str(out), "--device", "cpu", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert 1 < res["perplexity"] < 300  # below the uniform 300 after training
+    test = LMCorpus(encoded, "test")
+    assert res["n_paragraphs"] == len(test)
+    assert res["n_tokens"] == int((test.lengths - 1).sum())  # every next-token prediction, no padding
+    lines = Path(res["nll_by_position_csv"]).read_text().splitlines()
+    assert lines[0] == "position,nll,tokens" and len(lines) == 1 + 47
+    log = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert log[-1]["loss"] < log[0]["loss"]
+
+
+def test_lm_refuses_bad_input(encoded, tmp_path):
+    r = runner.invoke(app, ["lm", "train", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "r")])
+    assert r.exit_code == 1 and "not an encoded corpus" in r.output
+    r = runner.invoke(app, ["lm", "train", "--data", str(encoded), "--out", str(tmp_path / "r"), "--set", "task.rarity=0.1", *LM_ARGS])
+    assert r.exit_code == 1 and "--rarity is not defined" in r.output
+    assert not (tmp_path / "r").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, cfg_dict: dict, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    from posrnn_cli.config import RunConfig
+
+    train(RunConfig.from_dict(cfg_dict), Path(out), progress=False)
+    torch.distributed.destroy_process_group()
+
+
+def test_two_gloo_processes_match_one_process_with_the_doubled_batch(encoded, tmp_path):
+    def cfg(batch):
+        return resolve_config(options={
+            "task.name": "lm", "task.data": str(encoded), "task.vocab_size": 300, "task.length": 48,
+            "model.hidden_size": 16, "train.iterations": 12, "train.batch_size": batch, "train.warmup": 2,
+            "train.checkpoint_every": 12, "train.log_every": 3, "train.device": "cpu", "train.seed": 5})
+
+    train(cfg(8), tmp_path / "single", progress=False)
+    mp.spawn(_worker, args=(2, _free_port(), cfg(4).to_dict(), str(tmp_path / "ddp")), nprocs=2, join=True)
+    a = load_checkpoint(tmp_path / "single" / "checkpoints" / "step_0000012.pt")["model"]
+    b = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "step_0000012.pt")["model"]
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-5), k
+    la = [json.loads(x)["loss"] for x in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()]
+    lb = [json.loads(x)["loss"] for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    assert len(la) == len(lb) == 4 and la == pytest.approx(lb, rel=1e-4)
