@@ -197,10 +197,24 @@ def aggregate_extend(root: Path, n_resamples: int = 10_000) -> list[dict]:
     return rows
 
 
+def aggregate_lm(root: Path, n_resamples: int = 10_000) -> list[dict]:
+    """One row per language-model run: test perplexity (the paper's Table 1 reports min /
+    mean / max over seeds, so the seeds are listed, not pooled)."""
+    rows = []
+    for run in find_runs(root, "eval.json"):
+        cfg = read_run_config(run)
+        r = json.loads((run / "eval.json").read_text())
+        rows.append({"model": cfg.model.name, "pe": cfg.model.pe, "seed": cfg.train.seed, "hidden_size": cfg.model.hidden_size,
+                     "iterations": cfg.train.iterations, "batch_size": cfg.train.batch_size, "vocab_size": cfg.task.vocab_size,
+                     "max_tokens": cfg.task.length, "perplexity": r["perplexity"], "token_nll": r["token_nll"],
+                     "n_tokens": r["n_tokens"]})
+    return rows
+
+
 #: sweep directory name → how it is aggregated
 AGGREGATORS = {
     "fig2": aggregate_eval, "forms": aggregate_eval, "double": aggregate_eval, "length": aggregate_eval,
-    "dual": aggregate_dual, "stability": aggregate_stability, "extend": aggregate_extend,
+    "dual": aggregate_dual, "stability": aggregate_stability, "extend": aggregate_extend, "lm": aggregate_lm,
 }
 
 
@@ -243,6 +257,10 @@ def headline(tables: dict[str, list[dict]]) -> dict:
         elif name == "extend":
             for r in rows:
                 out.setdefault("extend", {})[f"{r['model']}_V{r['base_vocab']}+{r['extra_vocab']}_{r['pe']}"] = round(r["token_accuracy"], 4)
+        elif name == "lm":
+            for pe in dict.fromkeys(r["pe"] for r in rows):
+                ppl = [r["perplexity"] for r in rows if r["pe"] == pe]
+                out.setdefault("lm", {})[f"{rows[0]['model']}_{pe}_perplexity_mean"] = round(sum(ppl) / len(ppl), 3)
         elif name == "stability":
             last = max((r["step"] for r in rows), default=None)
             for r in rows:

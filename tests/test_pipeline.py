@@ -117,7 +117,8 @@ def dvc(repo: Path, *args: str, timeout: int = 600) -> str:
 
 @pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
 def test_micro_profile_end_to_end_with_dvc(tmp_path):
-    """A fresh git repository with dvc.yaml and params.yaml switched to `*micro`: `dvc repro`
+    """A fresh git repository with dvc.yaml, params.yaml switched to `*micro`, the package and the
+    shipped corpus: `dvc repro`
     runs every stage and draws every figure, a second `dvc repro` does nothing, metrics and
     plots show, and two queued experiments run in parallel (`dvc queue start --jobs 2`)."""
     repo = tmp_path / "repo"
@@ -127,6 +128,7 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
     assert "\nprofile: *lite\n" in text
     (repo / "params.yaml").write_text(text.replace("\nprofile: *lite\n", "\nprofile: *micro\n"))
     shutil.copytree(ROOT / "posrnn_cli", repo / "posrnn_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "data" / "wikitext-mini", repo / "data" / "wikitext-mini")
     (repo / ".gitignore").write_text("/runs/\n__pycache__/\n")
     git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)
     git("init", "-q")
@@ -139,6 +141,7 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
     figs = sorted(p.name for p in (repo / "figures" / "micro").glob("*.png"))
     assert figs == sorted(["fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
                            "double_vanilla.png", "length_v2.png", "extend_vocab.png"])
+    assert "perplexity" in (repo / "figures" / "micro" / "lm_table.md").read_text()
     again = dvc(repo, "repro")
     assert "Running stage" not in again and "up to date" in again
     metrics = json.loads(dvc(repo, "metrics", "show", "--json"))
