@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
+# .venv/bin on PATH: the DVC pipeline test runs stages that call `posrnn` and `dvc`.
 test: setup
-	DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest
 
 demo: setup
 	$(BIN)/posrnn train $(DEMO_ARGS) --pe sinusoidal --out $(DEMO)/pe --force
