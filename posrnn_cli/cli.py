@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from rich.table import Table
 
 from . import __version__
 from .config import resolve_config
-from .errors import PosrnnError
+from .errors import PosrnnError, cli_errors
 from .models import CORES, PE_FORMS, PE_MODES
 from .tasks import TASKS
 
@@ -28,29 +27,6 @@ app = typer.Typer(
 console = Console()
 if not console.is_terminal:  # piped or captured: don't squeeze tables into 80 columns
     console = Console(width=160)
-
-
-def fail(message: str, code: int = 1):
-    """One line on stderr, a non-zero exit, no traceback."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def cli_errors(fn):
-    """Turn the library's user-facing errors into one-line CLI errors."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except PosrnnError as e:
-            fail(str(e))
-        except OSError as e:
-            fail(f"{e.strerror or e} ({e.filename}); check the path and free disk space" if e.filename else str(e))
-        except KeyboardInterrupt:
-            fail("interrupted; the last checkpoint is intact (continue with --resume)", 130)
-
-    return wrapper
 
 
 def _choices(registry: dict) -> str:

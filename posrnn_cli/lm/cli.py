@@ -11,7 +11,6 @@ an ``OSError`` becomes one ``error: …`` line on stderr and exit code 1.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import PosrnnError
+from ..errors import PosrnnError, cli_errors
 from . import data as lm_data
 from .encode import encode as encode_corpus
 from .tokenizer import MAX_VOCAB, MODEL_NAME, train_tokenizer
@@ -36,29 +35,8 @@ if not console.is_terminal:
     console = Console(width=160)
 
 
-def _errors(fn):
-    """Library errors → one line on stderr, exit 1, no traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except PosrnnError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(1) from None
-        except OSError as e:
-            where = f" ({e.filename})" if e.filename else ""
-            typer.echo(f"error: {e.strerror or e}{where}; check the path and free disk space", err=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            typer.echo("error: interrupted; earlier outputs are intact", err=True)
-            raise typer.Exit(130) from None
-
-    return wrapper
-
-
 @lm_app.command()
-@_errors
+@cli_errors
 def prepare(
     out: Annotated[Path, typer.Option("--out", help="Folder for train.txt, valid.txt, test.txt (one paragraph per line).")] = Path("data/wikitext103"),
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Local WikiText: wiki.{train,valid,test}.raw or the hub's {train,validation,test}-*.parquet (optionally under CONFIG/). Without it, load from the HuggingFace hub or its cache.")] = None,
@@ -77,7 +55,7 @@ def prepare(
 
 
 @lm_app.command()
-@_errors
+@cli_errors
 def tokenizer(
     data: Annotated[Path, typer.Option("--data", help="Folder with train.txt (from `posrnn lm prepare`).")] = Path("data/wikitext103"),
     out: Annotated[Path, typer.Option("--out", help=f"Folder for {MODEL_NAME}, spm.vocab and spm.log.")] = Path("data/wikitext103/tokenizer"),
@@ -95,7 +73,7 @@ def tokenizer(
 
 
 @lm_app.command()
-@_errors
+@cli_errors
 def encode(
     data: Annotated[Path, typer.Option("--data", help="Folder with train.txt, valid.txt, test.txt.")] = Path("data/wikitext103"),
     tokenizer: Annotated[Path, typer.Option("--tokenizer", help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
@@ -116,7 +94,7 @@ def encode(
 
 
 @lm_app.command("train")
-@_errors
+@cli_errors
 def train_lm(
     data: Annotated[Path, typer.Option("--data", help="The encoded corpus (the --out of `posrnn lm encode`).")],
     out: Annotated[Path, typer.Option("--out", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).")],
@@ -163,7 +141,7 @@ def train_lm(
 
 
 @lm_app.command("eval")
-@_errors
+@cli_errors
 def eval_lm(
     run: Annotated[Path, typer.Argument(help="An LM run directory (latest checkpoint) or a checkpoint file.")],
     batch_size: Annotated[int, typer.Option(help="Paragraphs per evaluation batch.")] = 16,
