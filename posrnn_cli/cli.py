@@ -249,6 +249,63 @@ def extend_vocab_cmd(
     console.print(table)
 
 
+@app.command()
+@cli_errors
+def bench(
+    task: Annotated[Optional[TaskName], typer.Option(help="Task (the bench measures reverse).")] = None,
+    model: Annotated[Optional[ModelName], typer.Option(help="Model core.")] = None,
+    pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="V. Paper's largest LSTM cell: 16,384.")] = None,
+    length: Annotated[Optional[int], typer.Option(help="L. Paper: 64.")] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(help="H. Paper: 512.")] = None,
+    embed_size: Annotated[Optional[int], typer.Option(help="E (default H).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Batch. Paper: 512.")] = None,
+    device: DeviceOpt = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    iters: Annotated[int, typer.Option(help="Timed iterations (the median is reported).")] = 20,
+    warmup_iters: Annotated[int, typer.Option(help="Untimed iterations first.")] = 5,
+    stability_seqs: Annotated[int, typer.Option(help="Sequences for the stability timing (0: skip).")] = 8,
+    no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
+    params: ParamsOpt = None,
+    set_: SetOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+):
+    """Benchmark one configuration (default: the paper's, from the config defaults): ms/iteration,
+    tokens/s, TFLOP/s and share of peak, peak memory, sampler sequences/s, stability triplets/s —
+    and the same for a plain reference-style loop in the same run, with the ratios."""
+    from .bench import bench as run_bench
+
+    cfg = resolve_config(params, run_options(task=task, model=model, pe=pe, vocab_size=vocab_size, length=length,
+                                             hidden_size=hidden_size, embed_size=embed_size, batch_size=batch_size,
+                                             device=device, threads=threads), set_)
+    r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_seqs=stability_seqs)
+    if json_out:
+        typer.echo(json.dumps(r))
+        return
+    m, t = cfg.model, cfg.task
+    table = Table(title=f"bench: {m.name} pe={m.pe} V={t.vocab_size} L={t.length} H={m.hidden_size} "
+                        f"B={cfg.train.batch_size} on {r['device']} ({r['threads']} threads)")
+    table.add_column("figure")
+    table.add_column("posrnn", justify="right")
+    table.add_column("reference loop", justify="right")
+    table.add_column("ratio", justify="right")
+
+    def fmt(v, spec=".2f"):
+        return "-" if v is None else format(v, spec)
+
+    for label, key, spec in (("ms / iteration", "ms_per_iter", ".2f"), ("tokens / s", "tokens_per_s", ",.0f"),
+                             ("TFLOP/s", "tflops", ".4f"), ("share of peak", "peak_share", ".3f"),
+                             ("peak memory MB", "peak_memory_mb", ",.0f")):
+        ours, ref = r.get(f"train_{key}"), r.get(f"reference_{key}")
+        ratio = (ref / ours if key == "ms_per_iter" else ours / ref) if ours and ref and key in ("ms_per_iter", "tokens_per_s") else None
+        table.add_row(label, fmt(ours, spec), fmt(ref, spec), fmt(ratio, ".2f") + ("×" if ratio else ""))
+    table.add_row("sampler sequences / s", fmt(r["sampler_seqs_per_s"], ",.0f"), fmt(r.get("reference_sampler_seqs_per_s"), ",.0f"),
+                  fmt(r.get("sampler_speedup"), ".1f") + ("×" if r.get("sampler_speedup") else ""))
+    table.add_row("stability triplets / s", fmt(r.get("stability_triplets_per_s"), ".2f"), "-", "-")
+    table.add_row("FLOP / iteration", f"{r['flops_per_iter']:.3e}", "", "")
+    console.print(table)
+
+
 from .lm.cli import lm_app  # noqa: E402
 
 app.add_typer(lm_app, name="lm")

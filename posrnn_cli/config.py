@@ -76,6 +76,7 @@ class TrainConfig:
     log_every: int = 100
     eval_batch_size: int = 1024
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights)
     threads: Optional[int] = None  # torch CPU threads; None = torch's default
 
 

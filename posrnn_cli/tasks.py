@@ -56,6 +56,14 @@ class Batch:
             out[k] = v
         return replace(self, **out)
 
+    def where(self, rows: Tensor, other: "Batch") -> "Batch":
+        """Row-wise select without a host sync: ``other``'s sample where ``rows`` (B,) is True."""
+        out = {}
+        for k, v in self._tensors().items():
+            r = rows.view(-1, *([1] * (v.dim() - 1)))
+            out[k] = torch.where(r, getattr(other, k), v)
+        return replace(self, **out)
+
     @staticmethod
     def cat(batches: list["Batch"]) -> "Batch":
         first = batches[0]
@@ -598,11 +606,20 @@ class HeldOut:
     def contains(self, batch: Batch) -> Tensor:
         return torch.isin(hash_rows(batch.key), self.hashes)  # (B,) bool
 
-    def sample(self, task: Task, n: int, gen: torch.Generator, device: torch.device, max_rounds: int = 1000) -> Batch:
+    def sample(self, task: Task, n: int, gen: torch.Generator, device: torch.device, max_rounds: int = 1000,
+               sync_free: Optional[bool] = None) -> Batch:
         """``task.sample`` with every held-out sample redrawn (vectorised; redraws are rare).
 
-        Note: the check costs one host sync per batch; with a large space it never redraws."""
+        On CUDA (``sync_free``) the host never waits: held-out rows are replaced by rows of a
+        fresh draw twice, and any row still held out after that is masked out of the loss —
+        so a test sequence never trains the model, exactly, without a ``.nonzero()`` sync."""
         batch = task.sample(n, gen, device)
+        if sync_free if sync_free is not None else torch.device(device).type == "cuda":
+            for _ in range(2):
+                batch = batch.where(self.contains(batch), task.sample(n, gen, device))
+            keep = ~self.contains(batch)[:, None]  # (B 1)
+            batch.mask = keep.expand_as(batch.out_index) if batch.mask is None else batch.mask & keep
+            return batch
         for _ in range(max_rounds):
             bad = self.contains(batch).nonzero().flatten()
             if len(bad) == 0:

@@ -180,8 +180,9 @@ class Trainer:
 
     def train_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One update; returns (loss, n_correct, n_targets) as device tensors (no sync)."""
-        out = self.model(batch.inputs, batch.out_index, batch.query)
-        loss = self.task.loss(out, batch)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp):
+            out = self.model(batch.inputs, batch.out_index, batch.query)
+            loss = self.task.loss(out.float(), batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
