@@ -43,6 +43,23 @@ SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="Override any
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
 
 
+def _listing(title: str, registry: dict) -> str:
+    """One line per registry entry, ``name: description``, kept as lines by click's ``\\b``."""
+    width = max(len(k) for k in registry) + 2
+    rows = "\n".join(f"  {k + ':':<{width}} {getattr(v, 'description', v)}" for k, v in registry.items())
+    return f"\b\n{title}\n{rows}"
+
+
+TRAIN_HELP = "\n\n".join([
+    "Train one model on one task (SPEC §2 recipe) into a run directory.",
+    _listing("Tasks (--task):", TASKS),
+    _listing("Models (--model):", CORES),
+    _listing("Positional encodings (--pe):", PE_FORMS),
+    "Impossible combinations (e.g. --autoregressive with copy, --vocab-size with continuous, dummy with "
+    "--pe-mode add) are refused with a one-line reason.",
+])
+
+
 def run_options(**opts) -> dict:
     """CLI option values → dotted config keys (None = not given)."""
     keys = {
@@ -57,13 +74,13 @@ def run_options(**opts) -> dict:
     return {keys[k]: v for k, v in opts.items() if k in keys and v is not None}
 
 
-@app.command()
+@app.command(help=TRAIN_HELP)
 @cli_errors
 def train(  # noqa: PLR0913 - one option per config key users reach for
     out: Annotated[Path, typer.Option("--out", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.")],
-    task: Annotated[Optional[TaskName], typer.Option(help=f"Task. {_choices(TASKS)}.")] = None,
-    model: Annotated[Optional[ModelName], typer.Option(help=f"Model core. {_choices(CORES)}.")] = None,
-    pe: Annotated[Optional[PEName], typer.Option(help=f"Positional encoding. {_choices(PE_FORMS)}.")] = None,
+    task: Annotated[Optional[TaskName], typer.Option(help="Task (listed above). Default: reverse.")] = None,
+    model: Annotated[Optional[ModelName], typer.Option(help="Model core (listed above). Default: lstm.")] = None,
+    pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding (listed above). Default: sinusoidal.")] = None,
     pe_mode: Annotated[Optional[PEMode], typer.Option(help=f"How PE joins the embedding. {_choices(PE_MODES)}.")] = None,
     vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary size V (≥ 2). Paper: 32–16,384.")] = None,
     length: Annotated[Optional[int], typer.Option(help="Input length L (≥ 1); the output phase has L more steps. Paper: 64.")] = None,
@@ -93,7 +110,7 @@ def train(  # noqa: PLR0913 - one option per config key users reach for
     stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed; continue with --resume).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ):
-    """Train one model on one task (SPEC §2 recipe) into a run directory."""
+    """Train one model on one task into a run directory (help text: ``TRAIN_HELP``)."""
     from .train import train as train_run
 
     if length is not None and max_length is not None and length != max_length:

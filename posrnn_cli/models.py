@@ -5,6 +5,11 @@ H hidden size, K output steps, V vocabulary.
 
 * ``PE_t = [sin(t·ω), cos(t·ω)] / sqrt(P/2)`` with ``ω_i = 10000^(−2i/P)``, ``i = 0 … P/2−1``,
   ``t = 0 … T−1`` counted straight through input and output phases; every row has unit norm.
+* Other forms (``PE_FORMS``): ``random`` (fixed rows uniform on the unit sphere, saved in the
+  state_dict), ``learnable`` (an N(0,1) table of ``max_steps`` rows), ``dummy`` (the
+  embedding twice: the concat-PE model's width and parameter count, no positions) and
+  ``phase`` (a learnable vector per phase, input vs output, as the paper's autoregressive
+  model concatenates; needs the task's fixed ``output_start``).
 * A core maps (B, T, D) → (B, T, H) causally; cores are registered in ``CORES``.
 * The head ``Linear(H, V)`` is applied only at the output-phase steps ``out_index``.
 """
@@ -47,6 +52,7 @@ PE_FORMS: dict[str, PEForm] = {
     "random": PEForm("fixed random PE: rows drawn uniformly on the unit sphere", True),
     "learnable": PEForm("trained position table, N(0,1) init", True),
     "dummy": PEForm("double-vanilla control: the embedding concatenated with itself (no positions)", False),
+    "phase": PEForm("learnable input-phase / output-phase vector (the paper's autoregressive model)", False),
 }
 
 PE_MODES = {"concat": "PE appended to the embedding (D = E + P)", "add": "PE added to the embedding (needs P = E)"}
@@ -55,9 +61,11 @@ PE_MODES = {"concat": "PE appended to the embedding (D = E + P)", "add": "PE add
 class InputEncoder(nn.Module):
     """Token ids → embedding (V tokens + special ids, N(0,1) init) (+ PE) → (B, T, D)."""
 
-    def __init__(self, n_ids: int, E: int, pe: str, mode: str, P: int, max_steps: int, continuous_dim: Optional[int] = None):
+    def __init__(self, n_ids: int, E: int, pe: str, mode: str, P: int, max_steps: int,
+                 continuous_dim: Optional[int] = None, output_start: Optional[int] = None):
         super().__init__()
         self.pe, self.mode, self.E, self.P, self.max_steps = pe, mode, E, P, max_steps
+        self.output_start = output_start  # first output-phase step (the phase form)
         self.continuous = continuous_dim is not None
         if self.continuous:
             self.proj = nn.Linear(continuous_dim, E)  # replaces the embedding
@@ -70,6 +78,10 @@ class InputEncoder(nn.Module):
             self.register_buffer("pe_table", nn.functional.normalize(torch.randn(max_steps, P), dim=1))  # (T P)
         elif pe == "learnable":
             self.pe_table = nn.Parameter(torch.randn(max_steps, P))  # (T P)
+        elif pe == "phase":  # row 0: input phase, row 1: output phase; N(0, 1) like nn.Embedding
+            if output_start is None:
+                raise PosrnnError("--pe phase needs a fixed output-phase start; this task has none (variable length?)")
+            self.phase_table = nn.Parameter(torch.randn(2, P))  # (2 P)
         if pe == "dummy":
             self.out_dim = 2 * E  # [e; e]: the PE model's width and parameter count when P = E
         else:
@@ -79,6 +91,9 @@ class InputEncoder(nn.Module):
         """(T, P) encoding of positions 0 … T−1."""
         if T > self.max_steps:
             raise PosrnnError(f"sequence of {T} steps is longer than the model's {self.max_steps} encoded positions")
+        if self.pe == "phase":
+            t = torch.arange(T, device=self.phase_table.device)  # (T)
+            return self.phase_table[(t >= self.output_start).long()]  # (T P)
         return self.pe_table[:T]
 
     def embed(self, inputs: Tensor, query: Optional[Tensor] = None) -> Tensor:
@@ -170,6 +185,8 @@ def check_model_config(m: ModelConfig) -> None:
         raise PosrnnError(f"s4d: model.state_size must be even (conjugate pairs), got {m.state_size}")
     if m.pe == "dummy" and m.pe_mode == "add":
         raise PosrnnError("the dummy (double-vanilla) control concatenates the embedding with itself; use --pe-mode concat")
+    if m.pe == "dummy" and m.P != m.E:
+        raise PosrnnError(f"the dummy control repeats the embedding (E = {m.E}); it ignores model.pe_dim ({m.P}): drop model.pe_dim")
     if m.pe != "none" and m.pe_mode == "add" and m.P != m.E:
         raise PosrnnError(f"--pe-mode add needs the PE dimension ({m.P}) to equal the embedding size ({m.E})")
 
@@ -180,7 +197,7 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
     check_model_config(m)
     encoder = InputEncoder(
         task.n_input_ids, m.E, m.pe, m.pe_mode, m.P, task.max_steps,
-        continuous_dim=task.cfg.dim if task.continuous else None,
+        continuous_dim=task.cfg.dim if task.continuous else None, output_start=getattr(task, "output_start", None),
     )
     core = CORES[m.name].build(encoder.out_dim, m)
     if m.frozen_vocab is None:

@@ -73,16 +73,22 @@ class Batch:
         return self.inputs.shape[0]
 
 
-def _hash_multipliers(n: int) -> Tensor:
-    g = torch.Generator().manual_seed(0x5EED)
-    m = torch.randint(-(2**62), 2**62, (n,), generator=g, dtype=torch.long)
-    return m | 1  # odd: every coordinate matters modulo 2^64
+_MULTIPLIERS: dict[tuple[int, torch.device], Tensor] = {}
+
+
+def _hash_multipliers(n: int, device: torch.device) -> Tensor:
+    """Fixed odd random int64 multipliers (odd: every coordinate matters modulo 2^64),
+    made once per width and device (the sampler calls this every batch)."""
+    if (n, device) not in _MULTIPLIERS:
+        g = torch.Generator().manual_seed(0x5EED)
+        m = torch.randint(-(2**62), 2**62, (n,), generator=g, dtype=torch.long) | 1
+        _MULTIPLIERS[(n, device)] = m.to(device)
+    return _MULTIPLIERS[(n, device)]
 
 
 def hash_rows(key: Tensor) -> Tensor:
     """(B, C) long → (B,) long: a random linear hash modulo 2^64 (collisions ~ 2^-60)."""
-    mult = _hash_multipliers(key.shape[1]).to(key.device)
-    return (key * mult).sum(1)  # int64 arithmetic wraps modulo 2^64
+    return (key * _hash_multipliers(key.shape[1], key.device)).sum(1)  # int64 arithmetic wraps modulo 2^64
 
 
 def first_unique(h: Tensor) -> Tensor:
@@ -134,6 +140,12 @@ class Task(abc.ABC):
     def max_steps(self) -> int:
         """Longest input sequence T (positions 0 … T−1 get a positional encoding)."""
         return 2 * self.L
+
+    @property
+    def output_start(self) -> Optional[int]:
+        """The first output-phase step when it is the same for every sample, else None
+        (the ``phase`` encoding marks steps ≥ it as output phase)."""
+        return None
 
     def space_size(self) -> float:
         """How many distinct samples the task can draw (for the held-out check)."""
@@ -254,14 +266,25 @@ def phase_layout(x: Tensor, lengths: Optional[Tensor], query_id: int, feed: Opti
     return inputs, out_index, mask
 
 
+def _tally(ok: Tensor, batch: Batch) -> tuple[int, int, int]:
+    """(right targets, valid targets, whole sequences right) of a (B, K) ``correct`` mask."""
+    if batch.mask is None:
+        return int(ok.sum()), ok.numel(), int(ok.all(1).sum())
+    return int(ok.sum()), int(batch.mask.sum()), int((ok | ~batch.mask).all(1).sum())
+
+
 class ReverseTask(Task):
     """Reverse ordering: ``x_1…x_L`` i.i.d. uniform over V, then L query steps; target
     ``x_L…x_1``. Variants: variable length (``min_length``), the dual-frequency vocabulary
     (``rarity``), and autoregressive output-phase inputs (``autoregressive``)."""
 
     name = "reverse"
-    description = "reverse ordering: x_1..x_L then L queries; target x_L..x_1 (--min-length, --rarity, --autoregressive)"
+    description = "x_1..x_L, then L queries; target x_L..x_1 (variants: --min-length, --rarity, --autoregressive)"
     supports_autoregressive = True
+
+    @property
+    def output_start(self) -> Optional[int]:
+        return None if self.cfg.min_length is not None else self.L
 
     def supports_variable_length(self) -> bool:
         return True
@@ -402,6 +425,10 @@ class ReverseTask(Task):
             names = [f"{a}/{b}" for a in self.KINDS for b in self.KINDS]  # target kind / disturbant kind
             out["dual_frequency"] = {n: float(cell.view(4, L)[i].sum() / cnt.view(4, L)[i].sum()) for i, n in enumerate(names)}
             out["dual_frequency_by_position"] = {n: acc[i].tolist() for i, n in enumerate(names)}
+        if self.cfg.autoregressive:  # ``pred`` came from ``infer``: self-feedback
+            n_ok, n, n_seq = _tally(ok, batch)
+            out["self_feedback_token_accuracy"] = n_ok / n
+            out["self_feedback_sequence_accuracy"] = n_seq / len(batch)
         if self.cfg.min_length is not None:
             n_ok = ok.sum(1).double()
             n_all = batch.mask.sum(1).double()
@@ -415,19 +442,19 @@ class ReverseTask(Task):
         if not self.cfg.autoregressive:
             return {}
         # the same model fed the ground truth in the output phase (teacher forcing)
-        n_ok = n = 0
+        n_ok = n = n_seq = 0
         for start in range(0, len(test), batch_size):
             b = test.select(torch.arange(start, min(start + batch_size, len(test)), device=test.inputs.device))
-            ok = self.correct(Task.infer(self, model, b), b)
-            n_ok, n = n_ok + int(ok.sum()), n + ok.numel()
-        return {"ground_truth_feedback_token_accuracy": n_ok / n, "self_feedback": "token_accuracy"}
+            t = _tally(self.correct(Task.infer(self, model, b), b), b)
+            n_ok, n, n_seq = n_ok + t[0], n + t[1], n_seq + t[2]
+        return {"ground_truth_feedback_token_accuracy": n_ok / n, "ground_truth_feedback_sequence_accuracy": n_seq / len(test)}
 
 
 class SortTask(ReverseTask):
     """Sorting: the reverse layout, target = the input sorted ascending (ties kept)."""
 
     name = "sort"
-    description = "sort: x_1..x_L then L queries; target = x sorted ascending (--autoregressive)"
+    description = "x_1..x_L, then L queries; target x sorted ascending, ties kept (--autoregressive)"
 
     def supports_variable_length(self) -> bool:
         return False
@@ -449,7 +476,11 @@ class DelayedAddTask(Task):
     random tokens ``y_j`` (instead of the query) and must emit ``(x_{L+1−j} + y_j) mod V``."""
 
     name = "delayed-add"
-    description = "delayed addition: x_1..x_L, then fresh y_1..y_L as inputs; target (x_{L+1-j} + y_j) mod V"
+    description = "x_1..x_L, then fresh tokens y_1..y_L fed as inputs; target (x_{L+1-j} + y_j) mod V"
+
+    @property
+    def output_start(self) -> int:
+        return self.L
 
     def space_size(self) -> float:
         return self.V ** (2 * self.L)
@@ -467,11 +498,15 @@ class PredecessorTask(Task):
     again; the single target is its predecessor."""
 
     name = "predecessor"
-    description = "predecessor query: L distinct tokens, then one of x_2..x_L again; target its predecessor"
+    description = "L distinct tokens, then one of x_2..x_L again; the single target is its predecessor"
 
     @property
     def max_steps(self) -> int:
         return self.L + 1
+
+    @property
+    def output_start(self) -> int:
+        return self.L
 
     def check(self) -> None:
         if self.cfg.length < 2:
@@ -498,7 +533,7 @@ class CopyTask(Task):
     """Copy memory: ``x_1…x_L``, then T blank steps, then L query steps; target ``x_1…x_L``."""
 
     name = "copy"
-    description = "copy memory: x_1..x_L, T blanks (--delay), L queries; target x_1..x_L"
+    description = "copy memory: x_1..x_L, T blank steps (--delay), L queries; target x_1..x_L"
 
     @property
     def blank_id(self) -> int:
@@ -511,6 +546,10 @@ class CopyTask(Task):
     @property
     def max_steps(self) -> int:
         return 2 * self.L + self.cfg.delay
+
+    @property
+    def output_start(self) -> int:
+        return self.L + self.cfg.delay
 
     def check(self) -> None:
         if self.cfg.delay < 0:
@@ -531,16 +570,20 @@ class ContinuousTask(Task):
     The training log's "accuracy" is the mean cosine."""
 
     name = "continuous"
-    description = "continuous reverse: unit vectors in R^d (--dim) as tokens; loss 1 - cosine"
+    description = "reverse of random unit vectors in R^d (--dim; no --vocab-size); loss 1 - cosine"
     continuous = True
 
     @property
     def n_outputs(self) -> int:
         return self.cfg.dim
 
+    @property
+    def output_start(self) -> int:
+        return self.L
+
     def check(self) -> None:
-        if self.cfg.dim < 1:
-            raise PosrnnError(f"--dim must be at least 1, got {self.cfg.dim}")
+        if self.cfg.dim < 2:  # R^1 has two unit vectors: not an "infinite" vocabulary
+            raise PosrnnError(f"--dim must be at least 2 (R^1 holds only two unit vectors), got {self.cfg.dim}")
         super().check()
 
     def space_size(self) -> float:

@@ -1,18 +1,13 @@
-"""Invariants of every task, PE form and control (issue 3)."""
+"""Invariants of every task (issue 3): targets, layouts, test grids, held-out sets, reports."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from posrnn_cli.cli import app
-from posrnn_cli.config import RunConfig, TaskConfig, resolve_config
+from posrnn_cli.config import TaskConfig
 from posrnn_cli.errors import PosrnnError
-from posrnn_cli.models import PE_FORMS, build_model, count_parameters
-from posrnn_cli.tasks import TASKS, HeldOut, build_task, hash_rows
+from posrnn_cli.tasks import HeldOut, build_task, hash_rows
 
 CPU = torch.device("cpu")
 
@@ -175,7 +170,7 @@ def test_autoregressive_self_feedback_inference():
         (dict(name="reverse", min_length=70), "--min-length must lie"),
         (dict(name="predecessor", vocab_size=4, length=6), "must not exceed"),
         (dict(name="copy", delay=-1), "--delay"),
-        (dict(name="continuous", dim=0), "--dim"),
+        (dict(name="continuous", dim=1), "--dim must be at least 2"),
     ],
 )
 def test_bad_task_combinations(kw, words):
@@ -191,85 +186,94 @@ def test_every_task_draws_distinct_held_out_sets():
         assert len(torch.unique(hash_rows(test.key))) == len(test) == 64, name
 
 
-# ---- PE forms and the double-vanilla control --------------------------------------------------
-def model_for(pe, **over):
-    sets = {"task.vocab_size": 10, "task.length": 6, "model.name": "gru", "model.hidden_size": 16, "model.pe": pe}
-    sets.update(over)
-    cfg = resolve_config(options=sets)
-    torch.manual_seed(0)
-    return build_model(cfg, build_task(cfg.task)), cfg
+# every task variant, tiny: (name, TaskConfig overrides); spaces small enough that raw draws hit the test set
+VARIANTS = {
+    "reverse": dict(name="reverse", vocab_size=3, length=5),
+    "sort": dict(name="sort", vocab_size=3, length=5),
+    "delayed-add": dict(name="delayed-add", vocab_size=2, length=4),
+    "predecessor": dict(name="predecessor", vocab_size=6, length=4),
+    "copy": dict(name="copy", vocab_size=3, length=5, delay=2),
+    "variable-length": dict(name="reverse", vocab_size=4, length=5, min_length=4),
+    "dual-frequency": dict(name="reverse", vocab_size=4, length=8, rarity=0.25, n_test=16),
+    "autoregressive": dict(name="sort", vocab_size=3, length=5, autoregressive=True),
+    "continuous": dict(name="continuous", dim=3, length=4),
+}
 
 
-def test_double_vanilla_has_the_pe_models_parameter_count():
-    dummy, _ = model_for("dummy")
-    pe, _ = model_for("sinusoidal")
-    vanilla, _ = model_for("none")
-    assert count_parameters(dummy) == count_parameters(pe) > count_parameters(vanilla)
-    x = torch.randint(10, (2, 12))
-    e = dummy.encoder(x)
-    assert torch.equal(e[..., :16], e[..., 16:])  # the embedding twice, no position information
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sampling_is_a_pure_function_of_the_generator(variant):
+    t = task(**VARIANTS[variant])
+    a, b, c = t.sample(32, gen(5), CPU), t.sample(32, gen(5), CPU), t.sample(32, gen(6), CPU)
+    for name, x in a._tensors().items():
+        assert torch.equal(x, getattr(b, name)), name
+    assert not torch.equal(a.key, c.key)
+    assert a.inputs.shape[1] <= t.max_steps and (a.out_index < a.inputs.shape[1]).all()
+    if not t.continuous:
+        assert 0 <= int(a.inputs.min()) and int(a.inputs.max()) < t.n_input_ids
+        assert 0 <= int(a.targets.min()) and int(a.targets.max()) < t.V
 
 
-def test_random_pe_rows_are_unit_norm_fixed_and_saved():
-    m, _ = model_for("random")
-    table = m.encoder.pe_table
-    assert torch.allclose(table.norm(dim=1), torch.ones(len(table)), atol=1e-6)
-    assert "encoder.pe_table" in m.state_dict() and not any(p is table for p in m.parameters())
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "continuous"])
+def test_training_batches_never_hold_a_test_sequence(variant):
+    t = task(**VARIANTS[variant])
+    test = t.test_set()
+    held = HeldOut(test)
+    assert held.contains(t.sample(512, gen(1), CPU)).any()  # raw draws do hit the test set here …
+    for seed in range(3):
+        assert not held.contains(held.sample(t, 512, gen(seed), CPU)).any()  # … the sampler never lets one through
 
 
-def test_learnable_pe_is_trained():
-    m, _ = model_for("learnable")
-    assert any(p is m.encoder.pe_table for p in m.parameters())
-    assert m.encoder.pe_table.shape == (12, 16)
+def test_output_phase_start_per_task():
+    assert task(name="reverse", vocab_size=8, length=5).output_start == 5
+    assert task(name="copy", vocab_size=8, length=5, delay=7).output_start == 12
+    assert task(name="predecessor", vocab_size=8, length=5).output_start == 5
+    assert task(name="delayed-add", vocab_size=8, length=5).output_start == 5
+    assert task(name="reverse", vocab_size=8, length=5, min_length=3, n_test=8).output_start is None  # moves per sequence
+    for v in VARIANTS.values():
+        t = task(**v)
+        b = t.sample(4, gen(), CPU)
+        if t.output_start is not None:
+            assert int(b.out_index.min()) == t.output_start  # the first scored step opens the output phase
 
 
-def test_position_forms_tell_positions_apart_and_controls_do_not():
-    for pe in PE_FORMS:
-        m, _ = model_for(pe)
-        x = torch.full((1, 12), 3)  # the same token at every step
-        e = m.encoder(x)[0]
-        distinct = len({tuple(r) for r in e.round(decimals=5).tolist()})
-        assert (distinct == 12) == PE_FORMS[pe].has_positions, pe
+def test_dual_frequency_grid_has_the_papers_sixteen_sequences_per_cell():
+    """n_test sequences per (target kind, disturbant kind), spread evenly over the L target
+    positions: at the paper's n_test = 1,024 and L = 64 that is 16 per (kinds, position)
+    cell and 4,096 in all, as in the paper's Fig. 3 caption."""
+    t = task(name="reverse", vocab_size=64, length=64, rarity=0.125, n_test=1024)
+    g = t.test_set()
+    assert len(g) == 4096
+    assert torch.equal(torch.bincount(g.group, minlength=4 * 64), torch.full((4 * 64,), 16))
 
 
-# ---- every task trains and evaluates from the CLI ------------------------------------------------
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["--task", "sort", "--autoregressive"],
-        ["--task", "reverse", "--min-length", "3", "--max-length", "5"],
-        ["--task", "reverse", "--rarity", "0.125", "--vocab-size", "16"],
-        ["--task", "delayed-add"],
-        ["--task", "predecessor"],
-        ["--task", "copy", "--delay", "3"],
-        ["--task", "continuous", "--dim", "8"],
-        ["--task", "reverse", "--pe", "random"],
-        ["--task", "reverse", "--pe", "learnable"],
-        ["--task", "reverse", "--pe", "dummy"],
-        ["--task", "reverse", "--model", "s4d"],
-        ["--task", "reverse", "--model", "transformer", "--layers", "2", "--heads", "2"],
-        ["--task", "reverse", "--model", "lstm", "--pe-mode", "add"],
-    ],
-)
-def test_cli_trains_and_evaluates_every_task(args, tmp_path):
-    runner = CliRunner()
-    base = ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "16", "--iterations", "12",
-            "--batch-size", "8", "--warmup", "2", "--device", "cpu", "--set", "task.n_test=64"]
-    if "--vocab-size" in args or "continuous" in args:
-        base = [a for i, a in enumerate(base) if a != "--vocab-size" and base[i - 1] != "--vocab-size"]
-    r = runner.invoke(app, ["train", *base, *args, "--out", str(tmp_path / "r"), "--json"])
-    assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["eval", str(tmp_path / "r"), "--json"])
-    assert r.exit_code == 0, r.output
-    res = json.loads(r.output)
-    assert res["step"] == 12
-    if "continuous" in args:
-        assert "cosine_quartiles" in res
-    else:
-        assert 0 <= res["token_accuracy"] <= 1
+class EchoInput(torch.nn.Module):
+    """A fake model: at each read step it predicts the token it is fed there (clamped to V−1)."""
+
+    def __init__(self, V):
+        super().__init__()
+        self.V = V
+
+    def forward(self, inputs, out_index, query=None):
+        return torch.nn.functional.one_hot(inputs.gather(1, out_index).clamp(max=self.V - 1), self.V).float()
 
 
-def test_train_help_lists_every_task_model_and_pe():
-    r = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
-    for name in [*TASKS, *PE_FORMS, "gru", "lstm", "elman", "s4d", "transformer"]:
-        assert f"{name}:" in r.output, name
+@pytest.mark.parametrize("kw", [dict(name="sort", vocab_size=3, length=6), dict(name="reverse", vocab_size=4, length=8, rarity=0.5)])
+def test_autoregressive_reports_self_and_ground_truth_feedback(kw):
+    """With self-feedback the echo model predicts V−1 (the clamped query) at every step; with the
+    ground truth fed back, step j predicts target j−1. Both accuracies must be exactly that."""
+    t = task(**kw, autoregressive=True, n_test=64)
+    test = t.test_set()
+    m = EchoInput(t.V)
+    pred = t.infer(m, test)
+    assert (pred == t.V - 1).all()
+    mask = test.mask if test.mask is not None else torch.ones_like(test.targets, dtype=torch.bool)
+    rep = t.report(pred, test)
+    ok = (test.targets == t.V - 1) & mask
+    assert rep["self_feedback_token_accuracy"] == pytest.approx(ok.sum().item() / mask.sum().item())
+    assert rep["self_feedback_sequence_accuracy"] == pytest.approx((ok | ~mask).all(1).double().mean().item())
+    shifted = torch.cat([torch.full_like(test.targets[:, :1], t.V - 1), test.targets[:, :-1]], 1)
+    ok = (shifted == test.targets) & mask
+    extra = t.evaluate_extra(m, test, batch_size=16)
+    assert extra["ground_truth_feedback_token_accuracy"] == pytest.approx(ok.sum().item() / mask.sum().item())
+    assert extra["ground_truth_feedback_sequence_accuracy"] == pytest.approx((ok | ~mask).all(1).double().mean().item())
+    assert 0 < extra["ground_truth_feedback_token_accuracy"] < 1

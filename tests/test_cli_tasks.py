@@ -1,0 +1,194 @@
+"""Every task, core and PE form trains and evaluates from the CLI on a tiny CPU config; the
+help lists them; bad combinations are one line; docs/experiments.md's commands are valid."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posrnn_cli.cli import app, run
+from posrnn_cli.config import RunConfig
+from posrnn_cli.models import CORES, PE_FORMS, check_model_config
+from posrnn_cli.tasks import TASKS, build_task
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+BASE = {"--model": "gru", "--vocab-size": "8", "--length": "5", "--hidden-size": "16", "--iterations": "12",
+        "--batch-size": "8", "--warmup": "2", "--device": "cpu", "--checkpoint-every": "12"}
+
+
+def argv(*extra: str) -> list[str]:
+    """BASE, with any option that ``extra`` names (or --vocab-size for continuous) left out."""
+    drop = set(extra) | ({"--vocab-size"} if "continuous" in extra else set())
+    base = [x for k, v in BASE.items() if k not in drop for x in (k, v)]
+    return ["train", *base, "--set", "task.n_test=64", *extra]
+
+
+def train_and_eval(tmp_path, *extra: str) -> dict:
+    out = str(tmp_path / "run")
+    r = runner.invoke(app, [*argv(*extra), "--out", out, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["finished"]
+    r = runner.invoke(app, ["eval", out, "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["step"] == 12 and json.loads((tmp_path / "run" / "eval.json").read_text()) == res
+    return res
+
+
+# (CLI options, the report keys eval must add)
+CASES = {
+    "reverse": ([], []),
+    "sort": (["--task", "sort"], ["non_decreasing_share"]),
+    "delayed-add": (["--task", "delayed-add"], []),
+    "predecessor": (["--task", "predecessor"], []),
+    "copy": (["--task", "copy", "--delay", "3"], []),
+    "variable-length": (["--min-length", "3", "--max-length", "5"], ["accuracy_by_length"]),
+    "dual-frequency": (["--rarity", "0.125", "--vocab-size", "16"], ["dual_frequency", "dual_frequency_by_position"]),
+    "continuous": (["--task", "continuous", "--dim", "8"], ["cosine", "cosine_quartiles"]),
+    "autoregressive-reverse": (["--autoregressive", "--pe", "phase"],
+                               ["self_feedback_token_accuracy", "ground_truth_feedback_token_accuracy"]),
+    "autoregressive-sort": (["--task", "sort", "--autoregressive", "--pe", "none"],
+                            ["non_decreasing_share", "self_feedback_token_accuracy", "ground_truth_feedback_token_accuracy"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_task_trains_and_evaluates(case, tmp_path):
+    extra, keys = CASES[case]
+    res = train_and_eval(tmp_path, *extra)
+    for key in keys:
+        assert key in res, key
+    if case == "continuous":
+        q = res["cosine_quartiles"]
+        assert -1 <= q["min"] <= q["q25"] <= q["median"] <= q["q75"] <= q["max"] <= 1
+        return
+    assert 0 <= res["token_accuracy"] <= 1 and res["damerau_levenshtein"] >= 0
+    if case == "variable-length":
+        assert sorted(res["accuracy_by_length"]) == ["3", "4", "5"] and res["n_test"] == 3 * 64
+    if case == "dual-frequency":
+        assert sorted(res["dual_frequency"]) == ["F/F", "F/R", "R/F", "R/R"]
+        assert all(len(v) == 5 for v in res["dual_frequency_by_position"].values())
+    if case.startswith("autoregressive"):
+        assert res["self_feedback_token_accuracy"] == pytest.approx(res["token_accuracy"])
+
+
+MODELS = {
+    "elman": ["--model", "elman"],
+    "lstm-add": ["--model", "lstm", "--pe-mode", "add"],
+    "s4d-pe": ["--model", "s4d", "--pe", "sinusoidal", "--set", "model.state_size=4"],
+    "s4d-vanilla": ["--model", "s4d", "--pe", "none", "--set", "model.state_size=4"],
+    "s4d-add": ["--model", "s4d", "--pe-mode", "add", "--set", "model.state_size=4"],
+    "transformer-1-vanilla": ["--model", "transformer", "--layers", "1", "--heads", "2", "--pe", "none"],
+    "transformer-2-pe": ["--model", "transformer", "--layers", "2", "--heads", "2", "--pe", "sinusoidal"],
+    "random": ["--pe", "random"],
+    "learnable": ["--pe", "learnable"],
+    "dummy": ["--pe", "dummy"],
+}
+
+
+@pytest.mark.parametrize("case", MODELS)
+def test_every_core_and_pe_form_trains_and_evaluates(case, tmp_path):
+    res = train_and_eval(tmp_path, *MODELS[case])
+    assert 0 <= res["token_accuracy"] <= 1
+    opts = MODELS[case]
+    assert res["model"] == (opts[opts.index("--model") + 1] if "--model" in opts else "gru")
+
+
+def test_train_help_lists_every_task_model_and_pe_form_one_line_each():
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    for registry in (TASKS, CORES, PE_FORMS):
+        for name, entry in registry.items():
+            line = [ln for ln in lines if re.match(rf"\s*{re.escape(name)}:\s", ln)]
+            assert len(line) == 1, name
+            assert entry.description in line[0], name
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--task", "copy", "--autoregressive"], "--autoregressive is not defined for task 'copy'"),
+        (["--task", "delayed-add", "--autoregressive"], "--autoregressive is not defined"),
+        (["--task", "continuous", "--vocab-size", "16"], "the continuous task has no vocabulary"),
+        (["--task", "continuous", "--dim", "1"], "--dim must be at least 2"),
+        (["--task", "sort", "--rarity", "0.1"], "--rarity (dual frequency) is not defined for task 'sort'"),
+        (["--task", "predecessor", "--min-length", "3"], "variable length (--min-length) is not defined"),
+        (["--min-length", "3", "--rarity", "0.2"], "variable length combines with neither"),
+        (["--min-length", "3", "--autoregressive"], "variable length combines with neither"),
+        (["--min-length", "3", "--pe", "phase"], "--pe phase needs a fixed output-phase start"),
+        (["--length", "5", "--max-length", "6"], "name the same setting"),
+        (["--rarity", "0.2", "--vocab-size", "15"], "even --vocab-size"),
+        (["--task", "predecessor", "--vocab-size", "4"], "must not exceed --vocab-size"),
+        (["--task", "copy", "--delay", "-1"], "--delay must be ≥ 0"),
+        (["--pe", "dummy", "--pe-mode", "add"], "use --pe-mode concat"),
+        (["--model", "transformer", "--heads", "3"], "must divide --hidden-size"),
+        (["--model", "s4d", "--set", "model.state_size=5"], "must be even"),
+    ],
+)
+def test_bad_combinations_are_refused_with_one_line(extra, words, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        run([*argv(*extra), "--out", "x"])
+    err, out = capsys.readouterr().err, capsys.readouterr().out
+    assert e.value.code == 1
+    assert err.startswith("error: ") and words in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+    assert not (tmp_path / "x").exists()
+
+
+# ---- docs/experiments.md: every command in it is a valid paper-scale run -------------------
+DOC = ROOT / "docs" / "experiments.md"
+PLACEHOLDERS = {"SEED": "111", "PE": "sinusoidal", "V": "256", "T": "60", "L": "64", "K": "2", "d": "8", "N": "2",
+                "FORM": "random"}
+
+
+def doc_commands() -> list[str]:
+    cmds = re.findall(r"`(posrnn [^`]+)`", DOC.read_text())
+    return [c for c in cmds if "..." not in c and "…" not in c]
+
+
+def substitute(cmd: str) -> list[str]:
+    words = shlex.split(cmd)[1:]
+    return [re.sub(r"\b(" + "|".join(PLACEHOLDERS) + r")\b", lambda m: PLACEHOLDERS[m.group(1)], w)
+            if not w.startswith("--") else w for w in words]
+
+
+def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
+    """Each `posrnn train` command of docs/experiments.md parses and passes every task and
+    model check (the run itself is replaced by a stub); other commands name only options
+    that exist."""
+    import posrnn_cli.train as train_mod
+
+    seen: list[RunConfig] = []
+
+    def fake_train(cfg, out, **kw):
+        build_task(cfg.task)  # the task's own checks (space size, combinations)
+        check_model_config(cfg.model)
+        seen.append(cfg)
+        return {"finished": True, "step": 0, "iterations": cfg.train.iterations, "seconds": 0.0, "it_per_s": 0.0,
+                "n_parameters": 0, "last": None}
+
+    monkeypatch.setattr(train_mod, "train", fake_train)
+    monkeypatch.chdir(tmp_path)
+    cmds = doc_commands()
+    assert sum(c.startswith("posrnn train") for c in cmds) >= 15
+    for cmd in cmds:
+        words = substitute(cmd)
+        if words[0] == "train":
+            r = runner.invoke(app, [*words, "--json"])
+            assert r.exit_code == 0, f"{cmd}\n{r.output}"
+            cfg = seen[-1]
+            assert cfg.train.batch_size == 512 and cfg.model.hidden_size == 512, cmd
+            assert cfg.train.iterations == (600_000 if cfg.task.name == "delayed-add" else 300_000), cmd
+        else:
+            sub = [w for w in words if not w.startswith("-")][:2 if words[0] == "lm" else 1]
+            helptext = runner.invoke(app, [*sub, "--help"], env={"COLUMNS": "300", "TERMINAL_WIDTH": "300"}).output
+            for opt in (w for w in words if w.startswith("--")):
+                assert opt in helptext, f"{cmd}: {opt}"
