@@ -76,7 +76,9 @@ class TrainConfig:
     log_every: int = 100
     eval_batch_size: int = 1024
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights)
+    amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
+    fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
+    cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
     threads: Optional[int] = None  # torch CPU threads; None = torch's default
 
 

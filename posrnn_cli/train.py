@@ -4,6 +4,10 @@ Adam (betas configurable), gradient-norm clipping, linear warm-up from 0 then co
 to 0 (``LambdaLR``), a ``metrics.jsonl`` log every ``log_every`` steps (the only host
 syncs in the loop), atomic checkpoints every ``checkpoint_every`` steps and at the end
 holding model, optimiser, scheduler and RNG states, so ``resume`` continues bit-exactly.
+
+Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
+``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
+update replayed from one CUDA graph, ``GraphedStep``). ``posrnn bench`` measures them.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -58,10 +63,28 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
 
 
 def make_optimizer(params: Iterable[nn.Parameter], t: TrainConfig, device: torch.device) -> torch.optim.Adam:
+    """Adam; fused where ``t.fused_adam`` says (None: on CUDA only). Under ``t.cuda_graph`` it is
+    ``capturable`` and, after ``make_scheduler``, ``graph_lr`` turns its lr into a device tensor."""
+    fused = t.fused_adam if t.fused_adam is not None else device.type == "cuda"
     return torch.optim.Adam(
         params, lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay,
-        fused=True if device.type == "cuda" else None,
+        fused=True if fused else None, capturable=t.cuda_graph and device.type == "cuda",
     )
+
+
+def graph_lr(opt: torch.optim.Optimizer, device: torch.device) -> None:
+    """Hold each group's lr in a device tensor: a captured step reads it, and ``LambdaLR`` (whose
+    base lrs stay floats) fills it in place each step, with no host sync."""
+    for g in opt.param_groups:
+        g["lr"] = torch.tensor(float(g["lr"]), device=device)
+
+
+def check_fast_paths(t: TrainConfig, device: torch.device, world: int = 1) -> None:
+    """Refuse fast paths this device or launch cannot run, with a one-line reason."""
+    if t.cuda_graph and device.type != "cuda":
+        raise PosrnnError(f"train.cuda_graph captures the update in a CUDA graph and needs a CUDA device, not {device.type}; drop it")
+    if t.cuda_graph and world > 1:
+        raise PosrnnError("train.cuda_graph is single-process only; drop it under torchrun")
 
 
 def make_scheduler(opt: torch.optim.Optimizer, t: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
@@ -150,8 +173,14 @@ class Trainer:
         self.module = getattr(self.model, "module", self.model)  # unwrapped under DistributedDataParallel
         self.is_main = not (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.distributed.get_rank() == 0
         self.params = list(self.params if self.params is not None else self.model.parameters())
+        world = torch.distributed.get_world_size() if torch.distributed.is_available() and torch.distributed.is_initialized() else 1
+        check_fast_paths(t, self.device, world)
         self.optimizer = make_optimizer(self.params, t, self.device)
         self.scheduler = make_scheduler(self.optimizer, t)
+        self.graphed = None
+        if t.cuda_graph:
+            graph_lr(self.optimizer, self.device)
+            self.graphed = GraphedStep(self)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.step = 0
 
@@ -174,24 +203,33 @@ class Trainer:
         self.module.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
+        if self.graphed is not None:
+            graph_lr(self.optimizer, self.device)  # the checkpoint's lr tensor was loaded on the CPU
         self.generator.set_state(ckpt["rng"]["train"])
         torch.set_rng_state(ckpt["rng"]["torch"])
         self.step = int(ckpt["step"])
 
     def train_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One update; returns (loss, n_correct, n_targets) as device tensors (no sync)."""
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp):
+        """One update, then the lr schedule; returns (loss, n_correct, n_targets) as device
+        tensors (no sync). Under ``cuda_graph`` they are the graph's static outputs: read them
+        before the next step."""
+        out = self.graphed(batch) if self.graphed is not None else self.update(batch)
+        self.scheduler.step()
+        return out
+
+    def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Forward, loss, backward, clipping and Adam: the part ``GraphedStep`` captures."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp, cache_enabled=autocast_cache):
             out = self.model(batch.inputs, batch.out_index, batch.query)
             loss = self.task.loss(out.float(), batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
         self.optimizer.step()
-        self.scheduler.step()
         with torch.no_grad():
             ok = self.task.correct(self.task.predict(out.detach()), batch)
-            n = ok.numel() if batch.mask is None else batch.mask.sum()
-        return loss.detach(), ok.sum(), torch.as_tensor(n, device=ok.device)
+            n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
+        return loss.detach(), ok.sum(), n
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
@@ -221,7 +259,7 @@ class Trainer:
                         "step": self.step,
                         "loss": s[0] / since / world,
                         "accuracy": s[1] / max(s[2], 1.0),
-                        "lr": self.scheduler.get_last_lr()[0],
+                        "lr": float(self.scheduler.get_last_lr()[0]),  # a tensor under cuda_graph
                         "elapsed_s": round(time.perf_counter() - t0, 3),
                     }
                     if self.is_main:
@@ -247,6 +285,115 @@ class Trainer:
             "it_per_s": steps / elapsed if elapsed > 0 else float("nan"),
             "last": last,
         }
+
+
+class GraphedStep:
+    """``train.cuda_graph``: the update (forward, loss, backward, clipping, Adam) captured once in
+    a CUDA graph and replayed on static copies of every later batch, so a step costs one
+    launch instead of hundreds. The lr schedule stays outside (``graph_lr``).
+
+    Steps 1 … ``WARMUP`` run eagerly on a side stream (cuDNN/cuBLAS set-up; Adam creates its
+    state). The next step is first run eagerly and undone, then captured and replayed: the two
+    updates must agree (``check``) or the run stops — the capture is verified on the device it
+    runs on. Batches must keep one set of fields and shapes.
+
+    NOT YET RUN ON A GPU: written without one; CPU tests drive this logic through a stand-in
+    for the capture (``capture`` argument), which cannot show that CUDA captures it."""
+
+    WARMUP = 3
+
+    def __init__(self, trainer: "Trainer", capture: Optional[Callable] = None):
+        self.trainer = trainer
+        self.capture = capture or cuda_capture
+        self.calls = 0
+        self.replay: Optional[Callable[[], None]] = None
+        self.static: dict[str, torch.Tensor] = {}
+        self.out: tuple = ()
+
+    def __call__(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self.calls += 1
+        if self.replay is not None:
+            self._copy_in(batch)
+            self.replay()
+            return self.out
+        if self.calls <= self.WARMUP:
+            with side_stream(self.trainer.device):
+                return self.trainer.update(batch, autocast_cache=False)
+        return self._capture(batch)
+
+    def _copy_in(self, batch: Batch) -> None:
+        got = batch._tensors()
+        if got.keys() != self.static.keys() or any(v.shape != self.static[k].shape for k, v in got.items()):
+            raise PosrnnError("train.cuda_graph needs batches of one fixed set of fields and shapes; this task's vary: drop train.cuda_graph")
+        for k, v in got.items():
+            self.static[k].copy_(v)
+
+    def _capture(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        tr = self.trainer
+        self.static = {k: v.clone() for k, v in batch._tensors().items()}
+        static_batch = replace(batch, **self.static)
+        before = snapshot(tr)
+        with side_stream(tr.device):
+            eager_loss = tr.update(static_batch, autocast_cache=False)[0].clone()
+        eager = [p.detach().clone() for p in tr.params]
+        restore(tr, before)
+        tr.optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the grads in the graph's pool
+        self.replay, self.out = self.capture(lambda: tr.update(static_batch, autocast_cache=False), tr.device)
+        self.replay()
+        self.check(before[0], eager, eager_loss)
+        return self.out
+
+    def check(self, start: list[torch.Tensor], eager: list[torch.Tensor], eager_loss: torch.Tensor) -> None:
+        """The replayed update must match the eager one: the same loss, and parameter changes
+        that differ by under 1% of their size (summed |Δ|; cuDNN/atomics reorder sums)."""
+        graphed = [p.detach() for p in self.trainer.params]
+        diff = sum(float((g - e).abs().sum()) for g, e in zip(graphed, eager))
+        size = sum(float((e - s).abs().sum()) for e, s in zip(eager, start))
+        loss, ref = float(self.out[0]), float(eager_loss)
+        if not (abs(loss - ref) <= 1e-3 * abs(ref) + 1e-6 and diff <= 1e-2 * size + 1e-12):
+            raise PosrnnError(f"train.cuda_graph: the captured update disagrees with the eager one (loss {loss:.6g} vs {ref:.6g}, "
+                              f"update difference {diff:.3g} of {size:.3g}); drop train.cuda_graph")
+
+
+def cuda_capture(fn: Callable[[], tuple], device: torch.device) -> tuple[Callable[[], None], tuple]:
+    """Capture ``fn``'s kernels in a CUDA graph: (replay, the graph's static outputs)."""
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            out = fn()
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PosrnnError(f"train.cuda_graph: capturing the update failed ({first}); drop train.cuda_graph") from None
+    return graph.replay, out
+
+
+@contextmanager
+def side_stream(device: torch.device):
+    """Run the block on a fresh CUDA stream ordered after the current one (no-op off CUDA)."""
+    if device.type != "cuda":
+        yield
+        return
+    main, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        yield
+    main.wait_stream(side)
+
+
+def snapshot(trainer: "Trainer") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Copies of the trained parameters and of every optimizer state tensor."""
+    states = [v for st in trainer.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    return [p.detach().clone() for p in trainer.params], [v.clone() for v in states]
+
+
+def restore(trainer: "Trainer", snap: tuple[list[torch.Tensor], list[torch.Tensor]]) -> None:
+    """Copy a ``snapshot`` back in place (the same tensors, so a capture still points at them)."""
+    states = [v for st in trainer.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    with torch.no_grad():
+        for p, v in zip(trainer.params, snap[0]):
+            p.copy_(v)
+        for s, v in zip(states, snap[1]):
+            s.copy_(v)
 
 
 class _progress:
@@ -316,6 +463,7 @@ def train(
     device = resolve_device(cfg.train.device)
     if world > 1 and device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    check_fast_paths(cfg.train, device, world)
     resume_from = prepare_run_dir(out_dir, cfg, resume, force) if rank == 0 else _latest(out_dir, resume)
     ckpt = load_checkpoint(resume_from) if resume_from else None  # corrupt → error, nothing changed
     if stop_after is not None and stop_after < 1:
