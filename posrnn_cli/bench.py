@@ -1,15 +1,23 @@
 """``posrnn bench``: how fast one training iteration, the sampler and the stability analysis
-are, measured side by side with a plain reference-style loop (per-sample Python sampling,
-a Python-set held-out check, non-fused fp32 Adam), so every speed-up is a measured ratio.
+are, measured side by side with a plain reference-style loop in the same run, so every
+speed-up is a measured ratio.
 
-Figures: ms/iteration (median of timed iterations after warm-up; CUDA synchronised),
-tokens/s (input + output steps), achieved TFLOP/s (forward + backward, counted analytically
-for the RNNs, by ``torch.utils.flop_counter`` otherwise) and the share of the device's
-peak where it is known, peak memory, sampler sequences/s, stability triplets/s.
+The reference loop is the papers' reference code's style, written here as the baseline:
+each sequence drawn token by token in Python (``random.randint``), rejected against a Python
+set of the held-out tuples, stacked into a tensor; the same model; fp32; plain (for-loop)
+Adam and clipping; a ``.item()`` of loss and accuracy every step, as that code logs them.
+
+Figures: ms/iteration (median of the timed iterations after warm-up; CUDA synchronised
+around each), input tokens/s, achieved TFLOP/s (forward + backward, counted analytically
+for the RNNs, by ``torch.utils.flop_counter`` otherwise) and its share of the device's
+dense peak where the device is known, peak memory (CUDA: allocator peak; CPU: the
+process's max RSS), sampler sequences/s, stability triplets/s, and the aggregate throughput
+of k concurrent training processes on one device.
 """
 
 from __future__ import annotations
 
+import datetime
 import random
 import resource
 import statistics
@@ -23,34 +31,44 @@ from .config import RunConfig
 from .errors import PosrnnError
 from .models import build_model
 from .tasks import Batch, HeldOut, build_task, reverse_layout
-from .train import Trainer, check_train_config, resolve_device
+from .train import Trainer, check_train_config, lr_factor, resolve_device
 
-# dense peak TFLOP/s (fp32 without tensor cores, bf16 with) of devices we know
-PEAKS = {"H100": {"fp32": 67.0, "bf16": 989.0}, "H200": {"fp32": 67.0, "bf16": 989.0}, "A100": {"fp32": 19.5, "bf16": 312.0}}
+# dense peak TFLOP/s: fp32 without tensor cores (torch's default for fp32 matmuls), bf16 with
+PEAKS = (("H100 PCIe", {"fp32": 51.2, "bf16": 756.0}), ("H100", {"fp32": 67.0, "bf16": 989.0}),
+         ("H200", {"fp32": 67.0, "bf16": 989.0}), ("A100", {"fp32": 19.5, "bf16": 312.0}))
 GATES = {"elman": 1, "gru": 3, "lstm": 4}
+PARTS = ("train", "sampler", "stability")
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def timed(fn: Callable[[], object], device: torch.device, iters: int, warmup: int) -> list[float]:
-    """Seconds of each of ``iters`` calls after ``warmup`` calls."""
+def timed_side_by_side(fa: Callable[[], object], fb: Optional[Callable[[], object]], device: torch.device,
+                       iters: int, warmup: int, iters_b: Optional[int] = None) -> tuple[list[float], list[float]]:
+    """``timed`` for two functions, interleaved (a, b, a, b, …) so that both see the same load
+    on a shared machine; ``fb`` runs ``iters_b`` (default ``iters``) of the rounds."""
+    iters_b = iters if iters_b is None else iters_b
     for _ in range(warmup):
-        fn()
-    _sync(device)
-    out = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        fn()
-        _sync(device)
-        out.append(time.perf_counter() - t)
-    return out
+        fa()
+        if fb:
+            fb()
+    sa, sb = [], []
+    for i in range(iters):
+        for fn, out, n in ((fa, sa, iters), (fb, sb, iters_b)):
+            if fn is None or i >= n:
+                continue
+            sync(device)
+            t = time.perf_counter()
+            fn()
+            sync(device)
+            out.append(time.perf_counter() - t)
+    return sa, sb
 
 
 def flops_per_iteration(cfg: RunConfig, task, model: nn.Module, batch: Batch) -> float:
-    """Forward + backward FLOPs of one training step (≈ 3 × forward)."""
+    """Forward + backward FLOPs of one training step (≈ 3 × forward; the embedding is free)."""
     m = cfg.model
     if m.name in GATES:
         G, H, D = GATES[m.name] * m.hidden_size, m.hidden_size, model.encoder.out_dim
@@ -71,15 +89,29 @@ def device_peak(device: torch.device, precision: str) -> Optional[float]:
     if device.type != "cuda":
         return None
     name = torch.cuda.get_device_name(device)
-    for key, peaks in PEAKS.items():
+    for key, peaks in PEAKS:
         if key in name:
             return peaks[precision]
     return None
 
 
+def peak_memory_mb(fn: Callable[[], object], device: torch.device) -> float:
+    """MiB at the peak of one call of ``fn``: on CUDA the allocator's peak (everything then
+    allocated); on CPU the process's max RSS so far (torch's CPU allocations are not counted
+    separately), so call it before anything bigger is built."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        sync(device)
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    fn()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+# ---- the reference-style baseline -------------------------------------------------------------
 class ReferenceSampler:
-    """The papers' reference style: each sequence drawn token by token in Python, rejected
-    against a Python set of held-out tuples, stacked into a tensor."""
+    """Each sequence drawn token by token in Python, rejected against a Python set of the
+    held-out tuples, stacked into a tensor."""
 
     def __init__(self, task, test: Batch, seed: int = 0):
         self.task, self.rng = task, random.Random(seed)
@@ -96,13 +128,71 @@ class ReferenceSampler:
         return Batch(inputs=inputs, targets=x.flip(1), out_index=out_index, key=x)
 
 
-def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = True, stability_seqs: int = 8) -> dict:
-    """Measure ``cfg``'s training step, sampler and stability analysis (and the reference loop)."""
+class ReferenceLoop:
+    """A plain PyTorch training loop over ``ReferenceSampler``: the same model (same seed),
+    fp32, for-loop Adam and clipping, the same lr schedule, and ``.item()`` of loss and
+    accuracy every step."""
+
+    def __init__(self, cfg: RunConfig, task, test: Batch, device: torch.device):
+        t = cfg.train
+        self.cfg, self.device, self.B = cfg, device, t.batch_size
+        torch.manual_seed(t.seed)
+        self.model = build_model(cfg, task).to(device)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=t.lr, betas=t.betas, eps=t.eps,
+                                    weight_decay=t.weight_decay, foreach=False, fused=False)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, t.warmup, t.iterations))
+        self.sampler = ReferenceSampler(task, test, t.seed)
+        self.log = {"loss": 0.0, "accuracy": 0.0}
+
+    def step(self) -> None:
+        batch = self.sampler.sample(self.B, self.device)
+        self.opt.zero_grad()
+        logits = self.model(batch.inputs, batch.out_index)  # (B K V)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.flatten())
+        self.log["loss"] += loss.item()
+        self.log["accuracy"] += (logits.argmax(-1) == batch.targets).float().mean().item()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip, foreach=False)
+        self.opt.step()
+        self.sched.step()
+
+
+# ---- posrnn's path -----------------------------------------------------------------------------
+def fast_loop(cfg: RunConfig, task, held: HeldOut, device: torch.device) -> tuple[Trainer, Callable[[], None]]:
+    """posrnn's training loop body: draw on the device with held-out exclusion, update,
+    accumulate the log sums on the device (as ``Trainer.fit`` does between log lines)."""
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg, task).to(device)
+    trainer = Trainer(cfg, _scratch_dir(), model, task, lambda n, g, d: held.sample(task, n, g, d), device)
+    sums = torch.zeros(3, device=device, dtype=torch.float64)
+
+    def step() -> None:
+        out = trainer.train_step(trainer.sample(cfg.train.batch_size, trainer.generator, device))
+        sums.add_(torch.stack([v.double() for v in out]))
+
+    return trainer, step
+
+
+def check_bench_config(cfg: RunConfig) -> None:
     check_train_config(cfg.train)
-    if cfg.task.name != "reverse" or cfg.task.min_length is not None or cfg.task.rarity is not None or cfg.task.autoregressive:
+    t = cfg.task
+    if t.name != "reverse" or t.min_length is not None or t.rarity is not None or t.autoregressive:
         raise PosrnnError("posrnn bench measures the paper's fixed-length reverse task; drop the other task options")
+
+
+def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = True, stability_triplets: int = 8,
+          chunk_size: int = 64, parts: tuple[str, ...] = PARTS, concurrent: tuple[int, ...] = ()) -> dict:
+    """Measure ``cfg``'s training step, sampler, stability analysis (and the reference loop
+    beside the first two); with ``concurrent``, the aggregate throughput of k training
+    processes at once for each k. Returns one flat dict of figures."""
+    check_bench_config(cfg)
     if iters < 1 or warmup < 0:
         raise PosrnnError("--iters must be ≥ 1 and --warmup-iters ≥ 0")
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise PosrnnError(f"unknown bench part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
+    if any(k < 1 for k in concurrent):
+        raise PosrnnError("--concurrent takes process counts ≥ 1, e.g. 1,2,4")
     device = resolve_device(cfg.train.device)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
@@ -110,62 +200,141 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     test = task.test_set(device)
     held = HeldOut(test)
     B = cfg.train.batch_size
-    result: dict = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                    "threads": torch.get_num_threads(), "config": cfg.to_dict()}
+    t = cfg.train
+    r: dict = {
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "iters": iters, "warmup_iters": warmup,
+        "fast_paths": {"amp_bf16": t.amp, "cuda_graph": t.cuda_graph,
+                       "fused_adam": t.fused_adam if t.fused_adam is not None else device.type == "cuda",
+                       "sync_free_sampler": device.type == "cuda"},
+        "config": cfg.to_dict(),
+    }
+    trainer, step = fast_loop(cfg, task, held, device)
+    example = held.sample(task, B, torch.Generator(device=device).manual_seed(0), device)
+    flops = flops_per_iteration(cfg, task, trainer.model, example)
+    r["flops_per_iter"] = flops
+    peak = device_peak(device, "bf16" if t.amp else "fp32")
 
-    def measure(trainer: Trainer, draw: Callable[[], Batch], label: str) -> dict:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        secs = timed(lambda: trainer.train_step(draw()), device, iters, warmup)
-        ms = 1000 * statistics.median(secs)
-        batch = draw()
-        flops = flops_per_iteration(cfg, task, trainer.model, batch)
-        peak = device_peak(device, "fp32")
-        tflops = flops / (ms / 1000) / 1e12
-        return {
-            f"{label}_ms_per_iter": ms,
-            f"{label}_tokens_per_s": B * batch.inputs.shape[1] / (ms / 1000),
-            f"{label}_tflops": tflops,
-            f"{label}_peak_share": (tflops / peak) if peak else None,
-            f"{label}_peak_memory_mb": (torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda"
-                                        else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        }
+    def figures(label: str, secs: list[float]) -> None:
+        s = statistics.median(secs)
+        r[f"{label}_ms_per_iter"] = 1000 * s
+        r[f"{label}_tokens_per_s"] = B * example.inputs.shape[1] / s
+        r[f"{label}_tflops"] = flops / s / 1e12
+        r[f"{label}_peak_share"] = flops / s / 1e12 / peak if peak else None
 
-    torch.manual_seed(cfg.train.seed)
-    model = build_model(cfg, task).to(device)
-    trainer = Trainer(cfg, _scratch_dir(), model, task, lambda n, g, d: held.sample(task, n, g, d), device)
-    result["flops_per_iter"] = flops_per_iteration(cfg, task, model, held.sample(task, B, trainer.generator, device))
-    result.update(measure(trainer, lambda: held.sample(task, B, trainer.generator, device), "train"))
-    s = timed(lambda: held.sample(task, B, trainer.generator, device), device, max(iters, 10), 2)
-    result["sampler_seqs_per_s"] = B / statistics.median(s)
+    if "train" in parts:  # warm up, then the peak memory of one step, each loop on its own
+        for _ in range(warmup):
+            step()
+        r["train_peak_memory_mb"] = peak_memory_mb(step, device)
+    before_ref = torch.cuda.memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
+    ref = ReferenceLoop(cfg, task, test, device) if reference else None
+    if "train" in parts:
+        if ref:  # CUDA: the reference's peak above what our loop holds; CPU: one process, not separable
+            for _ in range(warmup):
+                ref.step()
+            r["reference_peak_memory_mb"] = peak_memory_mb(ref.step, device) - before_ref if device.type == "cuda" else None
+        ours, theirs = timed_side_by_side(step, ref.step if ref else None, device, iters, 0)
+        figures("train", ours)
+        if ref:
+            figures("reference", theirs)
+            r["train_speedup"] = r["reference_ms_per_iter"] / r["train_ms_per_iter"]
+    if "sampler" in parts:
+        draw = lambda: held.sample(task, B, trainer.generator, device)  # noqa: E731
+        ours, theirs = timed_side_by_side(draw, (lambda: ref.sampler.sample(B, device)) if ref else None, device,
+                                          max(iters, 20), 3, iters_b=max(3, min(iters, 20)))
+        r["sampler_seqs_per_s"] = B / statistics.median(ours)
+        if ref:
+            r["reference_sampler_seqs_per_s"] = B / statistics.median(theirs)
+            r["sampler_speedup"] = r["sampler_seqs_per_s"] / r["reference_sampler_seqs_per_s"]
+    if "stability" in parts and stability_triplets:
+        r.update(stability_speed(trainer.model, task, cfg, device, stability_triplets, chunk_size))
+    if concurrent:
+        r["concurrent"] = concurrent_throughput(cfg, concurrent, iters, warmup)
+    return r
 
-    if reference:
-        ref = ReferenceSampler(task, test, cfg.train.seed)
-        torch.manual_seed(cfg.train.seed)
-        ref_model = build_model(cfg, task).to(device)
-        ref_trainer = Trainer(cfg, _scratch_dir(), ref_model, task, None, device)
-        ref_trainer.optimizer = torch.optim.Adam(ref_model.parameters(), lr=cfg.train.lr, betas=cfg.train.betas,
-                                                 eps=cfg.train.eps, foreach=False, fused=False)
-        ref_trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(ref_trainer.optimizer, lambda s: 1.0)
-        result.update(measure(ref_trainer, lambda: ref.sample(B, device), "reference"))
-        s = timed(lambda: ref.sample(B, device), device, max(3, iters // 4), 1)
-        result["reference_sampler_seqs_per_s"] = B / statistics.median(s)
-        result["train_speedup"] = result["reference_ms_per_iter"] / result["train_ms_per_iter"]
-        result["sampler_speedup"] = result["sampler_seqs_per_s"] / result["reference_sampler_seqs_per_s"]
 
-    if stability_seqs and cfg.model.name != "transformer":
-        from .stability import jacobians
+def stability_speed(model: nn.Module, task, cfg: RunConfig, device: torch.device, n: int, chunk_size: int) -> dict:
+    """Triplets/s of the gradient-stability analysis (``stability.pair_stabilities``: three
+    Jacobians per triplet and both pair scores), timed on ``n`` triplets after a warm-up."""
+    from .stability import make_triplets, pair_stabilities
 
-        core = model.core.rnn if hasattr(model.core, "rnn") else model.core
-        with torch.no_grad():
-            x = model.encoder(task.sample(stability_seqs, trainer.generator, device).inputs)  # (S 2L D)
-        secs = timed(lambda: jacobians(core, x, chunk_size=stability_seqs), device, 1, 1)
-        result["stability_triplets_per_s"] = stability_seqs / 3 / secs[0]  # a triplet is 3 sequences
-    return result
+    if cfg.model.name == "transformer":
+        return {"stability_triplets_per_s": None}
+    gen = torch.Generator().manual_seed(0)
+    V, L = cfg.task.vocab_size, cfg.task.length
+    warm = make_triplets(min(n, chunk_size, 4), L, gen, (0, V), (0, V))
+    tri = make_triplets(n, L, gen, (0, V), (0, V))
+    pair_stabilities(model, warm, task.query_id, chunk_size)
+    sync(device)
+    t0 = time.perf_counter()
+    pair_stabilities(model, tri, task.query_id, chunk_size)
+    sync(device)
+    s = time.perf_counter() - t0
+    return {"stability_triplets": n, "stability_triplets_per_s": n / s, "stability_s_per_1024_triplets": 1024 * s / n}
+
+
+# ---- k training processes on one device -------------------------------------------------------
+def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue) -> None:
+    """One training process: warm up, wait for the others, time ``iters`` steps."""
+    try:
+        cfg = RunConfig.from_dict(cfg_dict)
+        device = resolve_device(cfg.train.device)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        task = build_task(cfg.task)
+        _, step = fast_loop(cfg, task, HeldOut(task.test_set(device)), device)
+        for _ in range(warmup):
+            step()
+        sync(device)
+        barrier.wait()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        sync(device)
+        queue.put(("ok", time.perf_counter() - t0))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
+        barrier.abort()
+        queue.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def concurrent_throughput(cfg: RunConfig, ks: tuple[int, ...], iters: int, warmup: int) -> list[dict]:
+    """For each k: k independent training processes (spawned; each its own model, sampler and
+    optimizer) started together after their warm-up; aggregate iterations/s = k·iters / the
+    slowest process's time."""
+    import multiprocessing as mp
+    from queue import Empty
+
+    ctx = mp.get_context("spawn")  # CUDA cannot be forked
+    out = []
+    for k in ks:
+        barrier, queue = ctx.Barrier(k), ctx.Queue()
+        procs = [ctx.Process(target=_concurrent_worker, args=(cfg.to_dict(), iters, warmup, barrier, queue)) for _ in range(k)]
+        for p in procs:
+            p.start()
+        results = []
+        while len(results) < k:
+            try:
+                results.append(queue.get(timeout=5))
+            except Empty:
+                if not any(p.is_alive() for p in procs) and queue.empty():
+                    raise PosrnnError("a concurrent bench process died without a result") from None
+        for p in procs:
+            p.join()
+        errors = [msg for status, msg in results if status != "ok"]
+        if errors:
+            raise PosrnnError(f"a concurrent bench process failed: {errors[0]}")
+        slowest = max(secs for _, secs in results)
+        out.append({"k": k, "aggregate_it_per_s": k * iters / slowest, "ms_per_iter_per_run": 1000 * slowest / iters})
+    base = next((o["aggregate_it_per_s"] for o in out if o["k"] == 1), None)
+    for o in out:
+        o["speedup_vs_1"] = o["aggregate_it_per_s"] / base if base else None
+    return out
 
 
 def _scratch_dir():
+    """A run directory the Trainer is given but never writes to (the bench does not ``fit``)."""
     import tempfile
     from pathlib import Path
 
-    return Path(tempfile.mkdtemp(prefix="posrnn-bench-"))
+    return Path(tempfile.gettempdir()) / "posrnn-bench-unused"

@@ -279,9 +279,14 @@ def bench(
     batch_size: Annotated[Optional[int], typer.Option(help="Batch. Paper: 512.")] = None,
     device: DeviceOpt = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (train.amp).")] = None,
+    cuda_graph: Annotated[Optional[bool], typer.Option("--cuda-graph/--no-cuda-graph", help="One CUDA graph per update (train.cuda_graph; CUDA only).")] = None,
     iters: Annotated[int, typer.Option(help="Timed iterations (the median is reported).")] = 20,
     warmup_iters: Annotated[int, typer.Option(help="Untimed iterations first.")] = 5,
-    stability_seqs: Annotated[int, typer.Option(help="Sequences for the stability timing (0: skip).")] = 8,
+    parts: Annotated[str, typer.Option(help="What to time, comma-separated: train, sampler, stability.")] = "train,sampler,stability",
+    stability_triplets: Annotated[int, typer.Option("--stability-triplets", "--stability-seqs", help="Triplets for the stability timing (0: skip).")] = 8,
+    chunk_size: Annotated[int, typer.Option(help="Stability: sequences per batched Jacobian pass.")] = 64,
+    concurrent: Annotated[Optional[str], typer.Option(help="Also time k training processes at once on the device, e.g. 1,2,4.")] = None,
     no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
     params: ParamsOpt = None,
     set_: SetOpt = None,
@@ -292,16 +297,24 @@ def bench(
     and the same for a plain reference-style loop in the same run, with the ratios."""
     from .bench import bench as run_bench
 
-    cfg = resolve_config(params, run_options(task=task, model=model, pe=pe, vocab_size=vocab_size, length=length,
-                                             hidden_size=hidden_size, embed_size=embed_size, batch_size=batch_size,
-                                             device=device, threads=threads), set_)
-    r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_seqs=stability_seqs)
+    cfg = resolve_config(params, {**run_options(task=task, model=model, pe=pe, vocab_size=vocab_size, length=length,
+                                                hidden_size=hidden_size, embed_size=embed_size, batch_size=batch_size,
+                                                device=device, threads=threads),
+                                  "train.amp": amp, "train.cuda_graph": cuda_graph}, set_)
+    try:
+        ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
+    except ValueError:
+        raise PosrnnError(f"--concurrent takes process counts like 1,2,4, got {concurrent!r}") from None
+    r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_triplets=stability_triplets,
+                  chunk_size=chunk_size, parts=tuple(p.strip() for p in parts.split(",") if p.strip()), concurrent=ks)
     if json_out:
         typer.echo(json.dumps(r))
         return
     m, t = cfg.model, cfg.task
+    on = [k for k, v in r["fast_paths"].items() if v]
     table = Table(title=f"bench: {m.name} pe={m.pe} V={t.vocab_size} L={t.length} H={m.hidden_size} "
-                        f"B={cfg.train.batch_size} on {r['device']} ({r['threads']} threads)")
+                        f"B={cfg.train.batch_size} on {r['device']} ({r['threads']} threads), {r['date']}; "
+                        f"fast paths: {', '.join(on) or 'none'}")
     table.add_column("figure")
     table.add_column("posrnn", justify="right")
     table.add_column("reference loop", justify="right")
@@ -310,15 +323,23 @@ def bench(
     def fmt(v, spec=".2f"):
         return "-" if v is None else format(v, spec)
 
-    for label, key, spec in (("ms / iteration", "ms_per_iter", ".2f"), ("tokens / s", "tokens_per_s", ",.0f"),
-                             ("TFLOP/s", "tflops", ".4f"), ("share of peak", "peak_share", ".3f"),
-                             ("peak memory MB", "peak_memory_mb", ",.0f")):
-        ours, ref = r.get(f"train_{key}"), r.get(f"reference_{key}")
-        ratio = (ref / ours if key == "ms_per_iter" else ours / ref) if ours and ref and key in ("ms_per_iter", "tokens_per_s") else None
-        table.add_row(label, fmt(ours, spec), fmt(ref, spec), fmt(ratio, ".2f") + ("×" if ratio else ""))
-    table.add_row("sampler sequences / s", fmt(r["sampler_seqs_per_s"], ",.0f"), fmt(r.get("reference_sampler_seqs_per_s"), ",.0f"),
-                  fmt(r.get("sampler_speedup"), ".1f") + ("×" if r.get("sampler_speedup") else ""))
-    table.add_row("stability triplets / s", fmt(r.get("stability_triplets_per_s"), ".2f"), "-", "-")
+    def ratio(v):
+        return f"{v:.2f}×" if v else "-"
+
+    if "train_ms_per_iter" in r:
+        for label, key, spec in (("ms / iteration", "ms_per_iter", ".2f"), ("tokens / s", "tokens_per_s", ",.0f"),
+                                 ("TFLOP/s", "tflops", ".4f"), ("share of peak", "peak_share", ".3f"),
+                                 ("peak memory MB", "peak_memory_mb", ",.0f")):
+            ours, ref = r.get(f"train_{key}"), r.get(f"reference_{key}")
+            table.add_row(label, fmt(ours, spec), fmt(ref, spec), ratio(r.get("train_speedup")) if key == "ms_per_iter" else "")
+    if "sampler_seqs_per_s" in r:
+        table.add_row("sampler sequences / s", fmt(r["sampler_seqs_per_s"], ",.0f"),
+                      fmt(r.get("reference_sampler_seqs_per_s"), ",.0f"), ratio(r.get("sampler_speedup")))
+    if r.get("stability_triplets_per_s"):
+        table.add_row("stability triplets / s", fmt(r["stability_triplets_per_s"], ".2f"), "", "")
+        table.add_row("stability s / 1,024 triplets", fmt(r["stability_s_per_1024_triplets"], ".1f"), "", "")
+    for c in r.get("concurrent", []):
+        table.add_row(f"{c['k']} concurrent runs: it / s in all", fmt(c["aggregate_it_per_s"], ".2f"), "", ratio(c["speedup_vs_1"]))
     table.add_row("FLOP / iteration", f"{r['flops_per_iter']:.3e}", "", "")
     console.print(table)
 
