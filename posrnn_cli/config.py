@@ -115,6 +115,14 @@ class RunConfig:
 SECTIONS = {f.name: f for f in fields(RunConfig)}
 
 
+def _number(text: str) -> Optional[float]:
+    """``float(text)``, or None when the text is not a number (YAML reads ``1e-4`` as a string)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it in canonical form."""
     origin = typing.get_origin(tp)
@@ -139,22 +147,15 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str):
-            try:
-                f = float(value.replace("_", ""))
-            except ValueError:
-                pass
-            else:
-                if f.is_integer():
-                    return int(f)
+        f = _number(value.replace("_", "")) if isinstance(value, str) else None
+        if f is not None and f.is_integer():
+            return int(f)
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
+        f = _number(value) if isinstance(value, str) else None
+        if f is not None:
+            return f
     elif tp is str:
         if isinstance(value, str):
             return value
