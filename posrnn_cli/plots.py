@@ -44,15 +44,16 @@ def _pe_sorted(pes) -> list[str]:
     return sorted(set(pes), key=lambda p: PE_ORDER.index(p) if p in PE_ORDER else 99)
 
 
-def _setting(r: dict) -> str:
-    return f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}, seeds pooled: {r.get('n_seeds', '?')}"
+def _setting(r: dict, seeds: bool = True) -> str:
+    s = f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
+    return s + (f", seeds pooled: {r.get('n_seeds', '?')}" if seeds else "")
 
 
 def fig_vocab(rows: list[dict], path: Path) -> None:
     """Fig. 2: token accuracy (top) and Damerau–Levenshtein distance (bottom) vs V, per model."""
     plt = _plt()
     models = list(dict.fromkeys(r["model"] for r in rows))
-    fig, axes = plt.subplots(2, len(models), figsize=(4.6 * len(models), 6.4), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(2, len(models), figsize=(max(7.5, 4.6 * len(models)), 6.4), squeeze=False, sharex="col")
     for j, model in enumerate(models):
         for pe in _pe_sorted(r["pe"] for r in rows if r["model"] == model):
             rs = sorted((r for r in rows if r["model"] == model and r["pe"] == pe), key=lambda r: r["vocab_size"])
@@ -77,7 +78,7 @@ def fig_dual(rows: list[dict], path: Path) -> None:
     """The dual-frequency grid: accuracy on the target token per (target kind / disturbant kind)."""
     plt = _plt()
     models = list(dict.fromkeys(r["model"] for r in rows))
-    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(max(7.5, 5.2 * len(models)), 4.0), squeeze=False)
     for ax, model in zip(axes[0], models):
         pes = _pe_sorted(r["pe"] for r in rows if r["model"] == model)
         width = 0.8 / len(pes)
@@ -130,7 +131,7 @@ def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accurac
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 1.5), 3.6))
-    labels = [label(r) if label else PE_LABEL.get(r["pe"], r["pe"]) for r in rows]
+    labels = [(label(r) if label else PE_LABEL.get(r["pe"], r["pe"])) + f"\n{r.get('n_seeds', '?')} seed(s)" for r in rows]
     ax.bar(range(len(rows)), [r[key] for r in rows], yerr=_err(rows, key), capsize=4,
            color=[PE_COLOR.get(r["pe"], "#999999") for r in rows])
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
@@ -198,11 +199,11 @@ def draw_all(results: Path, out_dir: Path) -> list[Path]:
     if t.get("forms"):
         rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["forms"][0])] + t["forms"]
         rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
-        emit("pe_forms.png", lambda rs, p: fig_bars(rs, p, f"PE forms ({_setting(rs[0])}, V={rs[0]['vocab_size']})"), rows)
+        emit("pe_forms.png", lambda rs, p: fig_bars(rs, p, f"PE forms ({rs[0]['model'].upper()}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
     if t.get("double"):
         rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["double"][0])] + t["double"]
         rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
-        emit("double_vanilla.png", lambda rs, p: fig_bars(rs, p, f"Double vanilla control ({_setting(rs[0])}, V={rs[0]['vocab_size']})"), rows)
+        emit("double_vanilla.png", lambda rs, p: fig_bars(rs, p, f"Double vanilla control ({rs[0]['model'].upper()}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
     if t.get("extend"):
         rows = sorted(t["extend"], key=lambda r: (r["model"], r["base_vocab"], PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99))
         emit("extend_vocab.png", lambda rs, p: fig_bars(

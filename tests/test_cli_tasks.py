@@ -143,33 +143,78 @@ def test_bad_combinations_are_refused_with_one_line(extra, words, capsys, tmp_pa
     assert not (tmp_path / "x").exists()
 
 
-# ---- docs/experiments.md: every command in it is a valid paper-scale run -------------------
+# ---- docs/experiments.md: every command in it, at every grid point, is a valid paper-scale run --
 DOC = ROOT / "docs" / "experiments.md"
-PLACEHOLDERS = {"SEED": "111", "PE": "sinusoidal", "V": "256", "T": "60", "L": "64", "K": "2", "d": "8", "N": "2",
-                "FORM": "random"}
+SEEDS = ("111", "222", "333", "444", "555")
 
 
-def doc_commands() -> list[str]:
-    cmds = re.findall(r"`(posrnn [^`]+)`", DOC.read_text())
-    return [c for c in cmds if "..." not in c and "…" not in c]
+def _values(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def substitute(cmd: str) -> list[str]:
-    words = shlex.split(cmd)[1:]
-    return [re.sub(r"\b(" + "|".join(PLACEHOLDERS) + r")\b", lambda m: PLACEHOLDERS[m.group(1)], w)
-            if not w.startswith("--") else w for w in words]
+def parse_grid(cell: str) -> list[dict[str, str]]:
+    """A row's grid cell -> every binding of its $NAMEs (the cartesian product of its parts).
+    Parts: `$A` ∈ {1, 2} and `($A, $B)` ∈ {(x, 1), (y, 2)}."""
+    bindings: list[dict[str, str]] = [{}]
+    for part in re.findall(r"`([^`]+)` ∈ \{(.*?)\}(?=;|$)", cell.strip()):
+        names, values = part
+        names = [n.strip().lstrip("$") for n in names.strip("()").split(",")]
+        if len(names) == 1:
+            options = [{names[0]: v} for v in _values(values)]
+        else:
+            tuples = re.findall(r"\(([^)]*)\)", values)
+            assert tuples, f"no tuples in {cell!r}"
+            options = []
+            for t in tuples:
+                vs = _values(t)
+                assert len(vs) == len(names), f"{t!r} does not match {names}"
+                options.append(dict(zip(names, vs)))
+        bindings = [{**b, **o} for b in bindings for o in options]
+    return bindings
+
+
+def doc_rows() -> list[tuple[list[dict[str, str]], list[str]]]:
+    """(bindings, commands) for every row of the experiments table."""
+    rows = []
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) != 3 or cells[0] in ("paper experiment", "---"):
+            continue
+        cmds = [c for c in re.findall(r"`(posrnn [^`]+)`", cells[2]) if "..." not in c and "…" not in c]
+        rows.append((parse_grid(cells[1]), cmds))
+    return rows
+
+
+def substitute(cmd: str, binding: dict[str, str]) -> list[str]:
+    """shlex words of ``cmd`` after the program name, every $NAME replaced; none may be left."""
+    out = re.sub(r"\$(\w+)", lambda m: binding.get(m.group(1), m.group(0)), cmd)
+    assert "$" not in out, f"unbound placeholder in {out!r} (binding {binding})"
+    return shlex.split(out)[1:]
+
+
+def test_parse_grid_is_a_cartesian_product():
+    grid = parse_grid("`($M, $V)` ∈ {(gru, 64), (lstm, 1024)}; `$PE` ∈ {none, sinusoidal}")
+    assert grid == [{"M": "gru", "V": "64", "PE": "none"}, {"M": "gru", "V": "64", "PE": "sinusoidal"},
+                    {"M": "lstm", "V": "1024", "PE": "none"}, {"M": "lstm", "V": "1024", "PE": "sinusoidal"}]
+    with pytest.raises(AssertionError, match="unbound"):
+        substitute("posrnn train --vocab-size $V --seed $SEED", {"V": "8"})
 
 
 def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
-    """Each `posrnn train` command of docs/experiments.md parses and passes every task and
-    model check (the run itself is replaced by a stub); other commands name only options
-    that exist."""
+    """Every `posrnn train` command of docs/experiments.md, at every point of its row's grid,
+    parses and passes every task and model check (the run itself is replaced by a stub) and
+    is at paper scale; other commands name only options that exist."""
     import posrnn_cli.train as train_mod
 
     seen: list[RunConfig] = []
+    checked: dict[tuple, None] = {}
 
     def fake_train(cfg, out, **kw):
-        build_task(cfg.task)  # the task's own checks (space size, combinations)
+        key = (cfg.task.name, cfg.task.vocab_size, cfg.task.length, cfg.task.min_length, cfg.task.delay,
+               cfg.task.rarity, cfg.task.dim, cfg.task.autoregressive)
+        if key not in checked:  # the task's own checks (space size, combinations): once per task shape
+            build_task(cfg.task)
+            checked[key] = None
         check_model_config(cfg.model)
         seen.append(cfg)
         return {"finished": True, "step": 0, "iterations": cfg.train.iterations, "seconds": 0.0, "it_per_s": 0.0,
@@ -177,18 +222,30 @@ def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
 
     monkeypatch.setattr(train_mod, "train", fake_train)
     monkeypatch.chdir(tmp_path)
-    cmds = doc_commands()
-    assert sum(c.startswith("posrnn train") for c in cmds) >= 15
-    for cmd in cmds:
-        words = substitute(cmd)
-        if words[0] == "train":
-            r = runner.invoke(app, [*words, "--json"])
-            assert r.exit_code == 0, f"{cmd}\n{r.output}"
-            cfg = seen[-1]
-            assert cfg.train.batch_size == 512 and cfg.model.hidden_size == 512, cmd
-            assert cfg.train.iterations == (600_000 if cfg.task.name == "delayed-add" else 300_000), cmd
-        else:
-            sub = [w for w in words if not w.startswith("-")][:2 if words[0] == "lm" else 1]
-            helptext = runner.invoke(app, [*sub, "--help"], env={"COLUMNS": "300", "TERMINAL_WIDTH": "300"}).output
-            for opt in (w for w in words if w.startswith("--")):
-                assert opt in helptext, f"{cmd}: {opt}"
+    rows = doc_rows()
+    assert len(rows) >= 18 and sum(len(g) for g, _ in rows) >= 200
+    n_train = 0
+    for grid, cmds in rows:
+        assert cmds, f"a row without a command: {grid}"
+        outs: set[str] = set()
+        for binding in grid:
+            b = {"SEED": SEEDS[0], **binding}  # seeds never change validity: one suffices
+            for cmd in cmds:
+                words = substitute(cmd, b)
+                if words[0] == "train":
+                    r = runner.invoke(app, [*words, "--json"])
+                    assert r.exit_code == 0, f"{cmd} {b}\n{r.output}"
+                    cfg = seen[-1]
+                    assert cfg.train.batch_size == 512 and cfg.model.hidden_size == 512, (cmd, b)
+                    assert cfg.train.iterations == (600_000 if cfg.task.name == "delayed-add" else 300_000), (cmd, b)
+                    out = words[words.index("--out") + 1]
+                    assert out not in outs, f"two grid points of one row write {out}"
+                    outs.add(out)
+                    n_train += 1
+                else:
+                    sub = [w for w in words if not w.startswith("-")][:2 if words[0] == "lm" else 1]
+                    helptext = runner.invoke(app, [*sub, "--help"],
+                                             env={"COLUMNS": "300", "TERMINAL_WIDTH": "300"}).output
+                    for opt in (w for w in words if w.startswith("--")):
+                        assert opt in helptext, f"{cmd}: {opt}"
+    assert n_train >= 200
