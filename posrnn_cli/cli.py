@@ -335,6 +335,9 @@ def bench(
     if "sampler_seqs_per_s" in r:
         table.add_row("sampler sequences / s", fmt(r["sampler_seqs_per_s"], ",.0f"),
                       fmt(r.get("reference_sampler_seqs_per_s"), ",.0f"), ratio(r.get("sampler_speedup")))
+        if r.get("refcode_sampler_seqs_per_s"):
+            table.add_row("  vs the reference code's own sampler", "", fmt(r["refcode_sampler_seqs_per_s"], ",.0f"),
+                          ratio(r["refcode_sampler_speedup"]))
     if r.get("stability_triplets_per_s"):
         table.add_row("stability triplets / s", fmt(r["stability_triplets_per_s"], ".2f"), "", "")
         table.add_row("stability s / 1,024 triplets", fmt(r["stability_s_per_1024_triplets"], ".1f"), "", "")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from posrnn_cli.bench import concurrent_throughput
+from posrnn_cli.bench import RefCodeSampler, ReferenceSampler, concurrent_throughput
 from posrnn_cli.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
 from posrnn_cli.config import TaskConfig, resolve_config
@@ -19,7 +19,8 @@ from posrnn_cli.train import GraphedStep, Trainer, graph_lr, train
 
 FIELDS = ["train_ms_per_iter", "train_tokens_per_s", "train_tflops", "train_peak_share", "train_peak_memory_mb",
           "sampler_seqs_per_s", "reference_ms_per_iter", "reference_tokens_per_s", "reference_peak_memory_mb",
-          "reference_sampler_seqs_per_s", "train_speedup", "sampler_speedup", "stability_triplets_per_s",
+          "reference_sampler_seqs_per_s", "train_speedup", "sampler_speedup", "refcode_sampler_seqs_per_s",
+          "refcode_sampler_speedup", "stability_triplets_per_s",
           "stability_s_per_1024_triplets", "flops_per_iter", "device", "date", "threads", "fast_paths"]
 TINY = ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
         "--device", "cpu", "--set", "task.n_test=64"]
@@ -57,6 +58,19 @@ def test_concurrent_runs_report_aggregate_throughput():
     (res,) = concurrent_throughput(cfg, (2,), iters=3, warmup=1)
     assert res["k"] == 2 and res["aggregate_it_per_s"] > 0 and res["ms_per_iter_per_run"] > 0
     assert res["speedup_vs_1"] is None  # no k = 1 in this call to compare with
+
+
+@pytest.mark.parametrize("kind", [ReferenceSampler, RefCodeSampler])
+def test_reference_samplers_hold_out_the_test_set_and_reverse(kind):
+    """Both baselines draw valid reverse batches and never a held-out sequence (half of the
+    space is held out, so rejection really happens)."""
+    task = ReverseTask(TaskConfig(vocab_size=2, length=11, n_test=1024))
+    test = task.test_set()
+    rows = {tuple(r) for r in test.key.tolist()}
+    b = kind(task, test, seed=0).sample(300, torch.device("cpu"))
+    assert b.inputs.shape == (300, 22) and torch.equal(b.targets, b.inputs[:, :11].flip(1))
+    assert (b.inputs[:, 11:] == task.query_id).all() and not any(tuple(k) in rows for k in b.key.tolist())
+    assert len({tuple(k) for k in b.key.tolist()}) > 200  # random, not one sequence repeated
 
 
 # ---- the held-out check --------------------------------------------------------------------------
