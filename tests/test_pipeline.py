@@ -21,7 +21,9 @@ from posrnn_cli.pipeline import aggregate, aggregate_eval, load_profile, read_cs
 from posrnn_cli.plots import draw_all
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+# the stages call `posrnn`: this interpreter's bin/ first on PATH, so a bare `pytest` works too
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1",
+       "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
 DVC = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
 
 
