@@ -1,0 +1,1 @@
+"""Tables, figures and the scorecard, from result files only (no training code)."""
