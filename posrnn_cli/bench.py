@@ -31,16 +31,16 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from .config import RunConfig
-from .errors import PosrnnError
+from .common.config import RunConfig
+from .common.errors import PosrnnError
 from .models import build_model
-from .tasks import Batch, HeldOut, build_task, reverse_layout
-from .train import Trainer, check_train_config, lr_factor, resolve_device
+from .tasks import Batch, HeldOut, build_task
+from .engine.device import resolve_device, setup_threads
+from .engine.train import Trainer, check_fast_paths, check_train_config, lr_factor
 
 # dense peak TFLOP/s: fp32 without tensor cores (torch's default for fp32 matmuls), bf16 with
 PEAKS = (("H100 PCIe", {"fp32": 51.2, "bf16": 756.0}), ("H100", {"fp32": 67.0, "bf16": 989.0}),
          ("H200", {"fp32": 67.0, "bf16": 989.0}), ("A100", {"fp32": 19.5, "bf16": 312.0}))
-GATES = {"elman": 1, "gru": 3, "lstm": 4}
 PARTS = ("train", "sampler", "stability")
 
 
@@ -77,11 +77,9 @@ def timed_side_by_side(fa: Callable[[], object], fb: Optional[Callable[[], objec
 
 def flops_per_iteration(cfg: RunConfig, task, model: nn.Module, batch: Batch) -> float:
     """Forward + backward FLOPs of one training step (≈ 3 × forward; the embedding is free)."""
-    m = cfg.model
-    if m.name in GATES:
-        G, H, D = GATES[m.name] * m.hidden_size, m.hidden_size, model.encoder.out_dim
+    if hasattr(model.core, "forward_flops"):  # analytic for the RNNs
         T, K = batch.inputs.shape[1], batch.out_index.shape[1]
-        fwd = 2 * G * (D + H) * T + 2 * H * task.n_outputs * K  # per sequence: recurrence + head
+        fwd = model.core.forward_flops(T) + 2 * cfg.model.hidden_size * task.n_outputs * K  # per sequence: core + head
         return 3.0 * fwd * len(batch)
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -131,9 +129,7 @@ class ReferenceSampler:
             x = [self.rng.randint(0, V - 1) for _ in range(L)]
             if tuple(x) not in self.held:
                 rows.append(x)
-        x = torch.tensor(rows, device=device)
-        inputs, out_index = reverse_layout(x, self.task.query_id)
-        return Batch(inputs=inputs, targets=x.flip(1), out_index=out_index, key=x)
+        return self.task.build(torch.tensor(rows, device=device))
 
 
 class RefCodeSampler:
@@ -154,9 +150,7 @@ class RefCodeSampler:
                 return x
 
     def sample(self, n: int, device: torch.device) -> Batch:
-        x = torch.stack([self.one() for _ in range(n)]).to(device)  # (B L)
-        inputs, out_index = reverse_layout(x, self.task.query_id)
-        return Batch(inputs=inputs, targets=x.flip(1), out_index=out_index, key=x)
+        return self.task.build(torch.stack([self.one() for _ in range(n)]).to(device))  # (B L) tokens
 
 
 class ReferenceLoop:
@@ -171,7 +165,7 @@ class ReferenceLoop:
         self.model = build_model(cfg, task).to(device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=t.lr, betas=t.betas, eps=t.eps,
                                     weight_decay=t.weight_decay, foreach=False, fused=False)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, t.warmup, t.iterations))
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, t.warmup_steps, t.iterations))
         self.sampler = ReferenceSampler(task, test, t.seed)
         self.log = {"loss": 0.0, "accuracy": 0.0}
 
@@ -195,7 +189,7 @@ def fast_loop(cfg: RunConfig, task, held: HeldOut, device: torch.device) -> tupl
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task).to(device)
     trainer = Trainer(cfg, _scratch_dir(), model, task, lambda n, g, d: held.sample(task, n, g, d), device)
-    sums = torch.zeros(3, device=device, dtype=torch.float64)
+    sums = torch.zeros(4, device=device, dtype=torch.float64)  # loss, correct, count, grad norm
 
     def step() -> None:
         out = trainer.train_step(trainer.sample(cfg.train.batch_size, trainer.generator, device))
@@ -204,10 +198,9 @@ def fast_loop(cfg: RunConfig, task, held: HeldOut, device: torch.device) -> tupl
     return trainer, step
 
 
-def check_bench_config(cfg: RunConfig) -> None:
+def check_bench_config(cfg: RunConfig, task) -> None:
     check_train_config(cfg.train)
-    t = cfg.task
-    if t.name != "reverse" or t.min_length is not None or t.rarity is not None or t.autoregressive:
+    if not task.fixed_reverse_layout or cfg.task.rarity is not None:
         raise PosrnnError("posrnn bench measures the paper's fixed-length reverse task; drop the other task options")
 
 
@@ -216,7 +209,8 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     """Measure ``cfg``'s training step, sampler, stability analysis (and the reference loop
     beside the first two); with ``concurrent``, the aggregate throughput of k training
     processes at once for each k. Returns one flat dict of figures."""
-    check_bench_config(cfg)
+    task = build_task(cfg.task)
+    check_bench_config(cfg, task)
     if iters < 1 or warmup < 0:
         raise PosrnnError("--iters must be ≥ 1 and --warmup-iters ≥ 0")
     unknown = set(parts) - set(PARTS)
@@ -225,9 +219,8 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     if any(k < 1 for k in concurrent):
         raise PosrnnError("--concurrent takes process counts ≥ 1, e.g. 1,2,4")
     device = resolve_device(cfg.train.device)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    task = build_task(cfg.task)
+    check_fast_paths(cfg.train, device)
+    setup_threads(cfg.train.threads)
     test = task.test_set(device)
     held = HeldOut(test)
     B = cfg.train.batch_size
@@ -293,7 +286,7 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
 def stability_speed(model: nn.Module, task, cfg: RunConfig, device: torch.device, n: int, chunk_size: int) -> dict:
     """Triplets/s of the gradient-stability analysis (``stability.pair_stabilities``: three
     Jacobians per triplet and both pair scores), timed on ``n`` triplets after a warm-up."""
-    from .stability import make_triplets, pair_stabilities
+    from .engine.stability import make_triplets, pair_stabilities
 
     if cfg.model.name == "transformer":
         return {"stability_triplets_per_s": None}
@@ -316,8 +309,7 @@ def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue) 
     try:
         cfg = RunConfig.from_dict(cfg_dict)
         device = resolve_device(cfg.train.device)
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        setup_threads(cfg.train.threads)
         task = build_task(cfg.task)
         _, step = fast_loop(cfg, task, HeldOut(task.test_set(device)), device)
         for _ in range(warmup):

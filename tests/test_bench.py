@@ -8,14 +8,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from posrnn_cli.engine.device import cpu_supports_bf16
 from posrnn_cli.bench import RefCodeSampler, ReferenceSampler, concurrent_throughput
-from posrnn_cli.checkpoint import load_checkpoint
+from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
-from posrnn_cli.config import TaskConfig, resolve_config
-from posrnn_cli.errors import PosrnnError
+from posrnn_cli.common.config import TaskConfig, resolve_config
+from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.models import build_model
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows
-from posrnn_cli.train import GraphedStep, Trainer, graph_lr, train
+from posrnn_cli.engine.train import GraphedStep, Trainer, graph_lr, train
 
 FIELDS = ["train_ms_per_iter", "train_tokens_per_s", "train_tflops", "train_peak_share", "train_peak_memory_mb",
           "sampler_seqs_per_s", "reference_ms_per_iter", "reference_tokens_per_s", "reference_peak_memory_mb",
@@ -41,12 +42,12 @@ def test_bench_prints_every_figure_as_json():
 
 def test_bench_parts_table_and_refusals():
     r = CliRunner().invoke(app, ["bench", *TINY, "--iters", "1", "--warmup-iters", "0", "--parts", "sampler",
-                                 "--stability-seqs", "2", "--json"])  # --stability-seqs: the option's old name
+                                 "--stability-triplets", "2", "--json"])
     res = json.loads(r.output)
     assert "sampler_speedup" in res and "train_ms_per_iter" not in res and "stability_triplets_per_s" not in res
     r = CliRunner().invoke(app, ["bench", *TINY, "--model", "lstm", "--iters", "1", "--warmup-iters", "0", "--no-reference"])
     assert r.exit_code == 0 and "ms / iteration" in r.output and "fast paths: none" in r.output
-    for args, msg in ((["--task", "sort"], "reverse task"), (["--parts", "train,speed"], "unknown bench part"),
+    for args, msg in ((["--set", "task.name=sort"], "reverse task"), (["--parts", "train,speed"], "unknown bench part"),
                       (["--concurrent", "two"], "--concurrent"), (["--cuda-graph"], "needs a CUDA device")):
         r = CliRunner().invoke(app, ["bench", *TINY, *args])
         assert r.exit_code == 1 and msg in r.output, (args, r.output)
@@ -111,11 +112,30 @@ def _run(tmp_path, name, **switches):
     return losses, load_checkpoint(tmp_path / name / "checkpoints" / "step_0000150.pt")["model"]
 
 
+@pytest.mark.skipif(not cpu_supports_bf16(), reason="this CPU has no bf16 instructions (AVX-512 BF16 or AMX)")
 def test_bf16_autocast_trains_to_the_same_place_within_tolerance(tmp_path):
     (fp32, _), (bf16, w) = _run(tmp_path, "fp32"), _run(tmp_path, "bf16", amp=True)
     assert fp32 != bf16  # autocast really ran in bf16
     assert all(abs(a - b) / a < 0.1 for a, b in zip(fp32, bf16))  # the same loss curve within 10%
     assert all(v.dtype == torch.float32 for v in w.values())  # fp32 master weights
+
+
+def test_bf16_is_refused_with_one_line_on_a_cpu_without_bf16(tmp_path, monkeypatch):
+    """An LSTM under bf16 autocast dies in oneDNN on such a CPU, and a GRU crawls: refuse it up
+    front, before the run directory exists, from the library and from the CLI (train and bench)."""
+    import posrnn_cli.engine.device as device
+
+    monkeypatch.setattr(device, "cpu_supports_bf16", lambda: False)
+    with pytest.raises(PosrnnError, match="needs a GPU or a CPU with AVX-512 BF16 or AMX"):
+        _run(tmp_path, "bf16", amp=True)
+    assert not (tmp_path / "bf16").exists()
+    for argv in (["train", "--model", "lstm", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
+                  "--iterations", "4", "--device", "cpu", "--set", "train.amp=true", "--set", "task.n_test=16",
+                  "--out", str(tmp_path / "cli")],
+                 ["bench", *TINY, "--amp", "--iters", "1"]):
+        r = CliRunner().invoke(app, argv)
+        assert r.exit_code == 1 and r.output.startswith("error: train.amp") and len(r.output.splitlines()) == 1, r.output
+    assert not (tmp_path / "cli").exists()
 
 
 def test_fused_adam_gives_the_same_run_within_rounding(tmp_path):
@@ -134,7 +154,7 @@ def test_cuda_graph_is_refused_off_cuda(tmp_path):
 def stand_in_capture(fn, device):
     """What a CUDA graph does, without CUDA: nothing runs at capture; every replay re-runs the
     recorded computation and writes its results into the same output tensors."""
-    out = (torch.zeros(()), torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long))
+    out = (torch.zeros(()), torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long), torch.zeros(()))
 
     def replay():
         for o, v in zip(out, fn()):
@@ -172,7 +192,8 @@ def test_graphed_step_makes_exactly_the_eager_updates(tmp_path):
 
 def test_graphed_step_refuses_a_capture_that_disagrees(tmp_path):
     def broken(fn, device):  # replays nothing: the update is lost
-        return (lambda: None), (torch.zeros(()), torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long))
+        return (lambda: None), (torch.zeros(()), torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long),
+                                torch.zeros(()))
 
     tr = _trainer(tmp_path, capture=broken)
     with pytest.raises(PosrnnError, match="disagrees with the eager one"):

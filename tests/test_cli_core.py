@@ -42,7 +42,7 @@ def test_train_then_eval_json(tmp_path):
     r = runner.invoke(app, ["eval", str(out)])  # the rich table
     assert r.exit_code == 0 and "token acc" in r.output
     r = runner.invoke(app, ["compare", str(out), str(out)])
-    assert r.exit_code == 0 and "vanilla vs positional encoding" in r.output
+    assert r.exit_code == 0 and "runs with the same config" in r.output and "vanilla vs positional" not in r.output
 
 
 def test_resume_through_the_cli(tmp_path):

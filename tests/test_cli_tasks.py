@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app, run
-from posrnn_cli.config import RunConfig
+from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common import catalog
 from posrnn_cli.models import CORES, PE_FORMS, check_model_config
 from posrnn_cli.tasks import TASKS, build_task
 
@@ -104,7 +105,8 @@ def test_train_help_lists_every_task_model_and_pe_form_one_line_each():
     r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
     assert r.exit_code == 0
     lines = r.output.splitlines()
-    for registry in (TASKS, CORES, PE_FORMS):
+    for registry, behaviour in ((catalog.TASKS, TASKS), (catalog.CORES, CORES), (catalog.PE_FORMS, PE_FORMS)):
+        assert set(registry) == set(behaviour)  # every name the help lists is implemented
         for name, entry in registry.items():
             line = [ln for ln in lines if re.match(rf"\s*{re.escape(name)}:\s", ln)]
             assert len(line) == 1, name
@@ -120,8 +122,8 @@ def test_train_help_lists_every_task_model_and_pe_form_one_line_each():
         (["--task", "continuous", "--dim", "1"], "--dim must be at least 2"),
         (["--task", "sort", "--rarity", "0.1"], "--rarity (dual frequency) is not defined for task 'sort'"),
         (["--task", "predecessor", "--min-length", "3"], "variable length (--min-length) is not defined"),
-        (["--min-length", "3", "--rarity", "0.2"], "variable length combines with neither"),
-        (["--min-length", "3", "--autoregressive"], "variable length combines with neither"),
+        (["--min-length", "3", "--rarity", "0.2"], "variable length does not combine with --rarity"),
+        (["--min-length", "3", "--autoregressive"], "--autoregressive is not defined for task 'reverse'"),
         (["--min-length", "3", "--pe", "phase"], "--pe phase needs a fixed output-phase start"),
         (["--length", "5", "--max-length", "6"], "name the same setting"),
         (["--rarity", "0.2", "--vocab-size", "15"], "even --vocab-size"),
@@ -136,7 +138,8 @@ def test_bad_combinations_are_refused_with_one_line(extra, words, capsys, tmp_pa
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as e:
         run([*argv(*extra), "--out", "x"])
-    err, out = capsys.readouterr().err, capsys.readouterr().out
+    captured = capsys.readouterr()
+    err, out = captured.err, captured.out
     assert e.value.code == 1
     assert err.startswith("error: ") and words in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
@@ -204,18 +207,17 @@ def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
     """Every `posrnn train` command of docs/experiments.md, at every point of its row's grid,
     parses and passes every task and model check (the run itself is replaced by a stub) and
     is at paper scale; other commands name only options that exist."""
-    import posrnn_cli.train as train_mod
+    import posrnn_cli.engine.train as train_mod
 
     seen: list[RunConfig] = []
-    checked: dict[tuple, None] = {}
+    checked: dict[tuple, object] = {}
 
     def fake_train(cfg, out, **kw):
         key = (cfg.task.name, cfg.task.vocab_size, cfg.task.length, cfg.task.min_length, cfg.task.delay,
                cfg.task.rarity, cfg.task.dim, cfg.task.autoregressive)
         if key not in checked:  # the task's own checks (space size, combinations): once per task shape
-            build_task(cfg.task)
-            checked[key] = None
-        check_model_config(cfg.model)
+            checked[key] = build_task(cfg.task).output_start
+        check_model_config(cfg.model, checked[key])
         seen.append(cfg)
         return {"finished": True, "step": 0, "iterations": cfg.train.iterations, "seconds": 0.0, "it_per_s": 0.0,
                 "n_parameters": 0, "last": None}

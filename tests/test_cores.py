@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.config import resolve_config
-from posrnn_cli.errors import PosrnnError
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.models import build_model
-from posrnn_cli.s4d import S4DCore
+from posrnn_cli.models.s4d import S4DCore
 from posrnn_cli.tasks import build_task
-from posrnn_cli.transformer import CausalTransformerCore
+from posrnn_cli.models.transformer import CausalTransformerCore
 
 
 def s4d(seed=0, D=3, H=4, N=6):

@@ -8,13 +8,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from posrnn_cli.checkpoint import load_checkpoint
+from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
-from posrnn_cli.config import resolve_config
-from posrnn_cli.errors import PosrnnError
-from posrnn_cli.evaluate import evaluate, load_run
-from posrnn_cli.extend import extend_vocab, extension_tasks
-from posrnn_cli.train import train
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.engine.evaluate import evaluate, load_run
+from posrnn_cli.engine.extend import extend_vocab
+from posrnn_cli.tasks import extension_tasks
+from posrnn_cli.engine.train import train
 
 
 def trained(tmp_path, **over):
@@ -51,7 +52,7 @@ def test_new_id_test_set_uses_only_new_ids(tmp_path):
     base = trained(tmp_path)
     extend_vocab(base, 3, tmp_path / "ext", iterations=10, device="cpu", progress=False, sets=["train.warmup=1"])
     cfg = load_run(tmp_path / "ext")[0]
-    t = extension_tasks(cfg)
+    t = extension_tasks(cfg.task, cfg.model.frozen_vocab)
     new, old = t["new_ids"].test_set(), t["old_ids"].test_set()
     L = cfg.task.length
     assert ((new.inputs[:, :L] >= 6) & (new.inputs[:, :L] < 9)).all() and (new.inputs[:, L:] == 9).all()

@@ -11,12 +11,23 @@ import sentencepiece as spm
 import torch
 from typer.testing import CliRunner
 
-from posrnn_cli.errors import PosrnnError
+from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.lm import data as lm_data
-from posrnn_cli.lm.cli import lm_app
+from posrnn_cli.cli.lm import lm_app
 from posrnn_cli.lm.encode import LMCorpus, cap_paragraph, encode, iter_batches, sample_batch
-from posrnn_cli.lm.make_mini_corpus import build_splits
 from posrnn_cli.lm.tokenizer import train_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_splits(seed: int) -> dict:
+    """The shipped corpus's generator (tools/make_mini_corpus.py, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_mini_corpus", ROOT / "tools" / "make_mini_corpus.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.build_splits(seed)
 
 MINI = Path(__file__).resolve().parents[1] / "data" / "wikitext-mini"
 VOCAB = 500

@@ -12,11 +12,11 @@ import torch
 import torch.multiprocessing as mp
 from typer.testing import CliRunner
 
-from posrnn_cli.checkpoint import load_checkpoint
+from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
-from posrnn_cli.config import resolve_config
+from posrnn_cli.common.config import resolve_config
 from posrnn_cli.lm.encode import LMCorpus
-from posrnn_cli.train import train
+from posrnn_cli.engine.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -73,7 +73,7 @@ def _free_port() -> int:
 def _worker(rank: int, world: int, port: int, cfg_dict: dict, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from posrnn_cli.config import RunConfig
+    from posrnn_cli.common.config import RunConfig
 
     train(RunConfig.from_dict(cfg_dict), Path(out), progress=False)
     torch.distributed.destroy_process_group()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.config import resolve_config
-from posrnn_cli.errors import PosrnnError
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.models import CORES, PE_FORMS, build_model, count_parameters
-from posrnn_cli.s4d import S4DCore
+from posrnn_cli.models.s4d import S4DCore
 from posrnn_cli.tasks import build_task
-from posrnn_cli.transformer import CausalTransformerCore
+from posrnn_cli.models.transformer import CausalTransformerCore
 
 
 def model_for(pe, seed=0, **over):
@@ -34,29 +34,29 @@ def test_double_vanilla_has_the_pe_models_parameter_count(core):
 
 def test_random_pe_rows_are_unit_norm_fixed_and_saved():
     m, cfg = model_for("random")
-    table = m.encoder.pe_table
+    table = m.encoder.pe.pe_table
     assert torch.allclose(table.norm(dim=1), torch.ones(len(table)), atol=1e-6)
-    assert "encoder.pe_table" in m.state_dict() and not any(p is table for p in m.parameters())
+    assert "encoder.pe.pe_table" in m.state_dict() and not any(p is table for p in m.parameters())
     other, _ = model_for("random", seed=1)  # another init draws another table …
-    assert not torch.equal(other.encoder.pe_table, table)
+    assert not torch.equal(other.encoder.pe.pe_table, table)
     other.load_state_dict(m.state_dict())  # … and a checkpoint restores the trained run's own
-    assert torch.equal(other.encoder.pe_table, table)
+    assert torch.equal(other.encoder.pe.pe_table, table)
 
 
 def test_random_pe_rows_are_uniform_on_the_sphere():
     m, _ = model_for("random", **{"task.length": 500, "model.hidden_size": 8})
-    table = m.encoder.pe_table  # (1000 8)
+    table = m.encoder.pe.pe_table  # (1000 8)
     assert table.mean(0).abs().max() < 0.1  # no preferred direction
     assert (table.T @ table / len(table) - torch.eye(8) / 8).abs().max() < 0.03  # isotropic: E[x xᵀ] = I / P
 
 
 def test_learnable_pe_is_trained():
     m, _ = model_for("learnable")
-    assert any(p is m.encoder.pe_table for p in m.parameters())
-    assert m.encoder.pe_table.shape == (12, 16)
+    assert any(p is m.encoder.pe.pe_table for p in m.parameters())
+    assert m.encoder.pe.pe_table.shape == (12, 16)
     out = m(torch.randint(10, (2, 12)), torch.arange(6, 12).expand(2, 6))
     out.sum().backward()
-    assert m.encoder.pe_table.grad[:12].abs().sum(1).gt(0).all()  # every position's row gets a gradient
+    assert m.encoder.pe.pe_table.grad[:12].abs().sum(1).gt(0).all()  # every position's row gets a gradient
 
 
 def test_position_forms_tell_positions_apart_and_controls_do_not():

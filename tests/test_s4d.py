@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import jacrev, vmap
 
-from posrnn_cli.s4d import S4DCore
+from posrnn_cli.models.s4d import S4DCore
 
 F64 = torch.float64
 

@@ -11,20 +11,14 @@ from torch import nn
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.config import resolve_config
-from posrnn_cli.errors import PosrnnError
-from posrnn_cli.stability import (
-    analyze,
-    jacobians,
-    last_hidden_from_state,
-    make_triplets,
-    run_from_state,
-    stability,
-    state_after_first,
-)
-from posrnn_cli.train import train
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.engine.stability import analyze, jacobians, make_triplets, stability
+from posrnn_cli.engine.train import train
 
-KINDS = {"elman": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+from posrnn_cli.models.rnn import RNN_CLASSES, RecurrentCore
+
+KINDS = RNN_CLASSES
 
 
 def test_identical_jacobians_give_exactly_one_and_negated_minus_one():
@@ -46,26 +40,26 @@ def test_metric_equals_a_hand_computation():
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_explicit_cells_reproduce_the_modules_forward(kind):
     torch.manual_seed(0)
-    core = KINDS[kind](5, 6, batch_first=True).double()
+    core = RecurrentCore(kind, 5, 6).double()
     x = torch.randn(3, 7, 5, dtype=torch.float64)
-    ref, _ = core(x)  # (B T H): the module's own forward (cuDNN on GPU)
-    z1 = state_after_first(core, x[:, 0])
-    zs = torch.cat([z1[:, None], run_from_state(core, z1, x[:, 1:])], 1)
+    ref = core(x)  # (B T H): the module's own forward (cuDNN on GPU)
+    z1 = core.initial_state(x[:, 0])
+    zs = torch.cat([z1[:, None], core.states_from(z1, x[:, 1:])], 1)
     assert torch.allclose(zs[..., :6], ref, atol=1e-12)
-    assert torch.allclose(last_hidden_from_state(core, z1, x[:, 1:]), ref[:, -1], atol=1e-12)
+    assert torch.allclose(core.output_from_state(z1, x[:, 1:]), ref[:, -1], atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_jacobians_match_autograd_functional(kind):
     torch.manual_seed(1)
-    core = KINDS[kind](4, 5, batch_first=True).double()
+    core = RecurrentCore(kind, 4, 5).double()
     x = torch.randn(3, 6, 4, dtype=torch.float64)
     J = jacobians(core, x, chunk_size=2)
     Dz = 10 if kind == "lstm" else 5
     assert J.shape == (3, 5, Dz)
     for b in range(3):
-        z1 = state_after_first(core, x[b : b + 1, 0])[0]
-        ref = torch.autograd.functional.jacobian(lambda z: last_hidden_from_state(core, z[None], x[b : b + 1, 1:])[0], z1)
+        z1 = core.initial_state(x[b : b + 1, 0])[0]
+        ref = torch.autograd.functional.jacobian(lambda z: core.output_from_state(z[None], x[b : b + 1, 1:])[0], z1)
         assert torch.allclose(J[b], ref, atol=1e-10)
 
 
@@ -100,7 +94,7 @@ def test_linear_rnn_jacobian_is_the_matrix_power():
 
 def test_chunk_size_does_not_change_the_result():
     torch.manual_seed(3)
-    core = nn.GRU(4, 6, batch_first=True).double()
+    core = RecurrentCore("gru", 4, 6).double()
     x = torch.randn(7, 5, 4, dtype=torch.float64)
     assert torch.allclose(jacobians(core, x, chunk_size=1), jacobians(core, x, chunk_size=7))
 
@@ -128,7 +122,7 @@ def test_cli_stability_over_checkpoints_of_a_dual_frequency_run(tmp_path):
     rows = json.loads(r.output)
     assert len(rows) == 2 * 4 * 2  # checkpoints × (F/R)² × pairs
     assert {r["condition"] for r in rows} == {"F/F", "F/R", "R/F", "R/R"}
-    assert all(-1 <= r["mean"] <= 1 and r["ci_low"] <= r["mean"] <= r["ci_high"] for r in rows)
+    assert all(-1 <= r["stability"] <= 1 and r["ci_low"] <= r["stability"] <= r["ci_high"] for r in rows)
     with open(run / "stability.csv") as f:
         assert len(list(csv.DictReader(f))) == 16
     assert (run / "stability.png").stat().st_size > 1000
@@ -149,4 +143,4 @@ def test_stability_refuses_runs_it_cannot_analyse(tmp_path):
 def test_stability_of_an_s4d_run_uses_its_recurrent_view(tmp_path):
     run = small_run(tmp_path, **{"model.name": "s4d", "model.state_size": 4})
     rows = analyze(run, n_triplets=8, device="cpu", n_resamples=200)
-    assert len(rows) == 2 * 2 and all(-1 <= r["mean"] <= 1 for r in rows)
+    assert len(rows) == 2 * 2 and all(-1 <= r["stability"] <= 1 for r in rows)

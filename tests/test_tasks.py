@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.config import TaskConfig
-from posrnn_cli.errors import PosrnnError
+from posrnn_cli.common.config import TaskConfig
+from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.tasks import HeldOut, build_task, hash_rows
 
 CPU = torch.device("cpu")

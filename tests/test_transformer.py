@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.transformer import CausalTransformerCore
+from posrnn_cli.models.transformer import CausalTransformerCore
 
 F64 = torch.float64
 

@@ -1153,14 +1153,16 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
     return "\n".join(lines) + "\n"
 
 
-def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None) -> list[dict]:
-    """Score ``results_dir`` and write ``scorecard.json`` and ``scorecard.md`` there (atomically)."""
+def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_dir: Optional[Path] = None) -> list[dict]:
+    """Score ``results_dir`` and write ``scorecard.json`` and ``scorecard.md`` into ``out_dir``
+    (default: ``results_dir``), atomically."""
     results_dir = Path(results_dir)
+    out_dir = Path(out_dir) if out_dir is not None else results_dir
     rows = scorecard(results_dir, claims)
     summary = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    atomic_write_json(results_dir / "scorecard.json", {"results": results_dir.name, "summary": summary, "rows": rows})
-    atomic_write_text(results_dir / "scorecard.md",
-                      scorecard_markdown(rows, title=f"Reproduction scorecard: {results_dir.name}"))
+    name = results_dir.parent.name if results_dir.name == "tables" else results_dir.name
+    atomic_write_json(out_dir / "scorecard.json", {"results": name, "summary": summary, "rows": rows})
+    atomic_write_text(out_dir / "scorecard.md", scorecard_markdown(rows, title=f"Reproduction scorecard: {name}"))
     return rows
 
 

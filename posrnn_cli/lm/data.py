@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..errors import PosrnnError
+from ..common.errors import PosrnnError
 
 SPLITS = ("train", "valid", "test")
 # Our split name → the names other layouts use for it.

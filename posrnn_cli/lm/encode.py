@@ -34,7 +34,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
-from ..errors import PosrnnError
+from ..common.errors import PosrnnError
 from .data import SPLITS, temp_beside
 from .tokenizer import MAX_VOCAB, MODEL_NAME, load_tokenizer
 

@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import PosrnnError
+from ..common.errors import PosrnnError
 from .data import temp_beside
 
 MAX_VOCAB = 1 << 16  # ids are stored as uint16 on disk

@@ -18,7 +18,7 @@ name, a town its river, years increase through a history section), so a language
 real structure to learn.
 
 Everything is a pure function of a seed (``build_splits(seed)``); run
-``python -m posrnn_cli.lm.make_mini_corpus --out data/wikitext-mini`` to regenerate the
+``python tools/make_mini_corpus.py --out data/wikitext-mini`` to regenerate the
 shipped files byte for byte.
 """
 

@@ -1,38 +1,33 @@
-"""``posrnn lm …``: the data half of the language-model chain, as thin Typer commands.
+"""``posrnn lm …``: the language-model chain (SPEC §5), as thin Typer commands.
 
     posrnn lm prepare   --out data/wikitext103                 (or --data-dir for local files)
     posrnn lm tokenizer --data data/wikitext103 --out data/wikitext103/tokenizer
     posrnn lm encode    --data data/wikitext103 --tokenizer data/wikitext103/tokenizer --out data/wikitext103/encoded
+    posrnn lm train     --data data/wikitext103/encoded --pe sinusoidal --out runs/lm/pe
+    posrnn lm eval      runs/lm/pe
 
-Each command parses its options, calls one library function (``data.prepare``,
-``tokenizer.train_tokenizer``, ``encode.encode``) and prints a table; a ``PosrnnError`` or
-an ``OSError`` becomes one ``error: …`` line on stderr and exit code 1.
+Each command parses its options, calls one library function and prints a table.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from ..errors import PosrnnError, cli_errors
-from . import data as lm_data
-from .encode import encode as encode_corpus
-from .tokenizer import MAX_VOCAB, MODEL_NAME, train_tokenizer
+from ..common.errors import PosrnnError
+from .common import JsonOpt, ModelName, PEName, cli_errors, console
+
+from ..lm.data import DEFAULT_CONFIG, DEFAULT_DATASET  # these two modules import nothing heavy
+from ..lm.tokenizer import MAX_VOCAB, MODEL_NAME
 
 lm_app = typer.Typer(
     help="Language modelling on WikiText-103 (SPEC §5): prepare paragraphs, train a SentencePiece "
-    "tokenizer, encode the splits into uint16 token arrays.",
+    "tokenizer, encode the splits, train the LSTM ± PE, evaluate perplexity.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
 )
-console = Console()
-if not console.is_terminal:
-    console = Console(width=160)
 
 
 @lm_app.command()
@@ -40,10 +35,14 @@ if not console.is_terminal:
 def prepare(
     out: Annotated[Path, typer.Option("--out", help="Folder for train.txt, valid.txt, test.txt (one paragraph per line).")] = Path("data/wikitext103"),
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Local WikiText: wiki.{train,valid,test}.raw or the hub's {train,validation,test}-*.parquet (optionally under CONFIG/). Without it, load from the HuggingFace hub or its cache.")] = None,
-    dataset: Annotated[str, typer.Option("--dataset", help="HuggingFace dataset id (used without --data-dir).")] = lm_data.DEFAULT_DATASET,
-    config: Annotated[str, typer.Option("--config", help="Dataset configuration (the sub-folder name in a parquet download).")] = lm_data.DEFAULT_CONFIG,
+    dataset: Annotated[str, typer.Option("--dataset", help="HuggingFace dataset id (used without --data-dir).")] = DEFAULT_DATASET,
+    config: Annotated[str, typer.Option("--config", help="Dataset configuration (the sub-folder name in a parquet download).")] = DEFAULT_CONFIG,
 ):
     """Drop empty and heading lines from WikiText; write one paragraph per line per split."""
+    from rich.table import Table
+
+    from ..lm import data as lm_data
+
     res = lm_data.prepare(out, data_dir=data_dir, dataset=dataset, config=config)
     table = Table(title=f"paragraphs from {res['source']} → {out}")
     for col in ("split", "lines", "headings", "empty", "paragraphs", "MB"):
@@ -51,7 +50,7 @@ def prepare(
     for split, s in res["splits"].items():
         table.add_row(split, f"{s['lines']:,}", f"{s['headings']:,}", f"{s['empty']:,}", f"{s['paragraphs']:,}",
                       f"{s['bytes'] / 1e6:.2f}")
-    console.print(table)
+    console().print(table)
 
 
 @lm_app.command()
@@ -64,9 +63,11 @@ def tokenizer(
     seed: Annotated[int, typer.Option("--seed", help="Seed of SentencePiece's paragraph sampler.")] = 0,
 ):
     """Train a SentencePiece unigram tokenizer on the training paragraphs."""
+    from ..lm.tokenizer import train_tokenizer
+
     info = train_tokenizer(data / "train.txt", out / Path(MODEL_NAME).stem, vocab_size=vocab_size,
                            input_sentence_size=input_sentence_size, seed=seed)
-    console.print(f"[green]tokenizer[/green] {info['model']}: {info['vocab_size']:,} pieces "
+    console().print(f"[green]tokenizer[/green] {info['model']}: {info['vocab_size']:,} pieces "
                   f"(unknown character {info['unk_id']}, <s> {info['bos_id']}, </s> {info['eos_id']}, WikiText <unk> "
                   f"{info['wikitext_unk_id']}), trained on "
                   f"{info['input_bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
@@ -81,6 +82,10 @@ def encode(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Longest stored paragraph, BOS and EOS included (longer ones keep their first tokens).")] = 1024,
 ):
     """Tokenise every split into uint16 id arrays with paragraph offsets; report MB/s."""
+    from rich.table import Table
+
+    from ..lm.encode import encode as encode_corpus
+
     meta = encode_corpus(data, tokenizer, out, max_tokens=max_tokens)
     table = Table(title=f"encoded → {out} (vocabulary {meta['vocab_size']:,}, ≤ {max_tokens} tokens per paragraph)")
     for col in ("split", "paragraphs", "tokens", "truncated", "MB", "tokenise MB/s", "total MB/s"):
@@ -88,41 +93,41 @@ def encode(
     for split, s in meta["splits"].items():
         table.add_row(split, f"{s['paragraphs']:,}", f"{s['tokens']:,}", f"{s['truncated']:,}",
                       f"{s['input_bytes'] / 1e6:.2f}", f"{s['tokenize_mb_per_s']:.1f}", f"{s['mb_per_s']:.1f}")
-    console.print(table)
-    console.print(f"tokenisation: {meta['tokenize_mb_per_s']:.1f} MB/s with {meta['num_threads']} threads "
+    console().print(table)
+    console().print(f"tokenisation: {meta['tokenize_mb_per_s']:.1f} MB/s with {meta['num_threads']} threads "
                   f"(whole step {meta['mb_per_s']:.1f} MB/s)")
 
 
 @lm_app.command("train")
 @cli_errors
 def train_lm(
-    data: Annotated[Path, typer.Option("--data", help="The encoded corpus (the --out of `posrnn lm encode`).")],
-    out: Annotated[Path, typer.Option("--out", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).")],
-    pe: Annotated[str, typer.Option(help="Positional encoding: none (vanilla LSTM) or sinusoidal (or random, learnable, dummy).")] = "sinusoidal",
-    model: Annotated[str, typer.Option(help="Core: lstm (the paper's), gru, elman, s4d, transformer.")] = "lstm",
-    hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. Paper: 512.")] = None,
-    embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E (default: H).")] = None,
-    iterations: Annotated[Optional[int], typer.Option(help="Training iterations. Paper: 300,000.")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Paragraphs per iteration (per process under torchrun). Paper: 512.")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate. Paper: 1e-3.")] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="Linear warm-up iterations. Paper: 1,000.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed. Paper: 111…555.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N.")] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint every N iterations.")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
-    params: Annotated[Optional[Path], typer.Option("--params", help="YAML with task/model/train sections.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any config key, e.g. --set train.log_every=10.")] = None,
+    data: Annotated[Path, typer.Option("--data", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
+    pe: Annotated[PEName, typer.Option(help="Positional encoding: none (the vanilla LSTM) or sinusoidal (or another form).")] = "sinusoidal",
+    model: Annotated[ModelName, typer.Option(help="Core (the paper's: lstm).")] = "lstm",
+    hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. [default: 512]", show_default=False)] = None,
+    embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E. [default: H]", show_default=False)] = None,
+    iterations: Annotated[Optional[int], typer.Option(help="Training iterations. [default: 300,000]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Paragraphs per iteration (per process under torchrun). [default: 512]", show_default=False)] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate. [default: 0.001]", show_default=False)] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed. [default: 111]", show_default=False)] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint every N iterations. [default: 5,000]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
+    params: Annotated[Optional[Path], typer.Option("--params", help="YAML with task/model/train sections.", show_default=False)] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any config key, e.g. --set train.log_every=10.", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out holds.")] = False,
-    stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed).")] = None,
+    stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
 ):
     """Train the LSTM language model (SPEC §5) on an encoded corpus, with or without PE —
-    the §2 recipe through the same training loop as every other task. Multi-GPU / multi-node:
-    `torchrun --nproc-per-node N $(which posrnn) lm train ...` (DistributedDataParallel; NCCL on
-    GPU, gloo on CPU; each process trains its slice of every global batch)."""
-    from ..config import resolve_config
-    from ..train import train
-    from .encode import LMCorpus
+    the §2 recipe through the same training loop as every other task. Several GPUs or nodes:
+    `torchrun --nproc-per-node N $(which posrnn) lm train ...` (DistributedDataParallel; each
+    process trains its slice of every global batch)."""
+    from ..common.config import resolve_config
+    from ..engine.train import train
+    from ..lm.encode import LMCorpus
 
     meta = LMCorpus(data, "train").meta
     options = {
@@ -133,48 +138,46 @@ def train_lm(
     }
     cfg = resolve_config(params, options, set_)
     s = train(cfg, out, resume=resume, force=force, stop_after=stop_after)
-    if s["world_size"] == 1 or int(__import__("os").environ.get("RANK", "0")) == 0:
+    if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]
-        console.print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} in "
-                      f"{s['seconds']:.1f}s ({s['it_per_s']:.1f} it/s, {s['world_size']} process(es)) → {out}"
-                      + (f"  loss {last['loss']:.4f}" if last else ""))
+        console().print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} in "
+                        f"{s['seconds']:.1f}s ({s['it_per_s']:.1f} it/s, {s['world_size']} process(es)) → {out}"
+                        + (f"  loss {last['loss']:.4f}" if last else ""))
 
 
 @lm_app.command("eval")
 @cli_errors
 def eval_lm(
-    run: Annotated[Path, typer.Argument(help="An LM run directory (latest checkpoint) or a checkpoint file.")],
+    run: Annotated[Path, typer.Argument(help="An LM run directory (latest checkpoint) or a checkpoint file.", show_default=False)],
     batch_size: Annotated[int, typer.Option(help="Paragraphs per evaluation batch.")] = 16,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ):
     """Test perplexity (exp of the mean token NLL over the test split) and the NLL per position
     (RUN/nll_by_position.csv), to see where along the paragraph PE matters."""
-    import csv
-    import io
     import json
 
-    from ..checkpoint import _atomic
-    from ..evaluate import evaluate
+    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.evaluate import evaluate
 
+    cfg = read_run_config(resolve_checkpoint(run)[1])
+    if cfg is not None and cfg.task.name != "lm":
+        raise PosrnnError(f"{run} is a {cfg.task.name!r} run, not a language model; use `posrnn eval`")
     r = evaluate(run, device=device, batch_size=batch_size, n_resamples=1000)
     if r["task"] != "lm":
         raise PosrnnError(f"{run} is a {r['task']!r} run, not a language model; use `posrnn eval`")
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["position", "nll", "tokens"])
-    for i, (nll, n) in enumerate(zip(r["nll_by_position"], r["tokens_by_position"])):
-        w.writerow([i, f"{nll:.6f}", int(n)])
     csv_path = Path(r["run_dir"]) / "nll_by_position.csv"
-    _atomic(csv_path, lambda f: f.write(buf.getvalue().encode()))
     summary = {k: r[k] for k in ("run_dir", "step", "model", "pe", "perplexity", "token_nll", "n_tokens", "n_paragraphs")}
     summary["nll_by_position_csv"] = str(csv_path)
     if json_out:
         typer.echo(json.dumps(summary))
         return
+    from rich.table import Table
+
     t = Table(title="language model, test split")
     for col in ("run", "step", "model", "pe", "perplexity", "tokens", "paragraphs"):
         t.add_column(col)
-    t.add_row(Path(r["run_dir"]).name, str(r["step"]), r["model"], r["pe"], f"{r['perplexity']:.2f}", str(r["n_tokens"]), str(r["n_paragraphs"]))
-    console.print(t)
-    console.print(f"NLL per position → {csv_path}")
+    t.add_row(Path(r["run_dir"]).name, str(r["step"]), r["model"], r["pe"], f"{r['perplexity']:.2f}", str(r["n_tokens"]),
+              str(r["n_paragraphs"]))
+    console().print(t)
+    console().print(f"NLL per position → {csv_path}")

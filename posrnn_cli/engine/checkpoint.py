@@ -9,17 +9,15 @@ command rebuilds the run from the checkpoint alone.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from .config import RunConfig
-from .errors import PosrnnError
+from ..common.config import RunConfig
+from ..common.errors import PosrnnError
+from ..common.io import atomic_write
 
 FORMAT = "posrnn-checkpoint"
 VERSION = 1
@@ -27,32 +25,8 @@ CKPT_DIR = "checkpoints"
 _STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 
 
-def _atomic(path: Path, write) -> None:
-    """Write through a temporary file in the same directory, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    _atomic(path, lambda f: f.write(text.encode()))
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
-
-
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    _atomic(path, lambda f: torch.save(obj, f))
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def checkpoint_path(run_dir: Path, step: int) -> Path:
@@ -82,11 +56,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises several types for truncated/corrupt/foreign files
-        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
-        raise PosrnnError(
-            f"checkpoint {path} is corrupt or not a posrnn checkpoint ({reason}); "
-            f"delete it and resume from an earlier one, or re-train"
-        ) from None
+        if "weights only" in str(e).lower() or "weights_only" in str(e):
+            raise PosrnnError(f"{path} was refused: it holds Python objects that a posrnn checkpoint never contains, "
+                              f"so it was not loaded; use a checkpoint written by `posrnn train`") from None
+        raise PosrnnError(f"{path} is not a readable posrnn checkpoint (truncated or corrupt), so it was refused; "
+                          f"delete it and resume from an earlier checkpoint, or re-train") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise PosrnnError(f"{path} is not a posrnn checkpoint; pass a file written by `posrnn train`")
     if ckpt.get("version") != VERSION:

@@ -7,6 +7,7 @@ the wrong type are refused with a message that names the key and the fix.
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -70,7 +71,7 @@ class TrainConfig:
     eps: float = 1e-9
     weight_decay: float = 0.0
     clip: float = 1.0
-    warmup: int = 1000
+    warmup: Optional[int] = None  # None = auto: 1% of the iterations, at most 1,000 (SPEC: 1,000 at 300,000)
     seed: int = 111
     checkpoint_every: int = 5000
     log_every: int = 100
@@ -81,13 +82,18 @@ class TrainConfig:
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
     threads: Optional[int] = None  # torch CPU threads; None = torch's default
 
+    @property
+    def warmup_steps(self) -> int:
+        """The warm-up actually used: ``warmup``, or 1% of the run capped at SPEC's 1,000."""
+        return self.warmup if self.warmup is not None else min(1000, self.iterations // 100)
+
 
 #: Keys that describe where/how fast a run executes, not what it computes: they may
 #: differ between a run and its resumption.
 RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every"})
 
-#: Top-level sections of params.yaml that belong to other commands (LM, pipeline, …).
-OTHER_SECTIONS = {"lm", "pipeline", "profile", "profiles", "sweeps", "stability", "extend", "bench", "figures"}
+#: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
+PIPELINE_SECTIONS = ("profile", "profiles")
 
 
 @dataclass
@@ -151,10 +157,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if f is not None and f.is_integer():
             return int(f)
     elif tp is float:
+        f = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        f = _number(value) if isinstance(value, str) else None
+            f = float(value)
+        elif isinstance(value, str):
+            f = _number(value)
         if f is not None:
+            if not math.isfinite(f):
+                raise PosrnnError(f"{key} must be a finite number, got {value!r}")
             return f
     elif tp is str:
         if isinstance(value, str):
@@ -189,12 +199,11 @@ def apply_mapping(cfg: RunConfig, data: Any, source: str) -> RunConfig:
     if not isinstance(data, dict):
         raise PosrnnError(f"{source}: expected a mapping of sections, got {type(data).__name__}")
     for section, values in data.items():
-        if section in OTHER_SECTIONS:
+        if section in PIPELINE_SECTIONS:
             continue
         if section not in SECTIONS:
             raise PosrnnError(
-                f"{source}: unknown section {section!r}; valid: "
-                f"{', '.join(list(SECTIONS) + sorted(OTHER_SECTIONS))}"
+                f"{source}: unknown section {section!r}; valid: {', '.join(list(SECTIONS) + list(PIPELINE_SECTIONS))}"
             )
         if not isinstance(values, dict):
             raise PosrnnError(f"{source}: section {section!r} must be a mapping")

@@ -6,17 +6,28 @@ seeds that ``posrnn aggregate`` computed. A figure is drawn only when its table 
 from __future__ import annotations
 
 import io
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Optional
 
-from .checkpoint import _atomic
-from .pipeline import KINDS, read_csv
+from ..common import catalog
+from ..common.io import atomic_write_bytes, atomic_write_text, read_csv
+from .aggregate import KINDS
 
-PE_LABEL = {"none": "vanilla", "sinusoidal": "PE (sinusoidal)", "random": "PE (random)", "learnable": "PE (learnable)",
-            "dummy": "double vanilla"}
-PE_COLOR = {"none": "#4c72b0", "sinusoidal": "#dd8452", "random": "#55a868", "learnable": "#8172b3", "dummy": "#937860"}
-PE_ORDER = ["none", "dummy", "sinusoidal", "random", "learnable"]
+PE_ORDER = list(catalog.PE_FORMS)
+
+
+def pe_label(pe: str) -> str:
+    return catalog.label(catalog.PE_FORMS, pe)
+
+
+def pe_color(pe: str) -> str:
+    return catalog.color(catalog.PE_FORMS, pe)
+
+
+def model_label(model: str) -> str:
+    return catalog.label(catalog.CORES, model)
 
 
 def _plt():
@@ -32,7 +43,7 @@ def _save(fig, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     _plt().close(fig)
-    _atomic(Path(path), lambda f: f.write(buf.getvalue()))
+    atomic_write_bytes(Path(path), buf.getvalue())
 
 
 def _err(rows: list[dict], key: str = "token_accuracy", lo: str = None, hi: str = None):
@@ -41,7 +52,7 @@ def _err(rows: list[dict], key: str = "token_accuracy", lo: str = None, hi: str 
 
 
 def _pe_sorted(pes) -> list[str]:
-    return sorted(set(pes), key=lambda p: PE_ORDER.index(p) if p in PE_ORDER else 99)
+    return catalog.order(catalog.PE_FORMS, pes)
 
 
 def _setting(r: dict, seeds: bool = True) -> str:
@@ -60,8 +71,8 @@ def fig_vocab(rows: list[dict], path: Path) -> None:
             V = [r["vocab_size"] for r in rs]
             for i, key in enumerate(("token_accuracy", "damerau_levenshtein")):
                 axes[i][j].errorbar(V, [r[key] for r in rs], yerr=_err(rs, key), marker="o", capsize=3,
-                                    color=PE_COLOR.get(pe), label=PE_LABEL.get(pe, pe))
-        axes[0][j].set_title(f"{model.upper()}  ({_setting(rs[0])})", fontsize=8)
+                                    color=pe_color(pe), label=pe_label(pe))
+        axes[0][j].set_title(f"{model_label(model)}  ({_setting(rs[0])})", fontsize=8)
         axes[0][j].set_ylabel("token accuracy")
         axes[1][j].set_ylabel("Damerau–Levenshtein distance")
         axes[1][j].set_xlabel("vocabulary size V")
@@ -83,14 +94,15 @@ def fig_dual(rows: list[dict], path: Path) -> None:
         pes = _pe_sorted(r["pe"] for r in rows if r["model"] == model)
         width = 0.8 / len(pes)
         for k, pe in enumerate(pes):
-            rs = [next(r for r in rows if r["model"] == model and r["pe"] == pe and r["condition"] == c) for c in KINDS]
+            rs = [next(r for r in rows if r["model"] == model and r["pe"] == pe and r["condition"] == c
+                       and r.get("half", "all") == "all") for c in KINDS]
             xs = [i + (k - (len(pes) - 1) / 2) * width for i in range(len(KINDS))]
             ax.bar(xs, [r["token_accuracy"] for r in rs], width, yerr=_err(rs), capsize=3,
-                   color=PE_COLOR.get(pe), label=PE_LABEL.get(pe, pe))
+                   color=pe_color(pe), label=pe_label(pe))
         ax.set_xticks(range(len(KINDS)), [f"{c[0]} target\n{c[2]} disturbants" for c in KINDS], fontsize=8)
         ax.set_ylabel("accuracy on the target token")
         ax.set_ylim(0, 1.05)
-        ax.set_title(f"{model.upper()}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})", fontsize=8)
+        ax.set_title(f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})", fontsize=8)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
     fig.suptitle("Dual-frequency vocabulary: F = Frequent half, R = Rare half (95% bootstrap CI)", fontsize=10)
@@ -114,7 +126,7 @@ def fig_stability(rows: list[dict], path: Path) -> None:
                 steps = [r["step"] for r in rs]
                 ax.plot(steps, [r["stability"] for r in rs], marker="o", ms=3, label=cond)
                 ax.fill_between(steps, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2)
-            ax.set_title(f"{model.upper()} {PE_LABEL.get(pe, pe)}: {pair.replace('_', ' ')}", fontsize=9)
+            ax.set_title(f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
             ax.grid(alpha=0.3)
             if i == 1:
                 ax.set_xlabel("training iteration")
@@ -131,14 +143,14 @@ def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accurac
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 1.5), 3.6))
-    labels = [(label(r) if label else PE_LABEL.get(r["pe"], r["pe"])) + f"\n{r.get('n_seeds', '?')} seed(s)" for r in rows]
+    labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{r.get('n_seeds', '?')} seed(s)" for r in rows]
     ax.bar(range(len(rows)), [r[key] for r in rows], yerr=_err(rows, key), capsize=4,
-           color=[PE_COLOR.get(r["pe"], "#999999") for r in rows])
+           color=[pe_color(r["pe"]) for r in rows])
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylabel(key.replace("_", " "))
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3, axis="y")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 62), fontsize=9)
     fig.tight_layout()
     _save(fig, path)
 
@@ -150,12 +162,12 @@ def fig_length(rows: list[dict], path: Path) -> None:
     for pe in _pe_sorted(r["pe"] for r in rows):
         rs = sorted((r for r in rows if r["pe"] == pe), key=lambda r: r["length"])
         ax.errorbar([r["length"] for r in rs], [r["token_accuracy"] for r in rs], yerr=_err(rs), marker="o", capsize=3,
-                    color=PE_COLOR.get(pe), label=PE_LABEL.get(pe, pe))
+                    color=pe_color(pe), label=pe_label(pe))
     r0 = rows[0]
     ax.set_xscale("log", base=2)
     ax.set_xlabel("input length L")
     ax.set_ylabel("token accuracy")
-    ax.set_title(f"Length sweep, V = {r0['vocab_size']} ({r0['model'].upper()}, H={r0['hidden_size']}, "
+    ax.set_title(f"Length sweep, V = {r0['vocab_size']} ({model_label(r0['model'])}, H={r0['hidden_size']}, "
                  f"{r0['iterations']:,} it, seeds pooled: {r0['n_seeds']})", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -174,7 +186,7 @@ def lm_table(rows: list[dict]) -> str:
     for r in rows:
         by[(r["model"], r["pe"])].append(r["perplexity"])
     for (model, pe), v in by.items():
-        lines.append(f"| {model} | {PE_LABEL.get(pe, pe)} | {len(v)} | {min(v):.2f} / {sum(v) / len(v):.2f} / {max(v):.2f} |")
+        lines.append(f"| {model} | {pe_label(pe)} | {len(v)} | {min(v):.2f} / {sum(v) / len(v):.2f} / {max(v):.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -199,20 +211,20 @@ def draw_all(results: Path, out_dir: Path) -> list[Path]:
     if t.get("forms"):
         rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["forms"][0])] + t["forms"]
         rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
-        emit("pe_forms.png", lambda rs, p: fig_bars(rs, p, f"PE forms ({rs[0]['model'].upper()}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
+        emit("pe_forms.png", lambda rs, p: fig_bars(rs, p, f"PE forms ({model_label(rs[0]['model'])}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
     if t.get("double"):
         rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["double"][0])] + t["double"]
         rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
-        emit("double_vanilla.png", lambda rs, p: fig_bars(rs, p, f"Double vanilla control ({rs[0]['model'].upper()}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
+        emit("double_vanilla.png", lambda rs, p: fig_bars(rs, p, f"Double vanilla control ({model_label(rs[0]['model'])}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
     if t.get("extend"):
         rows = sorted(t["extend"], key=lambda r: (r["model"], r["base_vocab"], PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99))
         emit("extend_vocab.png", lambda rs, p: fig_bars(
             rs, p, "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)",
-            label=lambda r: f"{r['model'].upper()} {PE_LABEL.get(r['pe'], r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}"), rows)
+            label=lambda r: f"{model_label(r['model'])} {pe_label(r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}"), rows)
     if t.get("length"):
         emit("length_v2.png", fig_length, t["length"])
     if t.get("lm"):
         path = out_dir / "lm_table.md"
-        _atomic(path, lambda f: f.write(lm_table(t["lm"]).encode()))
+        atomic_write_text(path, lm_table(t["lm"]))
         drawn.append(path)
     return drawn

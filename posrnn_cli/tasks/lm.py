@@ -13,20 +13,21 @@ predictions, and the report gives perplexity = exp(mean token NLL) and NLL per p
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import PosrnnError
-from ..tasks import Batch, Task
-from .encode import LMCorpus
+from ..common.errors import PosrnnError
+from ..lm.encode import LMCorpus
+from .base import Batch, Task
 
 class LMTask(Task):
     """Next-token prediction over paragraphs of an encoded corpus (``task.data``)."""
 
     name = "lm"
     holds_out = False  # the test split is a separate file
-    description = "language model: next-token prediction over paragraphs of an encoded corpus (task.data; posrnn lm)"
+    max_eval_batch = 16  # paragraphs of up to max_tokens, logits over the whole vocabulary
 
     def __init__(self, cfg, rank: int = 0, world_size: int = 1):
         self.rank, self.world_size = rank, world_size

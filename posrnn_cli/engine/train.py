@@ -1,9 +1,15 @@
 """The one training loop (SPEC §2), shared by every task and model.
 
 Adam (betas configurable), gradient-norm clipping, linear warm-up from 0 then cosine decay
-to 0 (``LambdaLR``), a ``metrics.jsonl`` log every ``log_every`` steps (the only host
-syncs in the loop), atomic checkpoints every ``checkpoint_every`` steps and at the end
-holding model, optimiser, scheduler and RNG states, so ``resume`` continues bit-exactly.
+to 0 (``LambdaLR``), a ``metrics.jsonl`` log every ``log_every`` steps (the loop's only host
+syncs, with one before each checkpoint), atomic checkpoints every ``checkpoint_every`` steps
+and at the end holding model, optimiser, scheduler and RNG states, so ``resume`` continues
+bit-exactly.
+
+Guarantees: a non-finite loss or gradient norm stops the run with an error naming the step,
+and no checkpoint with non-finite values is written; SIGINT/SIGTERM stop after the current
+step with a checkpoint at that step; resuming a run whose only difference is a larger
+``train.iterations`` continues it under the cosine schedule of the new total.
 
 Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
 ``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
@@ -14,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -25,32 +32,25 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from .checkpoint import (
-    CKPT_DIR,
-    atomic_write_text,
-    list_checkpoints,
-    load_checkpoint,
-    read_run_config,
-    save_checkpoint,
-)
-from .config import RunConfig, TrainConfig, config_diff, dump_yaml
-from .errors import PosrnnError
-from .models import build_model, count_parameters
-from .tasks import Batch, HeldOut, Task, build_task
+from ..common.config import RunConfig, TrainConfig, config_diff, dump_yaml
+from ..common.errors import PosrnnError
+from ..common.io import atomic_write_text, remove_stale_temps
+from ..models import build_model, count_parameters
+from ..tasks import Batch, HeldOut, Task, build_task
+from .checkpoint import CKPT_DIR, list_checkpoints, load_checkpoint, read_run_config, save_checkpoint
+from .device import check_amp, join_process_group, local_device, resolve_device, setup_threads, world
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise PosrnnError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise PosrnnError(f"device {name!r} asked for but CUDA is not available here; use --device cpu or auto")
-    return device
+class TrainingStopped(PosrnnError):
+    """The run stopped before its last iteration (a signal, or a non-finite value)."""
+
+    exit_code = 1
+
+
+class Interrupted(TrainingStopped):
+    exit_code = 130
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -62,12 +62,27 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
+def param_groups(params: Iterable[nn.Parameter]) -> list[dict]:
+    """One optimiser group for ordinary parameters, one per distinct ``p._optim`` tag (e.g.
+    S4D's SSM parameters, tagged ``{"weight_decay": 0.0}`` where they are registered)."""
+    plain, tagged = [], {}
+    for p in params:
+        tag = getattr(p, "_optim", None)
+        if tag:
+            tagged.setdefault(tuple(sorted(tag.items())), []).append(p)
+        else:
+            plain.append(p)
+    groups = [{"params": plain}] if plain else []
+    groups += [{"params": ps, **dict(key)} for key, ps in tagged.items()]
+    return groups
+
+
 def make_optimizer(params: Iterable[nn.Parameter], t: TrainConfig, device: torch.device) -> torch.optim.Adam:
     """Adam; fused where ``t.fused_adam`` says (None: on CUDA only). Under ``t.cuda_graph`` it is
     ``capturable`` and, after ``make_scheduler``, ``graph_lr`` turns its lr into a device tensor."""
     fused = t.fused_adam if t.fused_adam is not None else device.type == "cuda"
     return torch.optim.Adam(
-        params, lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay,
+        param_groups(params), lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay,
         fused=True if fused else None, capturable=t.cuda_graph and device.type == "cuda",
     )
 
@@ -79,16 +94,17 @@ def graph_lr(opt: torch.optim.Optimizer, device: torch.device) -> None:
         g["lr"] = torch.tensor(float(g["lr"]), device=device)
 
 
-def check_fast_paths(t: TrainConfig, device: torch.device, world: int = 1) -> None:
+def check_fast_paths(t: TrainConfig, device: torch.device, world_size: int = 1) -> None:
     """Refuse fast paths this device or launch cannot run, with a one-line reason."""
     if t.cuda_graph and device.type != "cuda":
         raise PosrnnError(f"train.cuda_graph captures the update in a CUDA graph and needs a CUDA device, not {device.type}; drop it")
-    if t.cuda_graph and world > 1:
+    if t.cuda_graph and world_size > 1:
         raise PosrnnError("train.cuda_graph is single-process only; drop it under torchrun")
+    check_amp(t.amp, device)
 
 
 def make_scheduler(opt: torch.optim.Optimizer, t: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    warmup, total = t.warmup, t.iterations
+    warmup, total = t.warmup_steps, t.iterations
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, warmup, total))
 
 
@@ -96,12 +112,14 @@ def check_train_config(t: TrainConfig) -> None:
     for key in ("iterations", "batch_size", "checkpoint_every", "log_every", "eval_batch_size"):
         if getattr(t, key) < 1:
             raise PosrnnError(f"train.{key} must be at least 1, got {getattr(t, key)}")
-    if not 0 <= t.warmup < t.iterations:
+    if not 0 <= t.warmup_steps < t.iterations:
         raise PosrnnError(
-            f"warm-up ({t.warmup}) must be shorter than the run ({t.iterations} iterations); pass a smaller --warmup"
+            f"warm-up ({t.warmup_steps}) must be shorter than the run ({t.iterations} iterations); pass a smaller --warmup"
         )
-    if t.lr <= 0 or t.clip <= 0:
-        raise PosrnnError("train.lr and train.clip must be positive")
+    if t.lr <= 0 or t.clip <= 0 or t.eps <= 0:
+        raise PosrnnError("train.lr, train.clip and train.eps must be positive")
+    if t.weight_decay < 0:
+        raise PosrnnError(f"train.weight_decay must be ≥ 0, got {t.weight_decay}")
     if not all(0 <= b < 1 for b in t.betas):
         raise PosrnnError(f"Adam betas must lie in [0, 1), got {list(t.betas)}")
     if t.threads is not None and t.threads < 1:
@@ -109,31 +127,47 @@ def check_train_config(t: TrainConfig) -> None:
 
 
 # ---- the run directory -----------------------------------------------------------------
-def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> Optional[Path]:
-    """Check ``run_dir`` against ``cfg``; return the checkpoint to resume from (or None).
+@dataclass
+class Resumption:
+    """Where a run continues from: its checkpoint (None: step 0) and, when ``train.iterations``
+    grew, the total it had before."""
 
-    Refuses (without touching anything) a directory that holds another run, unless
-    ``force``; ``resume`` needs a matching config and at least one checkpoint."""
+    checkpoint: Optional[Path] = None
+    extended_from: Optional[int] = None
+
+
+def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> Resumption:
+    """Check ``run_dir`` against ``cfg`` without touching anything; say where to continue from.
+
+    Refuses a directory that holds another run, unless ``force``. ``resume`` needs the run's
+    saved config: with no checkpoint yet it starts again from step 0; a config that differs
+    only in a larger ``train.iterations`` extends the run."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise PosrnnError(f"--out {run_dir} is a file, not a directory; pass another --out")
+    if resume and force:
+        raise PosrnnError("--resume and --force contradict each other; pass one")
     saved = read_run_config(run_dir) if run_dir.is_dir() else None
     ckpts = list_checkpoints(run_dir)
     if resume:
-        if force:
-            raise PosrnnError("--resume and --force contradict each other; pass one")
-        if saved is None or not ckpts:
-            raise PosrnnError(f"nothing to resume in {run_dir}: no saved config or checkpoint; drop --resume")
+        if saved is None:
+            raise PosrnnError(f"nothing to resume in {run_dir}: it holds no run (no config.yaml); drop --resume")
         diff = config_diff(saved, cfg)
-        if diff:
+        extended = None
+        if diff == ["train.iterations"]:
+            latest = ckpts[-1][0] if ckpts else 0
+            if cfg.train.iterations <= latest:
+                raise PosrnnError(f"{run_dir} is already at step {latest}; --iterations must exceed it to train longer")
+            extended = saved.train.iterations
+        elif diff:
             shown = ", ".join(f"{k}: saved {saved.flat()[k]!r} vs now {cfg.flat()[k]!r}" for k in diff[:3])
             raise PosrnnError(f"--resume with a config that contradicts the saved run ({shown}); drop those options or use another --out")
-        return ckpts[-1][1]
+        return Resumption(ckpts[-1][1] if ckpts else None, extended)
     occupied = run_dir.is_dir() and any((run_dir / name).exists() for name in RUN_FILES)
     if occupied and not force:
         what = "a different run" if saved is not None and config_diff(saved, cfg) else "a run"
         raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or another --out")
-    return None
+    return Resumption()
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -149,11 +183,57 @@ def truncate_log(path: Path, step: int) -> None:
     """Drop log lines written after ``step`` (a crash after the last checkpoint)."""
     if not path.is_file():
         return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
+    lines = []
+    for ln in path.read_text().splitlines():
+        try:
+            if ln.strip() and json.loads(ln)["step"] <= step:
+                lines.append(ln)
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash
     atomic_write_text(path, "".join(ln + "\n" for ln in lines))
 
 
+def open_run(out_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[Optional[dict], Resumption]:
+    """Everything before the first step, in the order that keeps the disk safe: check the
+    directory, load the checkpoint (a corrupt one is an error, nothing changed), then clear
+    (``force``) and write ``config.yaml``. Returns (checkpoint or None, resumption)."""
+    out_dir = Path(out_dir)
+    res = prepare_run_dir(out_dir, cfg, resume, force)
+    ckpt = load_checkpoint(res.checkpoint) if res.checkpoint else None
+    if force:
+        clear_run_dir(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out_dir)
+    atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
+    return ckpt, res
+
+
 # ---- the loop --------------------------------------------------------------------------
+@contextmanager
+def stop_on_signals(enabled: bool):
+    """While training: SIGINT / SIGTERM set a flag that the loop reads after each step (so the
+    state is never saved half-updated); a second signal interrupts at once."""
+    flag = {"signal": None}
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = {}
+
+    def handler(signum, frame):
+        if flag["signal"] is not None:  # asked twice: stop now
+            signal.signal(signum, previous.get(signum, signal.SIG_DFL))
+            raise KeyboardInterrupt
+        flag["signal"] = signal.Signals(signum).name
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield flag
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
 @dataclass
 class Trainer:
     """Everything the loop needs. ``sample(n, gen, device) -> Batch`` draws a training
@@ -171,10 +251,9 @@ class Trainer:
     def __post_init__(self):
         t = self.cfg.train
         self.module = getattr(self.model, "module", self.model)  # unwrapped under DistributedDataParallel
-        self.is_main = not (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.distributed.get_rank() == 0
+        self.rank, self.world_size = world()
+        self.is_main = self.rank == 0
         self.params = list(self.params if self.params is not None else self.model.parameters())
-        world = torch.distributed.get_world_size() if torch.distributed.is_available() and torch.distributed.is_initialized() else 1
-        check_fast_paths(t, self.device, world)
         self.optimizer = make_optimizer(self.params, t, self.device)
         self.scheduler = make_scheduler(self.optimizer, t)
         self.graphed = None
@@ -208,28 +287,33 @@ class Trainer:
         self.generator.set_state(ckpt["rng"]["train"])
         torch.set_rng_state(ckpt["rng"]["torch"])
         self.step = int(ckpt["step"])
+        self.extra = {**ckpt.get("extra", {}), **self.extra}
 
-    def train_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One update, then the lr schedule; returns (loss, n_correct, n_targets) as device
-        tensors (no sync). Under ``cuda_graph`` they are the graph's static outputs: read them
-        before the next step."""
+    def train_step(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """One update, then the lr schedule; returns (loss, n_correct, n_targets, grad norm) as
+        device tensors (no sync). Under ``cuda_graph`` they are the graph's static outputs: read
+        them before the next step."""
         out = self.graphed(batch) if self.graphed is not None else self.update(batch)
         self.scheduler.step()
         return out
 
-    def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, ...]:
         """Forward, loss, backward, clipping and Adam: the part ``GraphedStep`` captures."""
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp, cache_enabled=autocast_cache):
             out = self.model(batch.inputs, batch.out_index, batch.query)
             loss = self.task.loss(out.float(), batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
         self.optimizer.step()
         with torch.no_grad():
             ok = self.task.correct(self.task.predict(out.detach()), batch)
             n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
-        return loss.detach(), ok.sum(), n
+        return loss.detach(), ok.sum(), n, gnorm.detach()
+
+    def save(self) -> None:
+        if self.is_main:
+            save_checkpoint(self.run_dir, self.step, self.state())
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
@@ -237,28 +321,43 @@ class Trainer:
         if self.is_main:
             truncate_log(log_path, self.step)
         start_step, t0 = self.step, time.perf_counter()
-        sums = torch.zeros(3, device=self.device, dtype=torch.float64)  # loss, correct, count
+        sums = torch.zeros(4, device=self.device, dtype=torch.float64)  # loss, correct, count, grad norm
+        counter = torch.full((), self.step, device=self.device, dtype=torch.long)  # the step, on the device
+        first_bad = torch.full((), -1, device=self.device, dtype=torch.long)  # first step with a non-finite value
         since = 0
-        last = {}
+        last: dict = {}
+        saved_step = self.step
+
+        def check_finite() -> None:  # one host sync
+            bad = int(first_bad)
+            if bad >= 0:
+                raise TrainingStopped(
+                    f"non-finite loss or gradient at step {bad}: the run stopped there, and its last checkpoint "
+                    f"(step {saved_step}) holds finite weights; lower train.lr or train.clip, then --resume or --force"
+                )
+
         bar = _progress(progress and self.is_main, t.iterations, self.step)
         self.model.train()
-        with bar as (update, _):
+        with bar as (update, _), stop_on_signals(self.world_size == 1) as stop:
             while self.step < t.iterations:
                 batch = self.sample(t.batch_size, self.generator, self.device)
-                loss, n_ok, n = self.train_step(batch)
-                sums += torch.stack([loss.double(), n_ok.double(), n.double()])
+                loss, n_ok, n, gnorm = self.train_step(batch)
+                counter += 1
+                bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
+                first_bad = torch.where(bad & (first_bad < 0), counter, first_bad)
+                sums += torch.stack([loss.double(), n_ok.double(), n.double(), gnorm.double()])
                 self.step += 1
                 since += 1
                 if self.step % t.log_every == 0 or self.step == t.iterations:
-                    world = 1
-                    if torch.distributed.is_available() and torch.distributed.is_initialized():
+                    if self.world_size > 1:
                         torch.distributed.all_reduce(sums)  # the global batch's figures
-                        world = torch.distributed.get_world_size()
-                    s = sums.tolist()  # the loop's one host sync, every log_every steps
+                    s = sums.tolist()  # the loop's host sync, every log_every steps
+                    check_finite()
                     last = {
                         "step": self.step,
-                        "loss": s[0] / since / world,
+                        "loss": s[0] / since / self.world_size,
                         "accuracy": s[1] / max(s[2], 1.0),
+                        "grad_norm": s[3] / since / self.world_size,
                         "lr": float(self.scheduler.get_last_lr()[0]),  # a tensor under cuda_graph
                         "elapsed_s": round(time.perf_counter() - t0, 3),
                     }
@@ -268,12 +367,21 @@ class Trainer:
                     sums.zero_()
                     since = 0
                     update(self.step, last)
-                if self.is_main and (self.step % t.checkpoint_every == 0 or self.step == t.iterations):
-                    save_checkpoint(self.run_dir, self.step, self.state())
+                if self.step % t.checkpoint_every == 0 or self.step == t.iterations:
+                    check_finite()
+                    self.save()
+                    saved_step = self.step
+                if stop["signal"] is not None:
+                    check_finite()
+                    if saved_step != self.step:
+                        self.save()
+                    raise Interrupted(f"{stop['signal']}: stopped at step {self.step} of {t.iterations} with a checkpoint "
+                                      f"there; continue with: posrnn train --out {self.run_dir} --resume")
                 if stop_after is not None and self.step - start_step >= stop_after:
                     break
-        if self.is_main and self.step % t.checkpoint_every and self.step != t.iterations:
-            save_checkpoint(self.run_dir, self.step, self.state())  # stopped early: keep the work
+        if self.step != saved_step:
+            check_finite()
+            self.save()  # stopped early (--stop-after): keep the work
         elapsed = time.perf_counter() - t0
         steps = self.step - start_step
         return {
@@ -310,7 +418,7 @@ class GraphedStep:
         self.static: dict[str, torch.Tensor] = {}
         self.out: tuple = ()
 
-    def __call__(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def __call__(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         self.calls += 1
         if self.replay is not None:
             self._copy_in(batch)
@@ -328,7 +436,7 @@ class GraphedStep:
         for k, v in got.items():
             self.static[k].copy_(v)
 
-    def _capture(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _capture(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         tr = self.trainer
         self.static = {k: v.clone() for k, v in batch._tensors().items()}
         static_batch = replace(batch, **self.static)
@@ -432,12 +540,7 @@ class _progress:
         return False
 
 
-# ---- synthetic-task training -------------------------------------------------------------
-def setup_threads(t: TrainConfig) -> None:
-    if t.threads is not None:
-        torch.set_num_threads(t.threads)
-
-
+# ---- training a run --------------------------------------------------------------------
 def build_run(cfg: RunConfig) -> tuple[Task, nn.Module]:
     """Validate ``cfg`` and build its task and freshly initialised model (seeded)."""
     check_train_config(cfg.train)
@@ -455,25 +558,24 @@ def train(
     stop_after: Optional[int] = None,
     progress: bool = True,
 ) -> dict:
-    """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary."""
+    """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary.
+
+    Everything is validated before the disk is touched; under ``torchrun`` rank 0 owns the
+    directory and every rank resumes from the same checkpoint."""
     out_dir = Path(out_dir)
-    rank, world = distributed_rank()
-    task, model = build_run(cfg)  # validates everything before the disk is touched
-    task.rank, task.world_size = rank, world
-    device = resolve_device(cfg.train.device)
-    if world > 1 and device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    check_fast_paths(cfg.train, device, world)
-    resume_from = prepare_run_dir(out_dir, cfg, resume, force) if rank == 0 else _latest(out_dir, resume)
-    ckpt = load_checkpoint(resume_from) if resume_from else None  # corrupt → error, nothing changed
     if stop_after is not None and stop_after < 1:
         raise PosrnnError(f"--stop-after must be at least 1, got {stop_after}")
-    setup_threads(cfg.train)
+    rank, world_size = join_process_group()
+    task, model = build_run(cfg)
+    task.rank, task.world_size = rank, world_size
+    device = local_device(resolve_device(cfg.train.device), world_size)
+    check_fast_paths(cfg.train, device, world_size)
     if rank == 0:
-        if force:
-            clear_run_dir(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
+        ckpt, res = open_run(out_dir, cfg, resume, force)
+    else:  # rank 0 did the checks
+        ckpts = list_checkpoints(out_dir) if resume else []
+        ckpt, res = (load_checkpoint(ckpts[-1][1]) if ckpts else None), Resumption()
+    setup_threads(cfg.train.threads)
     model.to(device)
     if task.holds_out:
         heldout = HeldOut(task.test_set(device))
@@ -481,34 +583,17 @@ def train(
     else:
         sample = task.sample
     wrapped = model
-    if world > 1:
+    if world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
         wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     trainer = Trainer(cfg, out_dir, wrapped, task, sample, device)
     if ckpt is not None:
         trainer.load(ckpt)
+    if res.extended_from is not None:
+        trainer.extra.setdefault("extensions", []).append(
+            {"at_step": trainer.step, "iterations_before": res.extended_from, "iterations_after": cfg.train.iterations})
     summary = trainer.fit(stop_after=stop_after, progress=progress)
     summary["n_parameters"] = count_parameters(model)
-    summary["world_size"] = world
+    summary["world_size"] = world_size
     return summary
-
-
-def distributed_rank() -> tuple[int, int]:
-    """(rank, world size). Under ``torchrun`` (WORLD_SIZE > 1) this joins the process
-    group: NCCL on CUDA, gloo on CPU."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return 0, 1
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
-
-
-def _latest(out_dir: Path, resume: bool) -> Optional[Path]:
-    """Non-zero ranks: the checkpoint rank 0 resumes from (rank 0 did the checks)."""
-    ckpts = list_checkpoints(out_dir) if resume else []
-    return ckpts[-1][1] if ckpts else None
-

@@ -1,22 +1,26 @@
-"""The one evaluation path: rebuild a run from its checkpoint, score the held-out set."""
+"""The one evaluation path: rebuild a run from its checkpoint, score the held-out set.
+
+``posrnn eval`` writes ``RUN/eval.json`` (the summary) and ``RUN/eval_sequences.npz`` (one
+score per test sequence, plus its ``group`` where the test set is a grid: the dual-frequency
+cell and target position, or the length), so that aggregation reads files only. A language
+model run also gets ``RUN/nll_by_position.csv``.
+"""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
 
-from .checkpoint import _atomic, atomic_write_json, list_checkpoints, load_checkpoint, resolve_checkpoint
-from .errors import PosrnnError
-from .metrics import summarize
-from .models import build_model
-from .tasks import Batch, Task, build_task
-from .train import resolve_device
-
-HEADLINE = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
+from ..common.errors import PosrnnError
+from ..common.io import atomic_write_json, write_csv, write_npz
+from ..common.stats import summarize
+from ..models import build_model
+from ..tasks import Batch, Task, build_task
+from .checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
+from .device import resolve_device
 
 
 def load_run(path: Path, step: Optional[int] = None, device: str = "cpu"):
@@ -44,7 +48,8 @@ def predict_all(task: Task, model, test: Batch, batch_size: int) -> torch.Tensor
 
 
 def evaluate_model(task: Task, model, device: torch.device, batch_size: int = 1024, n_resamples: int = 10_000) -> tuple[dict, dict]:
-    """Score ``model`` on ``task``'s held-out set → (summary, per-sequence arrays)."""
+    """Score ``model`` on ``task``'s held-out set → (summary, per-sequence arrays). The arrays
+    include ``group`` (the test-grid cell of each sequence) when the test set has one."""
     test = task.test_set(device)
     pred = predict_all(task, model, test, batch_size)
     per_seq = task.scores(pred, test)
@@ -57,6 +62,8 @@ def evaluate_model(task: Task, model, device: torch.device, batch_size: int = 10
     summary.update(task.report(pred, test))
     with torch.no_grad():
         summary.update(task.evaluate_extra(model, test, batch_size))
+    if test.group is not None:
+        per_seq = {**per_seq, "group": test.group.cpu().numpy()}
     return summary, per_seq
 
 
@@ -64,10 +71,14 @@ def evaluate(
     path: Path, step: Optional[int] = None, device: str = "auto", batch_size: Optional[int] = None,
     write: bool = True, n_resamples: int = 10_000,
 ) -> dict:
-    """``posrnn eval``: score a run's latest (or ``step``) checkpoint; write ``eval.json``."""
+    """``posrnn eval``: score a run's latest (or ``step``) checkpoint. With ``write``, the
+    files are written only after everything was computed (a failure leaves the old ones)."""
     cfg, task, model, ckpt, ckpt_path, run_dir = load_run(path, step, device)
+    if batch_size is not None and batch_size < 1:
+        raise PosrnnError(f"--batch-size must be at least 1, got {batch_size}")
     dev = next(model.parameters()).device
-    summary, per_seq = evaluate_model(task, model, dev, batch_size or cfg.train.eval_batch_size, n_resamples)
+    default = min(cfg.train.eval_batch_size, task.max_eval_batch or cfg.train.eval_batch_size)
+    summary, per_seq = evaluate_model(task, model, dev, batch_size or default, n_resamples)
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(ckpt_path),
@@ -84,8 +95,10 @@ def evaluate(
         ckpts = list_checkpoints(run_dir)
         latest = bool(ckpts) and ckpts[-1][1].resolve() == Path(ckpt_path).resolve()
         name = "eval" if latest else f"eval_step{int(ckpt['step']):07d}"
+        write_npz(run_dir / f"{name}_sequences.npz", {k: np.asarray(v) for k, v in per_seq.items()})
+        if "nll_by_position" in result:
+            rows = [{"position": i, "nll": float(nll), "tokens": int(n)}
+                    for i, (nll, n) in enumerate(zip(result["nll_by_position"], result["tokens_by_position"]))]
+            write_csv(rows, run_dir / ("nll_by_position.csv" if latest else f"nll_by_position_step{int(ckpt['step']):07d}.csv"))
         atomic_write_json(run_dir / f"{name}.json", result)
-        buf = io.BytesIO()
-        np.savez(buf, **{k: np.asarray(v) for k, v in per_seq.items()})
-        _atomic(run_dir / f"{name}_sequences.npz", lambda f: f.write(buf.getvalue()))
     return result

@@ -1,0 +1,5 @@
+"""``python -m posrnn_cli`` is ``posrnn``."""
+
+from .cli import run
+
+run()

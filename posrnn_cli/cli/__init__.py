@@ -1,0 +1,66 @@
+"""The ``posrnn`` command line: thin Typer wrappers over the library functions.
+
+Importing this module imports neither torch nor numpy (commands import what they run), so
+``posrnn --help`` and shell completion answer at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+from .. import __version__
+from . import lm as _lm
+from . import pipeline as _pipeline
+from . import runs as _runs
+
+app = typer.Typer(
+    help="posrnn — does a positional encoding help a recurrent network? Train, evaluate and analyse the "
+    "experiments of Morita's 'Positional Encoding Helps RNNs Handle a Large Vocabulary' (and Irie's note on "
+    "causal Transformers), one run at a time or as whole sweeps.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+_runs.register(app)
+_pipeline.register(app)
+app.add_typer(_lm.lm_app, name="lm")
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"posrnn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+):
+    """posrnn — positional encoding for recurrent networks."""
+
+
+def run(argv: Optional[List[str]] = None) -> None:
+    """Console-script entry point: like ``app()``, but a usage error (unknown option, a value
+    outside the choices) is one line on stderr and exit code 2, no usage box."""
+    try:  # typer ≥ 0.26 vendors click; older typers use the click package
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover
+        import click.exceptions as cx
+
+    try:
+        code = app(args=argv, prog_name="posrnn", standalone_mode=False)
+    except cx.NoArgsIsHelpError as e:
+        typer.echo(e.ctx.get_help() if e.ctx else "see posrnn --help")
+        code = 0
+    except cx.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "posrnn"
+        msg = " ".join(e.format_message().split())
+        typer.echo(f"error: {msg} (see '{cmd} --help')", err=True)
+        code = 2
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        code = 1
+    sys.exit(code or 0)

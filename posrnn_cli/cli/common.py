@@ -1,0 +1,58 @@
+"""What every command shares: the error decorator (library errors → one line, no traceback),
+the console, and the option types. Imports neither torch nor numpy, so ``--help`` is fast."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated, List, Literal, Optional
+
+import typer
+
+from ..common import catalog
+from ..common.errors import PosrnnError
+
+TaskName = Literal[tuple(catalog.TASKS)]  # type: ignore[valid-type]
+ModelName = Literal[tuple(catalog.CORES)]  # type: ignore[valid-type]
+PEName = Literal[tuple(catalog.PE_FORMS)]  # type: ignore[valid-type]
+PEMode = Literal[tuple(catalog.PE_MODES)]  # type: ignore[valid-type]
+
+ParamsOpt = Annotated[Optional[Path], typer.Option("--params", help="YAML with task/model/train sections (e.g. params.yaml); options override it.", show_default=False)]
+SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="Override any config key, e.g. --set model.pe_dim=32. Applied last.", show_default=False)]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def console():
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=160)  # piped: don't squeeze tables
+
+
+def cli_errors(fn):
+    """Library errors → one ``error: …`` line on stderr and a non-zero exit, no traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PosrnnError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(getattr(e, "exit_code", 1)) from None
+        except OSError as e:
+            where = f" ({e.filename})" if e.filename else ""
+            typer.echo(f"error: {e.strerror or e}{where}; check the path, its permissions and free disk space", err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted; the last checkpoint and earlier outputs are intact (continue with --resume)", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def listing(title: str, registry: dict) -> str:
+    """One line per catalogue entry, ``name: description``, kept as lines by click's ``\\b``."""
+    width = max(len(k) for k in registry) + 2
+    rows = "\n".join(f"  {k + ':':<{width}} {v.description}" for k, v in registry.items())
+    return f"\b\n{title}\n{rows}"

@@ -1,0 +1,200 @@
+"""``posrnn sweep | profile | aggregate | plot | scorecard``: experiments, not single runs.
+The DVC stages call these; they work outside DVC too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from ..common.errors import PosrnnError
+from .common import JsonOpt, cli_errors, console
+
+PARAMS = Path("params.yaml")
+ParamsFile = Annotated[Path, typer.Option("--params", help="The params file holding the profiles.")]
+
+
+def _profile(params: Path, profile: Optional[str]) -> str:
+    from ..common.profiles import active_profiles
+
+    if profile is not None:
+        return profile
+    active = active_profiles(params)
+    if len(active) != 1:
+        raise PosrnnError(f"{len(active)} profiles are active ({', '.join(active)}); pass --profile NAME")
+    return active[0]
+
+
+def sweep(
+    experiments: Annotated[Optional[List[str]], typer.Argument(help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
+    params: ParamsFile = PARAMS,
+    stage: Annotated[Optional[str], typer.Option(help="Every experiment of one pipeline stage (train, stability, extend, lm_data, lm).", show_default=False)] = None,
+    executor: Annotated[Optional[str], typer.Option(help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
+    workers: Annotated[Optional[int], typer.Option(help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
+    runs_per_gpu: Annotated[Optional[int], typer.Option(help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs and what would happen to each; run nothing.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the experiments and exit.")] = False,
+    partition: Annotated[Optional[str], typer.Option(help="slurm: partition. [default: the profile's]", show_default=False)] = None,
+    gpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: GPUs per run. [default: the profile's]", show_default=False)] = None,
+    cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPUs per run. [default: the profile's]", show_default=False)] = None,
+    mem_gb: Annotated[Optional[int], typer.Option(help="slurm: memory per run, GB. [default: the profile's]", show_default=False)] = None,
+    timeout_min: Annotated[Optional[int], typer.Option(help="slurm: time limit per task, minutes (runs resume after a requeue). [default: the profile's]", show_default=False)] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="slurm: submit and return without waiting.")] = False,
+    json_out: JsonOpt = False,
+):
+    """Run the grid of one or more experiments of a profile: each run trained (or resumed, or
+    skipped when finished with the same config) and evaluated, in parallel. A failed run does
+    not stop the others; the sweep then exits non-zero naming each and its log."""
+    from ..sweep import EXECUTORS, SweepOptions, run_sweep
+    from ..sweep.plan import EXPERIMENTS, experiments_of_stage
+
+    if list_:
+        for e in EXPERIMENTS.values():
+            typer.echo(f"{e.name:<10} {e.stage:<10} {e.about}")
+        return
+    if executor is not None and executor not in EXECUTORS:
+        raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    stages = sorted({e.stage for e in EXPERIMENTS.values()})
+    if stage is not None and stage not in stages:
+        raise PosrnnError(f"unknown stage {stage!r}; choose one of: {', '.join(stages)}")
+    names = list(experiments or []) + (experiments_of_stage(stage) if stage else [])
+    if not names:
+        names = list(EXPERIMENTS)
+    name = _profile(params, profile)
+    slurm = {"partition": partition, "gpus_per_task": gpus_per_task, "cpus_per_task": cpus_per_task, "mem_gb": mem_gb,
+             "timeout_min": timeout_min}
+    opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
+                        wait=not no_wait, slurm=slurm)
+    outcomes = run_sweep(params, name, names, opts)
+    if dry_run:
+        if json_out:
+            typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir} for o in outcomes]))
+            return
+        from rich.table import Table
+
+        t = Table(title=f"sweep plan: profile {name}, {len(outcomes)} run(s)")
+        for col in ("run", "would", "directory"):
+            t.add_column(col, overflow="fold")
+        for o in outcomes:
+            t.add_row(o.job.label, {"new": "train", "resume": "resume", "done": "skip (finished)",
+                                    "different": "refuse (different config; --force replaces)", "run": "run"}[o.status],
+                      o.job.run_dir)
+        console().print(t)
+    elif json_out:
+        typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
+                               for o in outcomes]))
+
+
+profile_app = typer.Typer(help="Profiles: which sizes of the pipeline `dvc repro` runs (list, use).",
+                          no_args_is_help=True)
+
+
+@profile_app.command("list")
+@cli_errors
+def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
+    """The profiles of the params file; the active one is what `dvc repro` runs."""
+    from ..common.profiles import describe
+
+    rows = describe(params)
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    for r in rows:
+        typer.echo(f"{'*' if r['active'] else ' '} {r['name']:<8} device {r['device']:<5} {r['about']}")
+
+
+@profile_app.command("use")
+@cli_errors
+def profile_use(
+    names: Annotated[List[str], typer.Argument(help="Profile(s) to make active, e.g. lite (or lite micro).", show_default=False)],
+    params: ParamsFile = PARAMS,
+):
+    """Make a profile active: rewrite the `profile:` line of params.yaml and nothing else.
+    Each profile keeps its own runs, results, figures and dvc.lock entries, so switching back
+    finds it up to date."""
+    from ..common.profiles import use_profile
+
+    line = use_profile(params, names)
+    typer.echo(f"{params}: {line}  (now: dvc repro)")
+
+
+def aggregate(
+    runs: Annotated[Path, typer.Argument(help="A profile's run root, e.g. runs/lite.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
+    metrics: Annotated[Optional[Path], typer.Option("--metrics", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]", show_default=False)] = None,
+    experiment: Annotated[Optional[List[str]], typer.Option("--experiment", help="Only these experiments. [default: all present]", show_default=False)] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples (paper: 10,000).")] = 10_000,
+    json_out: JsonOpt = False,
+):
+    """Pool every cell's seeds, with 95% bootstrap CIs: one table per experiment.
+
+    Reads only the result files the sweeps wrote (SPEC §4)."""
+    from ..analysis.aggregate import aggregate as run
+
+    if resamples < 10:
+        raise PosrnnError(f"--resamples must be at least 10, got {resamples}")
+    tables = run(runs, out, metrics_dir=metrics, experiments=experiment or None, n_resamples=resamples)
+    if not tables:
+        raise PosrnnError(f"no evaluated runs under {runs}; run the sweeps first (posrnn sweep, or dvc repro)")
+    if json_out:
+        typer.echo(json.dumps({k: len(v) for k, v in tables.items()}))
+    else:
+        for name, rows in tables.items():
+            typer.echo(f"{name}: {len(rows)} rows → {Path(out) / (name + '.csv')}")
+
+
+def plot(
+    results: Annotated[Path, typer.Argument(help="The aggregated tables, e.g. results/lite.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="Directory for the figures, e.g. figures/lite.", show_default=False)],
+):
+    """Draw every figure whose table exists (Fig. 2, dual-frequency grid, stability, PE forms,
+    double vanilla, vocabulary extension, length sweep, LM table)."""
+    from ..analysis.plots import draw_all
+
+    if not Path(results).is_dir():
+        raise PosrnnError(f"{results} does not exist; run `posrnn aggregate` first")
+    drawn = draw_all(results, out)
+    if not drawn:
+        raise PosrnnError(f"no tables in {results} to draw; run `posrnn aggregate` first")
+    for p in drawn:
+        typer.echo(str(p))
+
+
+def scorecard(
+    profile: Annotated[Optional[str], typer.Argument(help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
+    results: Annotated[Optional[Path], typer.Option("--results", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Also write scorecard.md and scorecard.json into this directory.", show_default=False)] = None,
+    params: ParamsFile = PARAMS,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
+    json_out: JsonOpt = False,
+):
+    """Every claim of the papers against what a profile measured, with a verdict.
+
+    Each row: the claim, the paper's number, the measured value with its 95% CI and seeds, the
+    test declared in advance (posrnn_cli/analysis/claims.yaml) and the verdict."""
+    from ..analysis.scorecard import scorecard as score
+    from ..analysis.scorecard import scorecard_rich_table, write_scorecard
+
+    name = profile if profile is not None or results is not None else _profile(params, None)
+    folder = results or Path("results") / name / "tables"
+    if not Path(folder).is_dir():
+        raise PosrnnError(f"{folder} does not exist; run the pipeline for that profile first (dvc repro)")
+    rows = write_scorecard(folder, out_dir=out) if out is not None else score(folder)
+    if quiet:
+        return
+    if json_out:
+        typer.echo(json.dumps(rows))
+    else:
+        console().print(scorecard_rich_table(rows))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(cli_errors(sweep))
+    app.add_typer(profile_app, name="profile")
+    app.command()(cli_errors(aggregate))
+    app.command()(cli_errors(plot))
+    app.command()(cli_errors(scorecard))

@@ -1,0 +1,372 @@
+"""``posrnn train | eval | compare | stability | extend-vocab | bench``: one run at a time.
+
+Thin wrappers: parse, call one library function (imported inside the command, so ``--help``
+never loads torch), print a table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from ..common import catalog
+from ..common.errors import PosrnnError
+from .common import DeviceOpt, JsonOpt, ModelName, ParamsOpt, PEMode, PEName, SetOpt, TaskName, cli_errors, console, listing
+
+#: option name → config key (None = not given)
+OPTION_KEYS = {
+    "task": "task.name", "vocab_size": "task.vocab_size", "length": "task.length",
+    "model": "model.name", "pe": "model.pe", "pe_mode": "model.pe_mode", "hidden_size": "model.hidden_size",
+    "embed_size": "model.embed_size", "iterations": "train.iterations", "batch_size": "train.batch_size",
+    "lr": "train.lr", "warmup": "train.warmup", "seed": "train.seed", "device": "train.device",
+    "checkpoint_every": "train.checkpoint_every", "log_every": "train.log_every", "threads": "train.threads",
+    "min_length": "task.min_length", "max_length": "task.length", "rarity": "task.rarity", "delay": "task.delay",
+    "dim": "task.dim", "autoregressive": "task.autoregressive", "layers": "model.layers", "heads": "model.heads",
+}
+
+
+def run_options(**opts) -> dict:
+    """CLI option values → dotted config keys (None = not given)."""
+    return {OPTION_KEYS[k]: v for k, v in opts.items() if k in OPTION_KEYS and v is not None}
+
+
+TRAIN_HELP = "\n\n".join([
+    "Train one model on one task (SPEC §2 recipe) into a run directory.",
+    listing("Tasks (--task):", catalog.TASKS),
+    listing("Models (--model):", catalog.CORES),
+    listing("Positional encodings (--pe):", catalog.PE_FORMS),
+    "Defaults are the paper's (params.yaml); --resume continues a run from its saved config, and a "
+    "larger --iterations trains a finished run longer (under the cosine schedule of the new total).",
+])
+
+
+def train(  # noqa: PLR0913 - one option per config key users reach for
+    out: Annotated[Path, typer.Option("--out", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
+    task: Annotated[Optional[TaskName], typer.Option(help="Task (listed above). [default: reverse]", show_default=False)] = None,
+    model: Annotated[Optional[ModelName], typer.Option(help="Model core (listed above). [default: lstm]", show_default=False)] = None,
+    pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding (listed above). [default: sinusoidal]", show_default=False)] = None,
+    pe_mode: Annotated[Optional[PEMode], typer.Option(help="concat: PE appended (D = E + P); add: PE added (P = E). [default: concat]", show_default=False)] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary size V (≥ 2). [default: 256; paper: 32–16,384]", show_default=False)] = None,
+    length: Annotated[Optional[int], typer.Option(help="Input length L; the output phase has L more steps. [default: 64]", show_default=False)] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. [default: 512]", show_default=False)] = None,
+    embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E; the PE has E dims too. [default: H]", show_default=False)] = None,
+    min_length: Annotated[Optional[int], typer.Option(help="Variable-length reverse: L ~ U{min … max}. [paper: 32]", show_default=False)] = None,
+    max_length: Annotated[Optional[int], typer.Option(help="Variable-length reverse: the longest L (= --length).", show_default=False)] = None,
+    rarity: Annotated[Optional[float], typer.Option(help="Dual-frequency reverse: P(a position holds a Rare id). [reference: 0.125]", show_default=False)] = None,
+    delay: Annotated[Optional[int], typer.Option(help="copy: T blank steps between input and output. [default: 60]", show_default=False)] = None,
+    dim: Annotated[Optional[int], typer.Option(help="continuous: tokens are unit vectors in R^dim. [default: 64]", show_default=False)] = None,
+    autoregressive: Annotated[Optional[bool], typer.Option("--autoregressive/--no-autoregressive", help="reverse/sort: feed back the previous target (training) or prediction (eval). [default: off]", show_default=False)] = None,
+    layers: Annotated[Optional[int], typer.Option(help="transformer: causal self-attention blocks. [default: 1]", show_default=False)] = None,
+    heads: Annotated[Optional[int], typer.Option(help="transformer: attention heads (divides H). [default: 8]", show_default=False)] = None,
+    iterations: Annotated[Optional[int], typer.Option(help="Training iterations. [default: 300,000]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Batch size. [default: 512]", show_default=False)] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate of Adam. [default: 0.001]", show_default=False)] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the initialisation and the batches. [default: 111]", show_default=False)] = None,
+    device: Annotated[Optional[str], typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint every N iterations and at the end. [default: 5,000]", show_default=False)] = None,
+    log_every: Annotated[Optional[int], typer.Option(help="A metrics.jsonl line every N iterations. [default: 100]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
+    params: ParamsOpt = None,
+    set_: SetOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
+    stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
+    json_out: JsonOpt = False,
+):
+    from ..common.config import resolve_config
+    from ..engine.checkpoint import read_run_config
+    from ..engine.train import train as train_run
+
+    if length is not None and max_length is not None and length != max_length:
+        raise PosrnnError(f"--length ({length}) and --max-length ({max_length}) name the same setting; pass one")
+    opts = run_options(**{k: v for k, v in locals().items() if k in OPTION_KEYS})
+    saved = read_run_config(out) if resume and Path(out).is_dir() else None
+    cfg = resolve_config(params, opts, set_, base=saved)  # --resume: the saved run's config, then what is given
+    if cfg.task.name == "continuous" and vocab_size is not None:
+        raise PosrnnError("the continuous task has no vocabulary (tokens are vectors); drop --vocab-size and set --dim")
+    summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
+    if json_out:
+        typer.echo(json.dumps(summary))
+        return
+    last = summary["last"]
+    status = "finished" if summary["finished"] else "stopped"
+    console().print(
+        f"[bold]{status}[/] at step {summary['step']}/{summary['iterations']} in {summary['seconds']:.1f}s "
+        f"({summary['it_per_s']:.1f} it/s, {summary['n_parameters']:,} parameters) → {out}"
+        + (f"  loss {last['loss']:.4f} acc {last['accuracy']:.3f}" if last else "")
+    )
+
+
+def _eval_table(results: list[dict], title: str):
+    from rich.table import Table
+
+    lm = [r for r in results if r.get("task") == "lm"]
+    table = Table(title=title)
+    if lm and len(lm) == len(results):
+        for col in ("run", "step", "model", "pe", "perplexity", "token NLL", "tokens"):
+            table.add_column(col, justify="left" if col in ("run", "model", "pe") else "right", overflow="fold")
+        for r in results:
+            table.add_row(r["label"], str(r["step"]), r["model"], r["pe"], f"{r['perplexity']:.2f}",
+                          f"{r['token_nll']:.4f}", f"{r['n_tokens']:,}")
+        return table
+    for col in ("run", "step", "task", "model", "pe", "V", "L", "token acc", "95% CI", "seq acc", "DL"):
+        table.add_column(col, justify="left" if col in ("run", "task", "model", "pe") else "right", overflow="fold")
+    for r in results:
+        if r.get("task") == "lm":
+            table.add_row(r["label"], str(r["step"]), "lm", r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
+                          "", "", "", f"ppl {r['perplexity']:.2f}")
+            continue
+        if "token_accuracy" not in r:  # the continuous task: cosine
+            table.add_row(r["label"], str(r["step"]), r["task"], r["model"], r["pe"], "-", str(r["length"]),
+                          f"cos {r['cosine']:.3f}", "–".join(f"{c:.3f}" for c in r["cosine_ci"]), "", "")
+            continue
+        ci = r.get("token_accuracy_ci", [float("nan")] * 2)
+        table.add_row(
+            r["label"], str(r["step"]), r["task"], r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
+            f"{r['token_accuracy']:.3f}", f"{ci[0]:.3f}–{ci[1]:.3f}", f"{r['sequence_accuracy']:.3f}", f"{r['damerau_levenshtein']:.2f}",
+        )
+    return table
+
+
+def eval_cmd(
+    path: Annotated[Path, typer.Argument(help="A run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
+    step: Annotated[Optional[int], typer.Option(help="Evaluate the checkpoint saved at this step instead of the latest.", show_default=False)] = None,
+    device: DeviceOpt = "auto",
+    batch_size: Annotated[Optional[int], typer.Option(help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
+    json_out: JsonOpt = False,
+):
+    """Score a run on its held-out test set (token / sequence accuracy, Damerau–Levenshtein
+    distance with 95% bootstrap CIs; perplexity for a language model). Writes RUN/eval.json."""
+    from ..engine.evaluate import evaluate
+
+    result = evaluate(path, step=step, device=device, batch_size=batch_size)
+    if json_out:
+        typer.echo(json.dumps(result))
+    else:
+        console().print(_eval_table([{**result, "label": Path(result["run_dir"]).name}], "held-out evaluation"))
+
+
+def compare(
+    runs: Annotated[List[Path], typer.Argument(help="Run directories to compare (each evaluated unless its eval.json is current).", show_default=False)],
+    device: DeviceOpt = "auto",
+    json_out: JsonOpt = False,
+):
+    """Evaluate several runs and print them side by side; the title names what differs."""
+    from ..common.config import config_diff
+    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.evaluate import evaluate
+
+    results, configs = [], []
+    for run in runs:
+        ckpt, run_dir = resolve_checkpoint(run)
+        cfg = read_run_config(run_dir)
+        cached = run_dir / "eval.json"
+        hit = None
+        if cached.is_file():
+            try:
+                hit = json.loads(cached.read_text())
+            except ValueError:
+                hit = None
+        fresh = hit is not None and Path(hit.get("checkpoint", "")).name == ckpt.name and hit.get("step") is not None
+        r = dict(hit) if fresh else evaluate(run, device=device)
+        r["label"] = str(run)  # the run as named here, never a cached name
+        if cfg is not None:
+            r.update({"task": cfg.task.name, "model": cfg.model.name, "pe": cfg.model.pe,
+                      "vocab_size": cfg.task.vocab_size, "length": cfg.task.length})
+            configs.append(cfg)
+        results.append(r)
+    if json_out:
+        typer.echo(json.dumps(results))
+        return
+    differ = sorted({k for a in configs for b in configs for k in config_diff(a, b) if k != "train.seed"})
+    if len({r.get('task') for r in results}) > 1:
+        title = "runs of different tasks"
+    elif differ:
+        title = "runs differing in " + ", ".join(differ[:4]) + (" …" if len(differ) > 4 else "")
+    else:
+        title = "runs with the same config" + (" (different seeds)" if len({c.train.seed for c in configs}) > 1 else "")
+    console().print(_eval_table(results, title))
+
+
+def stability(
+    run: Annotated[Path, typer.Argument(help="A run directory (every saved checkpoint) or a checkpoint file.", show_default=False)],
+    checkpoint: Annotated[Optional[int], typer.Option("--checkpoint", help="Analyse only the checkpoint saved at this step.", show_default=False)] = None,
+    triplets: Annotated[int, typer.Option(help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
+    chunk_size: Annotated[int, typer.Option(help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
+    seed: Annotated[int, typer.Option(help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
+    device: DeviceOpt = "auto",
+    out: Annotated[Optional[Path], typer.Option("--out", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
+    plot: Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")] = False,
+    json_out: JsonOpt = False,
+):
+    """Gradient stability over training (SPEC §4): for every checkpoint, the Jacobians
+    ∂h_2L/∂z_1 of triplets sharing the target or the suffix, compared row-wise; per (target
+    kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
+    from ..common.io import write_csv
+    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.stability import analyze
+
+    run_dir = resolve_checkpoint(run, checkpoint)[1]
+    csv_path = out or run_dir / "stability.csv"
+    if csv_path.exists() and csv_path.is_dir():
+        raise PosrnnError(f"--out {csv_path} is a directory; pass a file name")
+    c = console()
+
+    def tick(step, seconds):
+        if not json_out:
+            c.print(f"checkpoint {step}: {seconds:.1f}s ({3 * triplets / max(seconds, 1e-9):.0f} sequences/s)")
+
+    rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed, on_checkpoint=tick)
+    write_csv(rows, csv_path)
+    if plot:
+        from ..analysis.plots import fig_stability
+
+        fig_stability(rows, csv_path.with_suffix(".png"))
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"gradient stability → {csv_path}")
+    for col in ("step", "condition", "pair", "mean", "95% CI"):
+        table.add_column(col, justify="right" if col in ("step", "mean", "95% CI") else "left")
+    for r in rows:
+        table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['stability']:.3f}", f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
+    c.print(table)
+
+
+def extend_vocab(
+    run: Annotated[Path, typer.Argument(help="A trained run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
+    extra_vocab: Annotated[int, typer.Option("--extra-vocab", help="How many new ids to add (the reference doubles V).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="Directory of the extended run (the trained run is never modified).", show_default=False)],
+    iterations: Annotated[Optional[int], typer.Option(help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
+    device: DeviceOpt = "auto",
+    set_: SetOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted extension in --out.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
+    json_out: JsonOpt = False,
+):
+    """Vocabulary extension: freeze every trained weight, add N new ids (embedding and output
+    rows), train only those on sequences of the combined vocabulary, then test on sequences of
+    new ids only (and of old ids only, to show nothing was forgotten). Writes OUT/extend.json."""
+    from ..engine.extend import extend_vocab as run_extension
+
+    r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
+                      force=force, progress=not json_out, sets=set_, resume=resume)
+    if json_out:
+        typer.echo(json.dumps(r))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, pe={r['pe']})")
+    for col in ("test set", "token acc", "95% CI", "seq acc", "DL"):
+        table.add_column(col, justify="left" if col == "test set" else "right")
+    for key, label in (("new_ids", "new ids only"), ("old_ids_before", "old ids, before"), ("old_ids", "old ids, after"),
+                       ("old_ids_all_classes", "old ids, after, all classes")):
+        m = r[key]
+        table.add_row(label, f"{m['token_accuracy']:.3f}", "–".join(f"{c:.3f}" for c in m["token_accuracy_ci"]),
+                      f"{m['sequence_accuracy']:.3f}", f"{m['damerau_levenshtein']:.2f}")
+    console().print(table)
+
+
+#: what ``posrnn bench`` measures when not told: sized to the device
+BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64, "train.batch_size": 128}
+
+
+def bench(
+    paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
+    model: Annotated[Optional[ModelName], typer.Option(help="Model core.", show_default=False)] = None,
+    pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding.", show_default=False)] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="V.", show_default=False)] = None,
+    length: Annotated[Optional[int], typer.Option(help="L.", show_default=False)] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(help="H.", show_default=False)] = None,
+    embed_size: Annotated[Optional[int], typer.Option(help="E. [default: H]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Batch.", show_default=False)] = None,
+    device: DeviceOpt = "auto",
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
+    amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (train.amp).", show_default=False)] = None,
+    cuda_graph: Annotated[Optional[bool], typer.Option("--cuda-graph/--no-cuda-graph", help="One CUDA graph per update (CUDA only).", show_default=False)] = None,
+    iters: Annotated[int, typer.Option(help="Timed iterations (the median is reported).")] = 20,
+    warmup_iters: Annotated[int, typer.Option(help="Untimed iterations first.")] = 5,
+    parts: Annotated[str, typer.Option(help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
+    stability_triplets: Annotated[int, typer.Option("--stability-triplets", help="Triplets timed (0: skip).")] = 8,
+    chunk_size: Annotated[int, typer.Option(help="Stability: sequences per Jacobian pass.")] = 64,
+    concurrent: Annotated[Optional[str], typer.Option(help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
+    no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
+    params: ParamsOpt = None,
+    set_: SetOpt = None,
+    json_out: JsonOpt = False,
+):
+    """Benchmark one configuration: ms/iteration, tokens/s, TFLOP/s, peak memory, sampler
+    sequences/s, stability triplets/s — beside a plain reference-style loop in the same run,
+    with the ratios. Without options: a small GRU on a CPU (under a minute), the paper's
+    configuration on a GPU."""
+    from ..common.config import resolve_config
+    from ..bench import bench as run_bench
+    from ..engine.device import resolve_device
+
+    dev = resolve_device(device)
+    sized = {} if (paper or dev.type == "cuda") else dict(BENCH_CPU)
+    given = run_options(model=model, pe=pe, vocab_size=vocab_size, length=length, hidden_size=hidden_size,
+                        embed_size=embed_size, batch_size=batch_size, device=device, threads=threads)
+    cfg = resolve_config(params, {**sized, **given, "train.amp": amp, "train.cuda_graph": cuda_graph}, set_)
+    try:
+        ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
+    except ValueError:
+        raise PosrnnError(f"--concurrent takes process counts like 1,2,4, got {concurrent!r}") from None
+    r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_triplets=stability_triplets,
+                  chunk_size=chunk_size, parts=tuple(p.strip() for p in parts.split(",") if p.strip()), concurrent=ks)
+    if json_out:
+        typer.echo(json.dumps(r))
+        return
+    from rich.table import Table
+
+    m, t = cfg.model, cfg.task
+    on = [k for k, v in r["fast_paths"].items() if v]
+    table = Table(title=f"bench: {m.name} pe={m.pe} V={t.vocab_size} L={t.length} H={m.hidden_size} "
+                        f"B={cfg.train.batch_size} on {r['device']} ({r['threads']} threads), {r['date']}; "
+                        f"fast paths: {', '.join(on) or 'none'}")
+    table.add_column("figure")
+    table.add_column("posrnn", justify="right")
+    table.add_column("reference loop", justify="right")
+    table.add_column("ratio", justify="right")
+
+    def fmt(v, spec=".2f"):
+        return "-" if v is None else format(v, spec)
+
+    def ratio(v):
+        return f"{v:.2f}×" if v else "-"
+
+    if "train_ms_per_iter" in r:
+        for label, key, spec in (("ms / iteration", "ms_per_iter", ".2f"), ("tokens / s", "tokens_per_s", ",.0f"),
+                                 ("TFLOP/s", "tflops", ".4f"), ("share of peak", "peak_share", ".3f"),
+                                 ("peak memory MB", "peak_memory_mb", ",.0f")):
+            ours, ref = r.get(f"train_{key}"), r.get(f"reference_{key}")
+            table.add_row(label, fmt(ours, spec), fmt(ref, spec), ratio(r.get("train_speedup")) if key == "ms_per_iter" else "")
+    if "sampler_seqs_per_s" in r:
+        table.add_row("sampler sequences / s", fmt(r["sampler_seqs_per_s"], ",.0f"),
+                      fmt(r.get("reference_sampler_seqs_per_s"), ",.0f"), ratio(r.get("sampler_speedup")))
+        if r.get("refcode_sampler_seqs_per_s"):
+            table.add_row("  vs the reference code's own sampler", "", fmt(r["refcode_sampler_seqs_per_s"], ",.0f"),
+                          ratio(r["refcode_sampler_speedup"]))
+    if r.get("stability_triplets_per_s"):
+        table.add_row("stability triplets / s", fmt(r["stability_triplets_per_s"], ".2f"), "", "")
+        table.add_row("stability s / 1,024 triplets", fmt(r["stability_s_per_1024_triplets"], ".1f"), "", "")
+    for c in r.get("concurrent", []):
+        table.add_row(f"{c['k']} concurrent runs: it / s in all", fmt(c["aggregate_it_per_s"], ".2f"), "", ratio(c["speedup_vs_1"]))
+    table.add_row("FLOP / iteration", f"{r['flops_per_iter']:.3e}", "", "")
+    console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help=TRAIN_HELP)(cli_errors(train))
+    app.command("eval")(cli_errors(eval_cmd))
+    app.command()(cli_errors(compare))
+    app.command()(cli_errors(stability))
+    app.command("extend-vocab")(cli_errors(extend_vocab))
+    app.command()(cli_errors(bench))

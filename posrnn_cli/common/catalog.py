@@ -1,0 +1,77 @@
+"""The names users type and read: tasks, model cores, positional-encoding forms and modes.
+
+This is what ``--help``, the CLI's choices and the figures' legends show. It imports nothing
+heavy, so the help appears without loading torch and the figures are drawn without any
+training code. The behaviour behind each name lives in a registry keyed by the same names
+(``tasks.TASKS``, ``models.CORES``, ``models.PE_FORMS``); each registry checks at import
+that its keys are exactly the ones listed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    description: str  # one line for --help
+    label: str = ""  # legend text in the figures
+    color: str = "#999999"  # colour in the figures
+
+
+TASKS: dict[str, Entry] = {
+    "reverse": Entry("x_1..x_L, then L queries; target x_L..x_1 (variants: --min-length, --rarity, --autoregressive)"),
+    "sort": Entry("x_1..x_L, then L queries; target x sorted ascending, ties kept (--autoregressive)"),
+    "delayed-add": Entry("x_1..x_L, then fresh tokens y_1..y_L fed as inputs; target (x_{L+1-j} + y_j) mod V"),
+    "predecessor": Entry("L distinct tokens, then one of x_2..x_L again; the single target is its predecessor"),
+    "copy": Entry("copy memory: x_1..x_L, T blank steps (--delay), L queries; target x_1..x_L"),
+    "continuous": Entry("reverse of random unit vectors in R^d (--dim; no --vocab-size); loss 1 - cosine"),
+    "lm": Entry("language model: next-token prediction over paragraphs of an encoded corpus (posrnn lm)"),
+}
+
+CORES: dict[str, Entry] = {
+    "elman": Entry("single-layer tanh RNN", "Elman"),
+    "gru": Entry("single-layer GRU", "GRU"),
+    "lstm": Entry("single-layer LSTM", "LSTM"),
+    "s4d": Entry("diagonal state-space model S4D (state N = model.state_size)", "S4D"),
+    "transformer": Entry("causal Transformer, --layers blocks, --heads heads, no built-in positions", "Transformer"),
+}
+
+PE_FORMS: dict[str, Entry] = {
+    "none": Entry("vanilla: token embedding only", "vanilla", "#4c72b0"),
+    "sinusoidal": Entry("fixed sinusoidal PE, unit norm, positions 0..T-1", "PE (sinusoidal)", "#dd8452"),
+    "random": Entry("fixed random PE: rows drawn uniformly on the unit sphere", "PE (random)", "#55a868"),
+    "learnable": Entry("trained position table, N(0,1) init", "PE (learnable)", "#8172b3"),
+    "dummy": Entry("double-vanilla control: the embedding concatenated with itself (no positions)", "double vanilla", "#937860"),
+    "phase": Entry("learnable input-phase / output-phase vector (the paper's autoregressive model)", "phase vector", "#c44e52"),
+}
+
+PE_MODES: dict[str, Entry] = {
+    "concat": Entry("PE appended to the embedding (D = E + P)"),
+    "add": Entry("PE added to the embedding (needs P = E)"),
+}
+
+
+def label(registry: dict[str, Entry], name: str) -> str:
+    """The legend text of ``name`` (the name itself when it has none)."""
+    e = registry.get(name)
+    return e.label if e is not None and e.label else name
+
+
+def color(registry: dict[str, Entry], name: str) -> str:
+    e = registry.get(name)
+    return e.color if e is not None else "#999999"
+
+
+def order(registry: dict[str, Entry], names) -> list[str]:
+    """``names`` sorted in catalogue order (unknown names last, alphabetically)."""
+    keys = list(registry)
+    return sorted(set(names), key=lambda n: (keys.index(n) if n in keys else len(keys), str(n)))
+
+
+def check_keys(kind: str, catalogue: dict, registry: dict) -> None:
+    """A registry must implement exactly the catalogue's names (checked at import)."""
+    if set(catalogue) != set(registry):
+        missing, extra = sorted(set(catalogue) - set(registry)), sorted(set(registry) - set(catalogue))
+        raise RuntimeError(f"{kind} registry and posrnn_cli/common/catalog.py disagree: "
+                           f"not implemented {missing}, not catalogued {extra}")

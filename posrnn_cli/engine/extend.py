@@ -1,0 +1,101 @@
+"""Vocabulary extension (SPEC §3): freeze a trained model, add ``V_extra`` new ids, train
+only the new embedding rows and output rows, and test on sequences made only of new ids.
+
+An extended run is an ordinary run directory whose config has ``model.frozen_vocab = V``,
+so ``posrnn eval`` and every other command rebuild it from its checkpoint. Besides the run
+files it holds ``extend.json`` (every test set's summary) and ``extend_sequences.npz`` (the
+per-sequence scores on new ids only, which aggregation pools over seeds).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ..common.config import resolve_config
+from ..common.errors import PosrnnError
+from ..common.io import atomic_write_json, write_npz
+from ..models.extension import OldIdsView, extend_model
+from ..tasks import Batch, HeldOut, build_task, extension_tasks
+from .device import resolve_device, setup_threads
+from .evaluate import evaluate_model, load_run
+from .train import Trainer, check_fast_paths, check_train_config, open_run
+
+
+def extend_vocab(
+    run: Path, extra: int, out: Path, iterations: Optional[int] = None, seed: Optional[int] = None,
+    device: str = "auto", force: bool = False, progress: bool = True, sets: Optional[list[str]] = None,
+    resume: bool = False,
+) -> dict:
+    """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
+    (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
+    if extra < 1:
+        raise PosrnnError(f"--extra-vocab must be at least 1, got {extra}")
+    cfg, task, model, ckpt, ckpt_path, run_dir = load_run(run, device="cpu")
+    if not task.extendable:
+        raise PosrnnError(
+            f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} trains "
+            f"{cfg.task.name!r}" + (" with variable length / dual frequency / autoregression" if cfg.task.name == "reverse" else ""))
+    if cfg.model.frozen_vocab is not None:
+        raise PosrnnError(f"{run} is already an extended run; extend the original run instead")
+    if Path(out).resolve() == Path(run_dir).resolve():
+        raise PosrnnError("--out must differ from the trained run (the trained run is never modified)")
+    V = cfg.task.vocab_size
+    new_cfg = resolve_config(base=cfg, options={"task.vocab_size": V + extra, "model.frozen_vocab": V,
+                                                "train.iterations": iterations, "train.seed": seed,
+                                                "train.device": device}, sets=sets)
+    if new_cfg.task.vocab_size != V + extra or new_cfg.model.frozen_vocab != V:
+        raise PosrnnError("--set may not change task.vocab_size or model.frozen_vocab of an extension")
+    check_train_config(new_cfg.train)
+    tests = extension_tasks(new_cfg.task, V)
+    dev = resolve_device(new_cfg.train.device)
+    check_fast_paths(new_cfg.train, dev)
+    combined = build_task(new_cfg.task)
+    resume_from, _ = open_run(Path(out), new_cfg, resume=resume, force=force)
+    setup_threads(new_cfg.train.threads)
+
+    model.to(dev)
+    batch = new_cfg.train.eval_batch_size
+    before_old, _ = evaluate_model(tests["old_ids"], OldIdsView(model, V, extra), dev, batch)
+    torch.manual_seed(new_cfg.train.seed)
+    new_params = extend_model(model, V, extra)
+    model.to(dev)
+    held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(), combined.test_set()]).to(dev))
+    trainer = Trainer(new_cfg, Path(out), model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
+                      params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"])})
+    if resume_from is not None:
+        trainer.load(resume_from)
+    summary = trainer.fit(progress=progress)
+    model.eval()
+    result = {
+        "run_dir": str(out), "extended_from": str(ckpt_path), "vocab_size": V, "extra_vocab": extra,
+        "model": cfg.model.name, "pe": cfg.model.pe, "iterations": new_cfg.train.iterations, "seconds": summary["seconds"],
+    }
+    return {**result, **score_extension(Path(out), model, new_cfg, dev, old_before=before_old)}
+
+
+def score_extension(out: Path, model, cfg, device: torch.device, old_before: Optional[dict] = None) -> dict:
+    """Score an extended model on its three test sets; write ``extend.json`` (merged with what
+    is there) and ``extend_sequences.npz`` (per-sequence scores on new ids only)."""
+    tests = extension_tasks(cfg.task, cfg.model.frozen_vocab)
+    batch = cfg.train.eval_batch_size
+    new, per_seq = evaluate_model(tests["new_ids"], model, device, batch)
+    old, _ = evaluate_model(tests["old_ids"], model, device, batch)
+    old_all, _ = evaluate_model(tests["old_ids_all_classes"], model, device, batch)
+    scores = {"new_ids": new, "old_ids": old, "old_ids_all_classes": old_all}
+    if old_before is not None:
+        scores["old_ids_before"] = old_before
+    path = Path(out) / "extend.json"
+    info = {}
+    if path.is_file():
+        import json
+
+        info = json.loads(path.read_text())
+    info.update({"vocab_size": cfg.model.frozen_vocab, "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab,
+                 "model": cfg.model.name, "pe": cfg.model.pe, "iterations": cfg.train.iterations, **scores})
+    write_npz(Path(out) / "extend_sequences.npz", {k: np.asarray(v) for k, v in per_seq.items()})
+    atomic_write_json(path, info)
+    return scores

@@ -1,0 +1,132 @@
+"""The network (SPEC §1): input encoder (embedding + positional encoding) → core → head.
+
+Two registries, keyed by the names in ``common/catalog.py``:
+
+* ``PE_FORMS``: name → an encoding module class (``models/encoding.py``) that carries its own
+  behaviour: ``check(model config)``, ``width(model config)``, ``has_positions`` and its forward.
+* ``CORES``: name → a ``CoreSpec``: how to build the core, what to check, and whether it has a
+  recurrent view (``initial_state`` / ``output_from_state``) for the stability analysis.
+
+A core maps (B, T, D) → (B, T, H) causally; the head ``Linear(H, V)`` is read at the
+output-phase steps ``out_index`` only. Adding a form or a core is one entry here, its
+catalogue line and its test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from torch import Tensor, nn
+
+from ..common import catalog
+from ..common.config import ModelConfig, RunConfig
+from ..common.errors import PosrnnError
+from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
+from .extension import extend_model
+from .rnn import RecurrentCore
+from .s4d import S4DCore
+from .transformer import CausalTransformerCore
+
+#: name → positional-encoding form. ``dummy`` is the "double vanilla" control.
+PE_FORMS: dict[str, type] = {
+    "none": NoPE,
+    "sinusoidal": SinusoidalPE,
+    "random": RandomPE,
+    "learnable": LearnablePE,
+    "dummy": DummyPE,
+    "phase": PhasePE,
+}
+catalog.check_keys("positional-encoding", catalog.PE_FORMS, PE_FORMS)
+
+
+def _no_check(m: ModelConfig) -> None:
+    return None
+
+
+def _check_transformer(m: ModelConfig) -> None:
+    if m.layers < 1 or m.heads < 1 or m.hidden_size % m.heads:
+        raise PosrnnError(f"transformer: --heads ({m.heads}) must divide --hidden-size ({m.hidden_size}) and "
+                          f"--layers ≥ 1 (got {m.layers})")
+
+
+def _check_s4d(m: ModelConfig) -> None:
+    if m.state_size < 2 or m.state_size % 2:
+        raise PosrnnError(f"s4d: model.state_size must be even (conjugate pairs), got {m.state_size}")
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
+    check: Callable[[ModelConfig], None] = _no_check
+    #: the core exposes ``initial_state`` / ``output_from_state`` (gradient stability, SPEC §4)
+    recurrent_view: bool = True
+
+
+CORES: dict[str, CoreSpec] = {
+    "elman": CoreSpec(lambda d, m: RecurrentCore("elman", d, m.hidden_size)),
+    "gru": CoreSpec(lambda d, m: RecurrentCore("gru", d, m.hidden_size)),
+    "lstm": CoreSpec(lambda d, m: RecurrentCore("lstm", d, m.hidden_size)),
+    "s4d": CoreSpec(lambda d, m: S4DCore(d, m.hidden_size, m.state_size), _check_s4d),
+    "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
+                            recurrent_view=False),
+}
+catalog.check_keys("core", catalog.CORES, CORES)
+
+
+class SequenceModel(nn.Module):
+    """encoder → core → head, the head read at the output-phase steps only."""
+
+    def __init__(self, encoder: InputEncoder, core: nn.Module, hidden_size: int, n_outputs: int):
+        super().__init__()
+        self.encoder, self.core = encoder, core
+        self.head = nn.Linear(hidden_size, n_outputs)
+
+    def hidden(self, inputs: Tensor, query: Optional[Tensor] = None) -> Tensor:
+        return self.core(self.encoder(inputs, query))  # (B T H)
+
+    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None) -> Tensor:
+        h = self.hidden(inputs, query)  # (B T H)
+        if out_index is not None:
+            h = h.gather(1, out_index[..., None].expand(-1, -1, h.shape[-1]))  # (B K H)
+        return self.head(h)  # (B K V)
+
+
+def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> None:
+    """Refuse impossible model configs with a one-line reason."""
+    if m.name not in CORES:
+        raise PosrnnError(f"unknown model {m.name!r}; choose one of: {', '.join(CORES)}")
+    if m.pe not in PE_FORMS:
+        raise PosrnnError(f"unknown positional encoding {m.pe!r}; choose one of: {', '.join(PE_FORMS)}")
+    if m.pe_mode not in catalog.PE_MODES:
+        raise PosrnnError(f"unknown --pe-mode {m.pe_mode!r}; choose one of: {', '.join(catalog.PE_MODES)}")
+    for key, value in (("hidden_size", m.hidden_size), ("embed_size", m.E), ("pe_dim", m.P)):
+        if value < 1:
+            raise PosrnnError(f"model.{key} must be positive, got {value}")
+    CORES[m.name].check(m)
+    PE_FORMS[m.pe].check(m, output_start)
+
+
+def build_model(cfg: RunConfig, task) -> SequenceModel:
+    """The model for ``cfg.model`` on ``task`` (sizes from the task). Uses the global RNG for init."""
+    m = cfg.model
+    check_model_config(m, task.output_start)
+    encoder = InputEncoder(task.n_input_ids, m, PE_FORMS[m.pe], task.max_steps,
+                           continuous_dim=task.cfg.dim if task.continuous else None, output_start=task.output_start)
+    core = CORES[m.name].build(encoder.out_dim, m)
+    if m.frozen_vocab is None:
+        return SequenceModel(encoder, core, m.hidden_size, task.n_outputs)
+    # a vocabulary-extended run (posrnn extend-vocab): rebuild the trained shapes, then extend
+    V, X = m.frozen_vocab, task.n_outputs - m.frozen_vocab
+    encoder.embedding = nn.Embedding(V + 1, m.E)
+    model = SequenceModel(encoder, core, m.hidden_size, V)
+    extend_model(model, V, X)
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+__all__ = ["PE_FORMS", "CORES", "CoreSpec", "SequenceModel", "InputEncoder", "RecurrentCore", "S4DCore",
+           "CausalTransformerCore", "build_model", "check_model_config", "count_parameters", "sinusoidal_pe"]

@@ -1,0 +1,187 @@
+"""``posrnn sweep``: the runs of one or more experiments of a profile, through an executor.
+
+``plan`` turns the profile into jobs (torch-free); an executor runs them — ``local`` (a pool
+of worker processes sized to the machine, the default), ``slurm`` (a submitit job array) or
+``submitit-local`` (submitit's local executor: the SLURM code path on one machine). Every
+job is idempotent (``jobs``), so a sweep can be stopped and started again at any point. A
+failed job does not stop the others; the sweep then ends with an error naming each one and
+its log.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, TextIO
+
+import yaml
+
+from ..common.config import RunConfig, config_diff
+from ..common.errors import PosrnnError
+from ..common.profiles import load_profile
+from .local import Outcome, cpu_count
+from .plan import EXPERIMENTS, Job, plan
+
+EXECUTORS = ("local", "slurm", "submitit-local")
+_CKPT = re.compile(r"^step_(\d+)\.pt$")
+
+
+@dataclass
+class SweepOptions:
+    executor: Optional[str] = None  # None: the profile's executor.kind, else local
+    workers: Optional[int] = None  # local: processes (CPU); None: the profile's, else one per core
+    runs_per_gpu: Optional[int] = None  # local on GPUs: runs sharing each GPU
+    force: bool = False
+    dry_run: bool = False
+    wait: bool = True  # slurm: wait for the array
+    slurm: Optional[dict] = None  # overrides of the profile's slurm: section
+
+
+def status(job: Job) -> str:
+    """What a sweep would do with ``job`` now (no torch): new, resume, done, different, or
+    (for derived jobs) run."""
+    run = Path(job.run_dir)
+    if job.kind not in ("train", "irie", "extend", "lm"):
+        return "run"
+    cfg_path = run / "config.yaml"
+    if not cfg_path.is_file():
+        return "new"
+    try:
+        saved = RunConfig.from_dict(yaml.safe_load(cfg_path.read_text()))
+    except (yaml.YAMLError, PosrnnError):
+        return "different"
+    if config_diff(saved, job.run_config()):
+        return "different"
+    ckpts = run / "checkpoints"
+    steps = [int(m.group(1)) for p in (ckpts.iterdir() if ckpts.is_dir() else []) if (m := _CKPT.match(p.name))]
+    return "done" if steps and max(steps) >= job.run_config().train.iterations else "resume"
+
+
+def write_manifest(exp_dir: Path, jobs: list[Job]) -> None:
+    """``sweep.json``: the cells of the current grid (aggregation reads only these runs)."""
+    from ..common.io import atomic_write_json
+
+    atomic_write_json(exp_dir / "sweep.json", {"experiment": exp_dir.name,
+                                               "cells": [{"name": j.name, "kind": j.kind} for j in jobs]})
+
+
+def sources(names) -> set[str]:
+    return {EXPERIMENTS[n].source for n in names if EXPERIMENTS[n].source}
+
+
+def waves(names: list[str]) -> list[list[str]]:
+    """The experiments in rounds: one whose source is also being run waits for it."""
+    left, out = list(dict.fromkeys(names)), []
+    while left:
+        ready = [n for n in left if EXPERIMENTS[n].source not in left]
+        out.append(ready)
+        left = [n for n in left if n not in ready]
+    return out
+
+
+def order(jobs: list[Job]) -> list[Job]:
+    """Longest runs first (iterations × batch × length), so no core idles at the end."""
+    def cost(j: Job) -> float:
+        if not j.config:
+            return 0.0
+        t = j.config["train"]
+        return float(t["iterations"]) * t["batch_size"] * max(1, j.config["task"]["length"]) * max(1, j.config["model"]["hidden_size"]) ** 2
+    return sorted(jobs, key=cost, reverse=True)
+
+
+def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOptions,
+              out: TextIO = sys.stdout, runs_root: Optional[Path] = None) -> list[Outcome]:
+    """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs."""
+    prof = load_profile(params, profile)
+    runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
+    jobs = plan(params, profile, experiments, runs_root, force=opts.force)
+    executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"
+    if executor not in EXECUTORS:
+        raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    if opts.dry_run:
+        return [Outcome(j, status(j), 0.0) for j in jobs]
+    for name in experiments:  # the manifests first: they say which runs make the tables
+        exp_jobs = [j for j in jobs if j.experiment == name]
+        if EXPERIMENTS[name].kind != "lm_data":
+            write_manifest(runs_root / name, exp_jobs)
+    if not jobs:
+        return []
+    device = str(prof.get("device", "auto"))
+    outcomes: list[Outcome] = []
+    for wave in waves(experiments):  # an experiment runs after the one it reads (lm after lm_data)
+        wave_jobs = [j for j in jobs if j.experiment in wave]
+        if not wave_jobs:
+            continue
+        if any(o.status == "failed" and o.job.experiment in sources(wave) for o in outcomes):
+            break  # what this wave reads failed: its errors are reported, do not pile more on
+        if executor == "local":
+            outcomes += _local(wave_jobs, prof, opts, device, runs_root, out)
+        else:
+            outcomes += _slurm(wave_jobs, prof, opts, executor, runs_root, out)
+    failed = [o for o in outcomes if o.status == "failed"]
+    if failed:
+        for o in failed:
+            print(f"failed: {o.job.label}: {o.error} (log: {o.log})", file=sys.stderr)
+        raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs failed (each named above with its log); "
+                          f"fix the cause and run the same command again (finished runs are kept)")
+    return outcomes
+
+
+def _local(jobs: list[Job], prof: dict, opts: SweepOptions, device: str, runs_root: Path, out: TextIO) -> list[Outcome]:
+    from .local import gpu_count, run_local
+    from .progress import Progress
+
+    ex = prof.get("executor") or {}
+    gpus = 0
+    if device.startswith("cuda") or device == "auto":
+        gpus = gpu_count()
+        if device.startswith("cuda") and gpus == 0:
+            raise PosrnnError(f"profile needs a GPU (device: {device}) and none is visible here; use a CPU profile "
+                              f"(posrnn profile use lite) or --executor slurm")
+    workers = opts.workers or ex.get("workers")
+    if workers in (None, "auto"):
+        workers = cpu_count()
+    if not isinstance(workers, int) or workers < 1:
+        raise PosrnnError(f"--workers must be a positive number, got {workers!r}")
+    per_gpu = opts.runs_per_gpu or ex.get("runs_per_gpu") or 1
+    if not isinstance(per_gpu, int) or per_gpu < 1:
+        raise PosrnnError(f"--runs-per-gpu must be a positive number, got {per_gpu!r}")
+    if not gpus:
+        for j in jobs:  # one single-threaded run per core unless the profile says otherwise
+            if j.config and j.config["train"]["threads"] is None:
+                j.config["train"]["threads"] = max(1, cpu_count() // workers)
+    slots = gpus * per_gpu if gpus else workers
+    progress = Progress(order(jobs), slots, f"{'GPU' if gpus else 'CPU'} × {slots}", out)
+    with progress:
+        outcomes = run_local(order(jobs), workers, runs_root / ".logs", gpus=gpus, runs_per_gpu=per_gpu,
+                             on_event=progress.event, poll=progress.poll)
+    return outcomes
+
+
+def _slurm(jobs: list[Job], prof: dict, opts: SweepOptions, executor: str, runs_root: Path, out: TextIO) -> list[Outcome]:
+    from .slurm import run_slurm
+
+    settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}
+    cluster = "slurm" if executor == "slurm" else "local"
+
+    def submitted(handles):
+        ids = ", ".join(sorted({h.job_id.split("_")[0] for h in handles}))
+        print(f"submitted {len(handles)} task(s) as job array {ids} ({executor}); logs in {runs_root / '.submitit'}",
+              file=out, flush=True)
+
+    last: dict = {}
+
+    def polled(js, states):
+        counts: dict = {}
+        for s in states:
+            counts[s] = counts.get(s, 0) + 1
+        if counts != last:
+            last.clear()
+            last.update(counts)
+            print(f"{time.strftime('%H:%M:%S')} " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), file=out, flush=True)
+
+    return run_slurm(order(jobs), runs_root / ".submitit", settings, cluster=cluster, wait=opts.wait,
+                     on_submit=submitted, on_poll=polled, poll_s=2.0 if cluster == "local" else 10.0)

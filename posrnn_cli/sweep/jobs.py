@@ -1,0 +1,189 @@
+"""What a worker does with one job (``plan.Job``): always the same result for the same job.
+
+* A finished run whose saved config equals the job's is not trained again; an unfinished one
+  resumes from its last checkpoint (or from step 0 when it has only its config); a directory
+  holding a different config is refused unless the job is forced. Training is bit-exact
+  across interruptions on CPU, so a sweep killed at any point and started again ends with the
+  same files as one that was never interrupted.
+* Evaluation (and the other cheap derived files) are recomputed every time; the stability
+  values are recomputed when their checkpoints, settings or the code that computes them
+  changed (a fingerprint of that code is kept beside them).
+* A lock file in each run directory keeps two processes from writing one run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..common.config import RunConfig, config_diff
+from ..common.errors import PosrnnError
+from ..common.io import atomic_write_json, atomic_write_text, read_json, remove_stale_temps, write_npz
+from ..common.sources import fingerprint
+from .plan import Job
+
+LOCK = ".lock"
+
+
+@contextmanager
+def locked(run_dir: Path):
+    """Hold ``run_dir/.lock`` (an flock) for the duration; refuse if another process holds it."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    f = open(run_dir / LOCK, "a")
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PosrnnError(f"{run_dir} is being written by another process (another sweep?); wait for it or stop it") from None
+        yield
+    finally:
+        f.close()
+
+
+def _finished(run_dir: Path, cfg: RunConfig) -> bool:
+    from ..engine.checkpoint import list_checkpoints
+
+    ckpts = list_checkpoints(run_dir)
+    return bool(ckpts) and ckpts[-1][0] >= cfg.train.iterations
+
+
+def _state(run_dir: Path, cfg: RunConfig, force: bool) -> str:
+    """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"."""
+    from ..engine.checkpoint import read_run_config
+    from ..engine.train import RUN_FILES
+
+    saved = read_run_config(run_dir) if run_dir.is_dir() else None
+    if saved is None:
+        occupied = run_dir.is_dir() and any((run_dir / n).exists() for n in RUN_FILES)
+        if occupied and not force:
+            raise PosrnnError(f"{run_dir} holds run files but no config.yaml; pass --force to replace it")
+        return "replace" if occupied else "new"
+    diff = config_diff(saved, cfg)
+    if diff:
+        if not force:
+            shown = ", ".join(f"{k}: {saved.flat()[k]!r} there vs {cfg.flat()[k]!r} now" for k in diff[:3])
+            raise PosrnnError(f"{run_dir} holds a different run ({shown}); pass --force to replace it")
+        return "replace"
+    return "done" if _finished(run_dir, cfg) else "resume"
+
+
+def ensure_trained(job: Job) -> str:
+    """Train the job's run unless it is already finished; returns what was done."""
+    from ..engine.train import train
+
+    run_dir, cfg = Path(job.run_dir), job.run_config()
+    state = _state(run_dir, cfg, job.force)
+    remove_stale_temps(run_dir)
+    if state == "done":
+        return "skipped (finished)"
+    train(cfg, run_dir, resume=state == "resume", force=state == "replace", progress=False)
+    return {"new": "trained", "replace": "replaced", "resume": "resumed"}[state]
+
+
+def run_train(job: Job) -> dict:
+    from ..engine.evaluate import evaluate
+
+    done = ensure_trained(job)
+    cfg = job.run_config()
+    r = evaluate(Path(job.run_dir), device=cfg.train.device)
+    return {"training": done, "token_accuracy": r.get("token_accuracy"), "perplexity": r.get("perplexity")}
+
+
+def run_irie(job: Job) -> dict:
+    from ..engine.permutation import permutation_report
+
+    out = run_train(job)
+    rep = permutation_report(Path(job.run_dir), device=job.run_config().train.device)
+    atomic_write_json(Path(job.run_dir) / "permutation.json", rep)
+    return {**out, "permutation_sensitive_share": sum(rep["sensitive"]) / max(1, len(rep["sensitive"]))}
+
+
+def run_stability(job: Job) -> dict:
+    from ..engine.checkpoint import list_checkpoints
+    from ..engine.stability import stability_values
+
+    src, out, o = Path(job.options["source"]), Path(job.run_dir), job.options
+    ckpts = list_checkpoints(src)
+    if not ckpts:
+        raise PosrnnError(f"{src} has no checkpoints; run its sweep first (posrnn sweep {Path(src).parent.name})")
+    meta = {"source": str(src), "checkpoints": [[s, p.stat().st_size, _digest(p)] for s, p in ckpts],
+            "triplets": o["triplets"], "chunk_size": o["chunk_size"], "seed": o["seed"],
+            "code": fingerprint("posrnn_cli.engine.stability")}
+    meta_path, npz = out / "stability_meta.json", out / "stability_values.npz"
+    remove_stale_temps(out)
+    if npz.is_file() and meta_path.is_file() and read_json(meta_path) == meta:
+        return {"stability": "skipped (up to date)"}
+    values = {f"{s}|{c}|{p}": v for s, c, p, v, _ in stability_values(
+        src, n_triplets=o["triplets"], chunk_size=o["chunk_size"], device=o.get("device", "cpu"), seed=o["seed"])}
+    atomic_write_text(out / "config.yaml", (src / "config.yaml").read_text())
+    write_npz(npz, values)
+    atomic_write_json(meta_path, meta)
+    return {"stability": f"{len(values)} arrays"}
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def run_extend(job: Job) -> dict:
+    from ..engine.evaluate import load_run
+    from ..engine.extend import extend_vocab, score_extension
+
+    out, cfg = Path(job.run_dir), job.run_config()
+    state = _state(out, cfg, job.force)
+    remove_stale_temps(out)
+    if state == "done":
+        new_cfg, _, model, *_ = load_run(out, device=cfg.train.device)
+        scores = score_extension(out, model, new_cfg, next(model.parameters()).device)
+        return {"training": "skipped (finished)", "token_accuracy": scores["new_ids"]["token_accuracy"]}
+    r = extend_vocab(Path(job.options["source"]), job.options["extra_vocab"], out, iterations=cfg.train.iterations,
+                     seed=cfg.train.seed, device=cfg.train.device, force=state == "replace", resume=state == "resume",
+                     progress=False)
+    return {"training": state, "token_accuracy": r["new_ids"]["token_accuracy"]}
+
+
+def run_lm_data(job: Job) -> dict:
+    """Paragraphs → tokenizer → encoded ids, redone only when the corpus or settings changed."""
+    from ..lm import data as lm_data
+    from ..lm.encode import encode
+    from ..lm.tokenizer import MODEL_NAME, train_tokenizer
+
+    out, o = Path(job.run_dir), job.options
+    data_dir = Path(o["data_dir"])
+    if not data_dir.is_dir():
+        raise PosrnnError(f"lm_data.data_dir {data_dir} does not exist; point it at WikiText-103's raw files "
+                          f"(wiki.{{train,valid,test}}.raw) or at data/wikitext-mini")
+    files = sorted(p for p in data_dir.rglob("*") if p.is_file())
+    meta = {"options": o, "corpus": {str(p.relative_to(data_dir)): _digest(p) for p in files}}
+    meta_path = out / "lm_data_meta.json"
+    if meta_path.is_file() and read_json(meta_path) == meta and (out / "encoded" / "meta.json").is_file():
+        return {"lm_data": "skipped (up to date)"}
+    text, tok, enc = out / "text", out / "tokenizer", out / "encoded"
+    lm_data.prepare(text, data_dir=data_dir)
+    train_tokenizer(text / "train.txt", tok / Path(MODEL_NAME).stem, vocab_size=int(o["vocab_size"]))
+    m = encode(text, tok, enc, max_tokens=int(o["max_tokens"]))
+    atomic_write_json(meta_path, meta)
+    return {"lm_data": f"{m['vocab_size']} pieces"}
+
+
+KINDS = {"train": run_train, "irie": run_irie, "stability": run_stability, "extend": run_extend,
+         "lm_data": run_lm_data, "lm": run_train}
+
+
+def execute(job: Job) -> dict:
+    """Run one job in this process (a worker, a SLURM task, or the caller)."""
+    if job.kind not in KINDS:
+        raise PosrnnError(f"unknown job kind {job.kind!r}")
+    with locked(Path(job.run_dir)):
+        return KINDS[job.kind](job)
+
+
+def job_from_dict(d: dict) -> Job:
+    return Job(**d)

@@ -1,0 +1,158 @@
+"""The local executor: a pool of worker processes sized to the machine.
+
+On a CPU, one single-threaded run per core; on GPUs, ``runs_per_gpu`` runs per GPU, each
+process pinned to its GPU with ``CUDA_VISIBLE_DEVICES``. Every job runs in a fresh process
+forked from a ``forkserver`` that has torch and posrnn already imported (so a job starts in
+milliseconds), with its output in ``runs/<profile>/.logs/<experiment>/<run>.log``. A job that
+fails, or whose process dies, is reported and the others go on. If the sweep itself is
+killed, its workers die with it (``PR_SET_PDEATHSIG``), so a new sweep never races an old
+worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Callable, Optional
+
+from .plan import Job
+
+PRELOAD = ["posrnn_cli.sweep.warm"]
+
+
+@dataclass
+class Outcome:
+    job: Job
+    status: str  # done | failed
+    seconds: float
+    result: dict = field(default_factory=dict)
+    error: str = ""
+    log: str = ""
+    slot: Optional[int] = None
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    """Visible CUDA devices (0 without torch's CUDA build or a GPU)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _die_with_parent() -> None:
+    """Linux: deliver SIGKILL to this process when its parent exits."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+def _work(job_dict: dict, env: dict, log_path: str, conn) -> None:
+    """A worker process: pin, redirect output to the log, run the job, report."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
+    os.environ.update(env)
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    from ..common.errors import PosrnnError
+
+    try:
+        from .jobs import execute, job_from_dict
+
+        job = job_from_dict(job_dict)
+        print(f"== {job.label} ({job.kind}) in {job.run_dir}, pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+        result = execute(job)
+        print(f"== done: {result}", flush=True)
+        conn.send(("done", result))
+    except PosrnnError as e:
+        print(f"error: {e}", flush=True)
+        conn.send(("failed", str(e)))
+    except BaseException as e:  # noqa: BLE001 - any failure is this job's, reported to the sweep
+        traceback.print_exc()
+        sys.stderr.flush()
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        conn.send(("failed", f"{type(e).__name__}: {first}"[:300]))
+    finally:
+        conn.close()
+
+
+def log_path(job: Job, logs: Path) -> Path:
+    return Path(logs) / job.experiment / f"{job.name}.log"
+
+
+def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per_gpu: int = 1,
+              on_event: Optional[Callable[[str, Job, Optional[Outcome]], None]] = None,
+              poll: Optional[Callable[[dict], None]] = None) -> list[Outcome]:
+    """Run ``jobs`` on ``workers`` processes (``gpus`` × ``runs_per_gpu`` slots when GPUs are
+    used); ``on_event(kind, job, outcome)`` is called at "start" and "end", ``poll(running)``
+    about twice a second with ``{job label: (job, start time)}``."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    n_slots = gpus * runs_per_gpu if gpus else workers
+    free = deque(range(n_slots))
+    pending = deque(jobs)
+    running: dict = {}  # sentinel → (process, conn, job, slot, t0)
+    outcomes: list[Outcome] = []
+    try:
+        while pending or running:
+            while pending and free:
+                job, slot = pending.popleft(), free.popleft()
+                env = {"CUDA_VISIBLE_DEVICES": str(slot // runs_per_gpu)} if gpus else {"OMP_NUM_THREADS": "1"}
+                here, there = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_work, args=(job.to_dict(), env, str(log_path(job, logs)), there), daemon=False)
+                p.start()
+                there.close()
+                running[p.sentinel] = (p, here, job, slot, time.perf_counter())
+                if on_event:
+                    on_event("start", job, None)
+            ready = wait(list(running), timeout=0.5)
+            for s in ready:
+                p, conn, job, slot, t0 = running.pop(s)
+                msg = None
+                try:
+                    if conn.poll():
+                        msg = conn.recv()
+                except (EOFError, OSError):
+                    msg = None
+                p.join()
+                conn.close()
+                free.append(slot)
+                secs = time.perf_counter() - t0
+                if msg is not None and msg[0] == "done":
+                    out = Outcome(job, "done", secs, result=msg[1], log=str(log_path(job, logs)), slot=slot)
+                elif msg is not None:
+                    out = Outcome(job, "failed", secs, error=msg[1], log=str(log_path(job, logs)), slot=slot)
+                else:
+                    out = Outcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})",
+                                  log=str(log_path(job, logs)), slot=slot)
+                outcomes.append(out)
+                if on_event:
+                    on_event("end", job, out)
+            if poll:
+                poll({v[2].label: (v[2], v[4]) for v in running.values()})
+    except BaseException:
+        for p, *_ in running.values():
+            p.kill()
+        for p, *_ in running.values():
+            p.join()
+        raise
+    return outcomes

@@ -1,0 +1,315 @@
+"""From a profile to jobs: every experiment of the papers as a grid of runs.
+
+An experiment's section in a profile names its grid and shared settings in short keys::
+
+    fig2:
+      cells: [{model: gru, vocab: 16}, {model: gru, vocab: 32}]   # one dict per cell
+      pe: [none, sinusoidal]
+      seeds: [111, 222, 333]
+      length: 8            # shared by every cell (short keys: see SHORT)
+      hidden: 64
+      iterations: 4000
+      set: {train.lr: 0.001}   # any other config key, dotted
+    forms:
+      like: fig2           # the settings of another experiment, so the two compare
+      cells: [{model: gru, vocab: 32}]
+      pe: [random, learnable]
+      seeds: [111]
+
+A job is one run directory: ``runs/<profile>/<experiment>/<cell>-<pe>-s<seed>`` (cells named
+from their values, e.g. ``gru-v32``). The base config of every run is the ``task`` /
+``model`` / ``train`` sections of the same params file; the profile's device, threads and
+``n_test`` apply to all runs. Nothing here imports torch: planning is instant and the jobs
+are plain data, sent to worker processes or SLURM tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..common.config import RunConfig, resolve_config, set_key
+from ..common.errors import PosrnnError
+from ..common.profiles import load_profile
+
+#: short key → config key (what experiment sections and cells may set)
+SHORT = {
+    "task": "task.name", "model": "model.name", "vocab": "task.vocab_size", "length": "task.length",
+    "min_length": "task.min_length", "rarity": "task.rarity", "delay": "task.delay", "dim": "task.dim",
+    "autoregressive": "task.autoregressive", "hidden": "model.hidden_size", "embed": "model.embed_size",
+    "layers": "model.layers", "heads": "model.heads", "pe_mode": "model.pe_mode", "iterations": "train.iterations",
+    "batch": "train.batch_size", "warmup": "train.warmup", "lr": "train.lr", "checkpoint_every": "train.checkpoint_every",
+}
+#: how a cell's values appear in its directory name
+ABBREV = {"vocab": "v", "length": "l", "min_length": "min", "hidden": "h", "layers": "layers", "delay": "t",
+          "rarity": "r", "iterations": "i", "batch": "b", "dim": "d", "heads": "heads", "embed": "e"}
+GRID_KEYS = {"cells", "pe", "seeds", "like", "set"}
+PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm"}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    kind: str  # train | irie | stability | extend | lm_data | lm
+    stage: str  # the DVC stage that runs it
+    about: str
+    source: Optional[str] = None  # the experiment whose runs it analyses or extends
+
+
+#: every experiment the pipeline knows, in the order the DVC stages run them
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    Experiment("fig2", "train", "train", "reverse ordering, accuracy vs vocabulary size (Fig. 2)"),
+    Experiment("dual", "train", "train", "dual-frequency vocabulary, Frequent/Rare grid (Fig. 3-4)"),
+    Experiment("forms", "train", "train", "PE forms: random and learnable beside fig2's sinusoidal"),
+    Experiment("double", "train", "train", "the double-vanilla control (embedding twice)"),
+    Experiment("length", "train", "train", "length sweep at V = 2"),
+    Experiment("varlen", "train", "train", "variable-length reverse with several PE forms"),
+    Experiment("sort", "train", "train", "sorting, vanilla vs PE"),
+    Experiment("copy", "train", "train", "copy memory, vanilla vs PE"),
+    Experiment("s4d", "train", "train", "S4D state-space model, vanilla vs PE"),
+    Experiment("irie", "irie", "train", "causal Transformers without PE: 1 vs 2 layers, permutations"),
+    Experiment("stability", "stability", "stability", "gradient stability of the dual runs' checkpoints (Fig. 5)", "dual"),
+    Experiment("extend", "extend", "extend", "vocabulary extension of fig2 runs", "fig2"),
+    Experiment("lm_data", "lm_data", "lm", "WikiText → paragraphs → SentencePiece → encoded ids"),
+    Experiment("lm", "lm", "lm", "LSTM language model ± PE (Table 1)", "lm_data"),
+)}
+
+
+@dataclass
+class Job:
+    """One unit of work: a run directory and what to do in it. Plain data (picklable, JSON)."""
+
+    experiment: str
+    name: str
+    kind: str
+    run_dir: str
+    config: Optional[dict] = None  # the resolved run config (train, irie, extend, lm)
+    options: dict = field(default_factory=dict)  # kind-specific (source run, triplets, …)
+    force: bool = False  # replace a run directory that holds a different config
+
+    @property
+    def label(self) -> str:
+        return f"{self.experiment}/{self.name}"
+
+    def run_config(self) -> RunConfig:
+        return RunConfig.from_dict(self.config, source=f"job {self.label}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def cell_name(cell: dict) -> str:
+    parts = []
+    for k, v in cell.items():
+        if k in ("model", "task"):
+            parts.append(str(v))
+        else:
+            parts.append(f"{ABBREV.get(k, k)}{v}")
+    return "-".join(parts) or "cell"
+
+
+def _section(prof: dict, exp: str, profile: str) -> dict:
+    sec = prof.get(exp)
+    if sec is None:
+        return {}
+    if not isinstance(sec, dict):
+        raise PosrnnError(f"profile {profile!r}: section {exp!r} must be a mapping")
+    return sec
+
+
+def _settings(prof: dict, exp: str, profile: str, seen: tuple = ()) -> dict:
+    """An experiment's shared settings, following ``like:`` (cells, pe, seeds are its own)."""
+    sec = _section(prof, exp, profile)
+    like = sec.get("like")
+    base: dict = {}
+    if like is not None:
+        if like in seen or like == exp:
+            raise PosrnnError(f"profile {profile!r}: `like:` loops through {' → '.join((*seen, exp, like))}")
+        if like not in prof:
+            raise PosrnnError(f"profile {profile!r}: {exp}.like names {like!r}, which the profile does not define")
+        base = _settings(prof, like, profile, (*seen, exp))
+    own = {k: v for k, v in sec.items() if k not in ("cells", "pe", "seeds", "like")}
+    sets = {**base.get("set", {}), **own.get("set", {})}
+    return {**base, **own, **({"set": sets} if sets else {})}
+
+
+def _apply(cfg: RunConfig, values: dict, where: str) -> None:
+    for k, v in values.items():
+        if k == "set":
+            if not isinstance(v, dict):
+                raise PosrnnError(f"{where}: `set` must map config keys to values, e.g. set: {{train.lr: 0.001}}")
+            for key, value in v.items():
+                set_key(cfg, key, value, source=where)
+        elif k in SHORT:
+            set_key(cfg, SHORT[k], v, source=where)
+        else:
+            raise PosrnnError(f"{where}: unknown key {k!r}; use one of {', '.join(sorted(SHORT))}, or set: {{section.key: value}}")
+
+
+def _grid(sec: dict, exp: str, profile: str) -> tuple[list[dict], list[str], list[int]]:
+    cells = sec.get("cells", [{}])
+    pes = sec.get("pe", [])
+    seeds = sec.get("seeds", [])
+    where = f"profile {profile!r}, {exp}"
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise PosrnnError(f"{where}: cells must be a list of mappings, e.g. cells: [{{model: gru, vocab: 16}}]")
+    if not isinstance(pes, list) or not isinstance(seeds, list):
+        raise PosrnnError(f"{where}: pe and seeds must be lists, e.g. pe: [none, sinusoidal], seeds: [111]")
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise PosrnnError(f"{where}: seeds must be integers, got {seeds}")
+    return cells, pes, seeds
+
+
+def _base(params: Path, prof: dict, profile: str) -> RunConfig:
+    cfg = resolve_config(params)
+    for key, short in (("device", "train.device"), ("threads", "train.threads"), ("n_test", "task.n_test")):
+        if prof.get(key) is not None:
+            set_key(cfg, short, prof[key], source=f"profile {profile!r}")
+    return cfg
+
+
+def _train_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+    sec = _section(prof, exp.name, profile)
+    cells, pes, seeds = _grid(sec, exp.name, profile)
+    settings = _settings(prof, exp.name, profile)
+    base = _base(params, prof, profile).to_dict()
+    jobs = []
+    for cell in cells:
+        for pe in pes:
+            for seed in seeds:
+                cfg = RunConfig.from_dict(base)
+                where = f"profile {profile!r}, {exp.name}"
+                _apply(cfg, settings, where)
+                _apply(cfg, cell, f"{where}, cell {cell}")
+                set_key(cfg, "model.pe", pe, source=where)
+                set_key(cfg, "train.seed", seed, source=where)
+                name = f"{cell_name(cell)}-{pe}-s{seed}"
+                jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(), {}, force))
+    return jobs
+
+
+def plan(params: Path, profile: str, experiments: list[str], runs_root: Optional[Path] = None,
+         force: bool = False) -> list[Job]:
+    """The jobs of ``experiments`` in ``profile``, checked (every config resolves) and named."""
+    params = Path(params)
+    prof = load_profile(params, profile)
+    runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
+    unknown = [k for k in prof if k not in PROFILE_KEYS and k not in EXPERIMENTS]
+    if unknown:
+        raise PosrnnError(f"profile {profile!r} has unknown section(s) {', '.join(unknown)}; experiments are: "
+                          f"{', '.join(EXPERIMENTS)}")
+    jobs: list[Job] = []
+    for name in experiments:
+        if name not in EXPERIMENTS:
+            raise PosrnnError(f"unknown experiment {name!r}; choose from: {', '.join(EXPERIMENTS)}")
+        exp = EXPERIMENTS[name]
+        if exp.kind in ("train", "irie"):
+            jobs += _train_jobs(params, prof, profile, exp, runs_root, force)
+        elif exp.kind == "stability":
+            jobs += _stability_jobs(params, prof, profile, exp, runs_root, force)
+        elif exp.kind == "extend":
+            jobs += _extend_jobs(params, prof, profile, exp, runs_root, force)
+        elif exp.kind == "lm_data":
+            jobs += _lm_data_jobs(prof, profile, exp, runs_root, force)
+        elif exp.kind == "lm":
+            jobs += _lm_jobs(params, prof, profile, exp, runs_root, force)
+    return jobs
+
+
+def _stability_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+    sec = _section(prof, exp.name, profile)
+    unknown = set(sec) - {"triplets", "chunk_size", "seed"}
+    if unknown:
+        raise PosrnnError(f"profile {profile!r}, stability: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"use triplets, chunk_size, seed")
+    opts = {"triplets": int(sec.get("triplets", 1024)), "chunk_size": int(sec.get("chunk_size", 64)),
+            "seed": int(sec.get("seed", 0)), "device": prof.get("device", "auto")}
+    if opts["triplets"] < 2 or opts["chunk_size"] < 1:
+        raise PosrnnError(f"profile {profile!r}, stability: triplets must be ≥ 2 and chunk_size ≥ 1")
+    sources = _train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
+    return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
+                {**opts, "source": s.run_dir}, force) for s in sources]
+
+
+def _extend_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+    sec = _section(prof, exp.name, profile)
+    cells, pes, seeds = _grid(sec, exp.name, profile)
+    unknown = set(sec) - {"cells", "pe", "seeds", "extra_vocab", "iterations"}
+    if unknown:
+        raise PosrnnError(f"profile {profile!r}, extend: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"use cells, pe, seeds, extra_vocab, iterations")
+    extra = sec.get("extra_vocab")
+    if not isinstance(extra, int) or extra < 1:
+        raise PosrnnError(f"profile {profile!r}, extend: extra_vocab must be a positive integer, got {extra!r}")
+    sources = {s.name: s for s in _train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)}
+    jobs = []
+    for cell in cells:
+        for pe in pes:
+            for seed in seeds:
+                name = f"{cell_name(cell)}-{pe}-s{seed}"
+                src = sources.get(name)
+                if src is None:
+                    raise PosrnnError(f"profile {profile!r}, extend: {name} has no {exp.source} run to extend; "
+                                      f"add that cell, pe and seed to {exp.source}")
+                cfg = RunConfig.from_dict(src.config)
+                V = cfg.task.vocab_size
+                options = {"task.vocab_size": V + extra, "model.frozen_vocab": V, "train.iterations": sec.get("iterations")}
+                new = resolve_config(base=cfg, options=options)
+                jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), new.to_dict(),
+                                {"source": src.run_dir, "extra_vocab": extra}, force))
+    return jobs
+
+
+LM_DATA_KEYS = {"data_dir", "vocab_size", "max_tokens"}
+
+
+def _lm_data_jobs(prof, profile, exp, runs_root, force) -> list[Job]:
+    sec = _section(prof, exp.name, profile)
+    if not sec:
+        return []
+    unknown = set(sec) - LM_DATA_KEYS
+    missing = LM_DATA_KEYS - set(sec)
+    if unknown or missing:
+        raise PosrnnError(f"profile {profile!r}, lm_data: needs exactly {', '.join(sorted(LM_DATA_KEYS))}"
+                          + (f"; unknown: {', '.join(sorted(unknown))}" if unknown else "")
+                          + (f"; missing: {', '.join(sorted(missing))}" if missing else ""))
+    return [Job(exp.name, "corpus", exp.kind, str(runs_root / exp.name), None, dict(sec), force)]
+
+
+def _lm_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+    sec = _section(prof, exp.name, profile)
+    data = _section(prof, "lm_data", profile)
+    if not sec:
+        return []
+    if not data:
+        raise PosrnnError(f"profile {profile!r}: lm needs an lm_data section (data_dir, vocab_size, max_tokens)")
+    _, pes, seeds = _grid(sec, exp.name, profile)
+    settings = {k: v for k, v in sec.items() if k not in ("pe", "seeds")}
+    base = _base(params, prof, profile).to_dict()
+    jobs = []
+    for pe in pes:
+        for seed in seeds:
+            cfg = RunConfig.from_dict(base)
+            where = f"profile {profile!r}, lm"
+            set_key(cfg, "task.name", "lm", where)
+            set_key(cfg, "task.data", str(runs_root / "lm_data" / "encoded"), where)
+            set_key(cfg, "task.vocab_size", data["vocab_size"], where)
+            set_key(cfg, "task.length", data["max_tokens"], where)
+            _apply(cfg, settings, where)
+            set_key(cfg, "model.pe", pe, where)
+            set_key(cfg, "train.seed", seed, where)
+            name = f"{cfg.model.name}-{pe}-s{seed}"
+            jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(), {}, force))
+    return jobs
+
+
+def experiments_of_stage(stage: str) -> list[str]:
+    return [e.name for e in EXPERIMENTS.values() if e.stage == stage]
+
+
+def summary(jobs: list[Job]) -> dict[str, Any]:
+    by: dict[str, int] = {}
+    for j in jobs:
+        by[j.experiment] = by.get(j.experiment, 0) + 1
+    return by
