@@ -7,6 +7,7 @@ the wrong type are refused with a message that names the key and the fix.
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import typing
@@ -175,6 +176,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise PosrnnError(f"{key} must be of type {name}, got {value!r}")
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict:
+    return typing.get_type_hints(cls)
+
+
 def set_key(cfg: RunConfig, key: str, value: Any, source: str = "--set") -> None:
     """Set the dotted ``key`` (e.g. ``model.hidden_size``) to ``value``, type-checked."""
     section, _, name = key.partition(".")
@@ -184,7 +190,7 @@ def set_key(cfg: RunConfig, key: str, value: Any, source: str = "--set") -> None
             f"{', '.join(SECTIONS)}"
         )
     sec = getattr(cfg, section)
-    hints = typing.get_type_hints(type(sec))
+    hints = _hints(type(sec))
     if name not in hints:
         raise PosrnnError(
             f"{source}: unknown key {key!r}; valid keys in {section!r}: {', '.join(hints)}"

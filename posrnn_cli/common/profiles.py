@@ -24,7 +24,6 @@ from typing import Any
 from .config import load_yaml
 from .errors import PosrnnError
 
-ACTIVE_LINE = re.compile(r"^profile:.*$", re.MULTILINE)
 
 
 def read_params(params: Path) -> dict:
@@ -69,24 +68,35 @@ def load_profile(params: Path, name: str) -> dict:
 
 
 def use_profile(params: Path, names: list[str]) -> str:
-    """Make ``names`` the active profile(s): rewrite the ``profile:`` line of ``params`` (the
-    rest of the file, comments included, is left as it is). Returns the new line."""
+    """Make ``names`` the active profile(s): rewrite the top-level ``profile:`` entry of
+    ``params`` (one line, or the block-style list DVC writes after ``dvc exp run -S``) and
+    nothing else. The new file is checked before it replaces the old one. Returns the line."""
+    import yaml
+
     params = Path(params)
     data = read_params(params)
     known = profiles_of(data, params)
     for n in names:
         if n not in known:
             raise PosrnnError(f"unknown profile {n!r}; choose one of: {', '.join(known)}")
-    text = params.read_text()
+    lines = params.read_text().splitlines(keepends=True)
+    starts = [i for i, ln in enumerate(lines) if re.match(r"^profile\s*:", ln)]
+    if len(starts) > 1:
+        raise PosrnnError(f"{params} has {len(starts)} top-level `profile:` entries; keep one")
     line = f"profile: [{', '.join(names)}]"
-    matches = ACTIVE_LINE.findall(text)
-    if len(matches) == 1:
-        new = ACTIVE_LINE.sub(line, text)
-    elif not matches:
-        new = text.rstrip("\n") + "\n" + line + "\n"
+    if starts:
+        i = j = starts[0]
+        j += 1
+        while j < len(lines) and lines[j].strip() and lines[j][0] in " \t-":  # the entry's own lines
+            j += 1
+        new = "".join(lines[:i]) + line + "\n" + "".join(lines[j:])
     else:
-        raise PosrnnError(f"{params} has {len(matches)} `profile:` lines; keep one")
-    if new != text:
+        new = "".join(lines).rstrip("\n") + "\n" + line + "\n"
+    check = yaml.safe_load(new)
+    if check.get("profile") != names or {k: v for k, v in check.items() if k != "profile"} != \
+            {k: v for k, v in data.items() if k != "profile"}:
+        raise PosrnnError(f"could not rewrite the `profile:` entry of {params} safely; set it by hand to {line}")
+    if new != "".join(lines):
         from .io import atomic_write_text
 
         atomic_write_text(params, new)

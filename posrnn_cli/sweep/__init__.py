@@ -94,7 +94,8 @@ def order(jobs: list[Job]) -> list[Job]:
 
 def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOptions,
               out: TextIO = sys.stdout, runs_root: Optional[Path] = None) -> list[Outcome]:
-    """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs."""
+    """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs. Everything
+    is checked before the first file is written."""
     prof = load_profile(params, profile)
     runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
     jobs = plan(params, profile, experiments, runs_root, force=opts.force)
@@ -103,13 +104,15 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
     if opts.dry_run:
         return [Outcome(j, status(j), 0.0) for j in jobs]
+    pool = _pool(prof, opts) if executor == "local" else None
+    if executor != "local":
+        from .slurm import check_available
+
+        check_available("slurm" if executor == "slurm" else "local")
     for name in experiments:  # the manifests first: they say which runs make the tables
-        exp_jobs = [j for j in jobs if j.experiment == name]
+        (runs_root / name).mkdir(parents=True, exist_ok=True)  # every experiment's directory, even an empty grid's
         if EXPERIMENTS[name].kind != "lm_data":
-            write_manifest(runs_root / name, exp_jobs)
-    if not jobs:
-        return []
-    device = str(prof.get("device", "auto"))
+            write_manifest(runs_root / name, [j for j in jobs if j.experiment == name])
     outcomes: list[Outcome] = []
     for wave in waves(experiments):  # an experiment runs after the one it reads (lm after lm_data)
         wave_jobs = [j for j in jobs if j.experiment in wave]
@@ -118,7 +121,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         if any(o.status == "failed" and o.job.experiment in sources(wave) for o in outcomes):
             break  # what this wave reads failed: its errors are reported, do not pile more on
         if executor == "local":
-            outcomes += _local(wave_jobs, prof, opts, device, runs_root, out)
+            outcomes += _local(wave_jobs, pool, runs_root, out)
         else:
             outcomes += _slurm(wave_jobs, prof, opts, executor, runs_root, out)
     failed = [o for o in outcomes if o.status == "failed"]
@@ -130,35 +133,49 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     return outcomes
 
 
-def _local(jobs: list[Job], prof: dict, opts: SweepOptions, device: str, runs_root: Path, out: TextIO) -> list[Outcome]:
-    from .local import gpu_count, run_local
-    from .progress import Progress
+@dataclass
+class Pool:
+    workers: int
+    gpus: int
+    runs_per_gpu: int
+    threads: int  # per run, when the profile leaves it open
 
+
+def _pool(prof: dict, opts: SweepOptions) -> Pool:
+    """The local pool's size: one process per core on a CPU, k per GPU on GPUs."""
+    from .local import gpu_count
+
+    device = str(prof.get("device", "auto"))
     ex = prof.get("executor") or {}
-    gpus = 0
-    if device.startswith("cuda") or device == "auto":
-        gpus = gpu_count()
-        if device.startswith("cuda") and gpus == 0:
-            raise PosrnnError(f"profile needs a GPU (device: {device}) and none is visible here; use a CPU profile "
-                              f"(posrnn profile use lite) or --executor slurm")
-    workers = opts.workers or ex.get("workers")
+    gpus = gpu_count() if (device.startswith("cuda") or device == "auto") else 0
+    if device.startswith("cuda") and gpus == 0:
+        raise PosrnnError(f"this profile runs on a GPU (device: {device}) and none is visible here; use a CPU profile "
+                          f"(posrnn profile use lite) or --executor slurm")
+    workers = opts.workers if opts.workers is not None else ex.get("workers")
     if workers in (None, "auto"):
         workers = cpu_count()
-    if not isinstance(workers, int) or workers < 1:
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise PosrnnError(f"--workers must be a positive number, got {workers!r}")
-    per_gpu = opts.runs_per_gpu or ex.get("runs_per_gpu") or 1
-    if not isinstance(per_gpu, int) or per_gpu < 1:
+    per_gpu = opts.runs_per_gpu if opts.runs_per_gpu is not None else ex.get("runs_per_gpu", 1)
+    if not isinstance(per_gpu, int) or isinstance(per_gpu, bool) or per_gpu < 1:
         raise PosrnnError(f"--runs-per-gpu must be a positive number, got {per_gpu!r}")
-    if not gpus:
+    return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers))
+
+
+def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[Outcome]:
+    from .local import run_local
+    from .progress import Progress
+
+    if not pool.gpus:
         for j in jobs:  # one single-threaded run per core unless the profile says otherwise
             if j.config and j.config["train"]["threads"] is None:
-                j.config["train"]["threads"] = max(1, cpu_count() // workers)
-    slots = gpus * per_gpu if gpus else workers
-    progress = Progress(order(jobs), slots, f"{'GPU' if gpus else 'CPU'} × {slots}", out)
+                j.config["train"]["threads"] = pool.threads
+    slots = pool.gpus * pool.runs_per_gpu if pool.gpus else pool.workers
+    where = f"{pool.gpus} GPU(s) × {pool.runs_per_gpu} runs" if pool.gpus else f"CPU × {slots}"
+    progress = Progress(order(jobs), slots, where, out)
     with progress:
-        outcomes = run_local(order(jobs), workers, runs_root / ".logs", gpus=gpus, runs_per_gpu=per_gpu,
-                             on_event=progress.event, poll=progress.poll)
-    return outcomes
+        return run_local(order(jobs), pool.workers, runs_root / ".logs", gpus=pool.gpus, runs_per_gpu=pool.runs_per_gpu,
+                         on_event=progress.event, poll=progress.poll)
 
 
 def _slurm(jobs: list[Job], prof: dict, opts: SweepOptions, executor: str, runs_root: Path, out: TextIO) -> list[Outcome]:

@@ -52,17 +52,22 @@ class SweepTask(submitit.helpers.Checkpointable if submitit is not None else obj
         return execute(job_from_dict(job_dict))
 
 
-def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slurm", wait: bool = True,
-              on_submit: Optional[Callable[[list], None]] = None,
-              on_poll: Optional[Callable[[list, list], None]] = None, poll_s: float = 5.0) -> list[Outcome]:
-    """Submit ``jobs`` as one array; wait for the tasks (unless ``wait`` is False) and return
-    their outcomes. ``on_poll(jobs, states)`` sees every task's state at each poll."""
-    submitit = _submitit()
+def check_available(cluster: str) -> None:
+    """One-line errors before anything is written: no submitit, or no sbatch for SLURM."""
+    _submitit()
     if cluster == "slurm":
         import shutil
 
         if shutil.which("sbatch") is None:
             raise PosrnnError("--executor slurm: no `sbatch` on PATH (not on a SLURM cluster?); use --executor local here")
+
+
+def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slurm", wait: bool = True,
+              on_submit: Optional[Callable[[list], None]] = None,
+              on_poll: Optional[Callable[[list, list], None]] = None, poll_s: float = 5.0) -> list[Outcome]:
+    """Submit ``jobs`` as one array; wait for the tasks (unless ``wait`` is False) and return
+    their outcomes. ``on_poll(jobs, states)`` sees every task's state at each poll."""
+    check_available(cluster)
     keys = SLURM_KEYS if cluster == "slurm" else LOCAL_KEYS
     unknown = set(settings) - set(SLURM_KEYS)
     if unknown:

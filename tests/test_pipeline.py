@@ -1,0 +1,191 @@
+"""The DVC pipeline: aggregation with pooled-seed CIs from files only, the profiles in
+params.yaml, and the micro profile end to end in a scratch git repository — `dvc repro`, a
+second `dvc repro` that does nothing, a readable `dvc dag` and `dvc metrics show`, an
+experiment with `dvc exp run -S`, and a switch to another profile and back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from posrnn_cli.analysis.aggregate import aggregate, table_eval
+from posrnn_cli.analysis.plots import draw_all
+from posrnn_cli.common.config import RunConfig, dump_yaml
+from posrnn_cli.common.io import read_csv, write_npz
+from posrnn_cli.common.profiles import active_profiles, load_profile
+from posrnn_cli.common.stats import bootstrap_ci
+
+ROOT = Path(__file__).resolve().parents[1]
+# the stages call `posrnn`: this interpreter's bin/ first on PATH, so a bare `pytest` works too
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1",
+       "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+DVC = shutil.which("dvc") or str(Path(sys.executable).with_name("dvc"))
+
+
+def params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def test_lite_is_the_active_profile_and_paper_is_spec():
+    assert active_profiles(ROOT / "params.yaml") == ["lite"]
+    paper = params()["profiles"]["paper"]
+    for sweep in ("fig2", "dual"):
+        s = paper[sweep]
+        assert (s["length"], s["hidden"], s["iterations"], s["batch"], s["warmup"]) == (64, 512, 300_000, 512, 1000)
+        assert s["seeds"] == [111, 222, 333, 444, 555]
+    assert paper["dual"]["rarity"] == 0.125 and paper["dual"]["checkpoint_every"] == 5000
+    assert paper["stability"]["triplets"] == 1024 and paper["lm_data"]["vocab_size"] == 32768
+    gru = sorted(c["vocab"] for c in paper["fig2"]["cells"] if c["model"] == "gru")
+    assert gru[0] == 32 and gru[-1] == 256
+
+
+def test_every_profile_plans_every_experiment():
+    """Each profile's grids resolve to valid configs (a typo fails here, not hours into a run)."""
+    from posrnn_cli.sweep.plan import EXPERIMENTS, plan
+    from posrnn_cli.tasks import build_task
+
+    for name in params()["profiles"]:
+        jobs = plan(ROOT / "params.yaml", name, list(EXPERIMENTS))
+        assert jobs and len({j.run_dir for j in jobs}) == len(jobs), name
+        for j in jobs:
+            if j.config and j.kind != "lm":
+                build_task(j.run_config().task)
+
+
+def fake_run(root: Path, seed: int, pe: str, token: np.ndarray) -> Path:
+    cfg = RunConfig()
+    cfg.task.vocab_size, cfg.task.length, cfg.model.pe, cfg.train.seed = 16, 8, pe, seed
+    run = root / f"lstm-v16-{pe}-s{seed}"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(dump_yaml(cfg))
+    write_npz(run / "eval_sequences.npz", {"token_accuracy": token, "sequence_accuracy": (token == 1).astype(float),
+                                           "damerau_levenshtein": 1 - token})
+    return run
+
+
+def test_aggregate_pools_the_seeds_of_a_cell(tmp_path):
+    rng = np.random.default_rng(0)
+    a, b, c = rng.random(50), rng.random(70), rng.random(60)
+    runs = [fake_run(tmp_path / "fig2", 1, "none", a), fake_run(tmp_path / "fig2", 2, "none", b),
+            fake_run(tmp_path / "fig2", 1, "sinusoidal", c)]
+    rows = {r["pe"]: r for r in table_eval(runs, n_resamples=2000)}
+    pooled = np.concatenate([a, b])
+    assert rows["none"]["n_seeds"] == 2 and rows["none"]["n_sequences"] == 120 and rows["none"]["seeds"] == "1 2"
+    assert rows["none"]["token_accuracy"] == pytest.approx(pooled.mean())
+    lo, hi = bootstrap_ci(pooled, n_resamples=2000)
+    assert (rows["none"]["token_accuracy_ci_low"], rows["none"]["token_accuracy_ci_high"]) == pytest.approx((lo, hi))
+    assert rows["sinusoidal"]["n_seeds"] == 1 and rows["sinusoidal"]["token_accuracy"] == pytest.approx(c.mean())
+
+    tables = aggregate(tmp_path, tmp_path / "results" / "tables", n_resamples=500)
+    assert set(tables) == {"fig2"}
+    back = read_csv(tmp_path / "results" / "tables" / "fig2.csv")
+    assert {r["pe"] for r in back} == {"none", "sinusoidal"}
+    metrics = json.loads((tmp_path / "results" / "metrics" / "fig2.json").read_text())
+    assert metrics["none"] == pytest.approx(pooled.mean(), abs=1e-4) and metrics["sinusoidal"] == pytest.approx(c.mean(), abs=1e-4)
+    drawn = draw_all(tmp_path / "results" / "tables", tmp_path / "figs")
+    assert [p.name for p in drawn] == ["fig2_vocab.png"] and drawn[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_aggregate_reads_only_the_cells_of_the_current_grid(tmp_path):
+    """Runs of an older grid left on disk are not pooled: the sweep's manifest names the cells."""
+    rng = np.random.default_rng(1)
+    fake_run(tmp_path / "fig2", 1, "none", rng.random(20))
+    fake_run(tmp_path / "fig2", 2, "none", rng.random(20))
+    (tmp_path / "fig2" / "sweep.json").write_text(json.dumps({"cells": [{"name": "lstm-v16-none-s1"}]}))
+    (row,) = aggregate(tmp_path, tmp_path / "t", n_resamples=100)["fig2"]
+    assert row["seeds"] == "1"
+
+
+def dvc(repo: Path, *args: str, timeout: int = 900) -> str:
+    r = subprocess.run([DVC, *args], cwd=repo, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"dvc {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+def posrnn(repo: Path, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "posrnn_cli", *args], cwd=repo, env=ENV, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
+def test_micro_profile_end_to_end_with_dvc(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, repo)
+    shutil.copytree(ROOT / "posrnn_cli", repo / "posrnn_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "data" / "wikitext-mini", repo / "data" / "wikitext-mini")
+    (repo / ".gitignore").write_text("/runs/\n__pycache__/\n")
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "test")
+    dvc(repo, "init", "-q")
+    dvc(repo, "config", "core.analytics", "false")
+    # a second small profile to switch to: micro with other seeds, and no LM
+    data = yaml.safe_load((repo / "params.yaml").read_text())
+    assert "nano" not in data["profiles"]
+    text = (repo / "params.yaml").read_text().rstrip("\n") + "\n  nano:\n" + "\n".join(
+        "    " + line for line in yaml.safe_dump({**data["profiles"]["micro"], "lm_data": {}, "lm": {},
+                                                   "fig2": {**data["profiles"]["micro"]["fig2"], "seeds": [7]},
+                                                   "extend": {**data["profiles"]["micro"]["extend"], "seeds": [7]}},
+                                                  sort_keys=False).splitlines()) + "\n"
+    (repo / "params.yaml").write_text(text)
+    posrnn(repo, "profile", "use", "micro")
+    git("add", "-A")
+    git("commit", "-qm", "micro pipeline")
+
+    out = dvc(repo, "repro")
+    stages = [ln.split("'")[1] for ln in out.splitlines() if ln.startswith("Running stage")]
+    assert stages == ["train@micro", "stability@micro", "extend@micro", "lm@micro", "aggregate@micro", "plot@micro",
+                      "scorecard@micro"]
+    figs = sorted(p.name for p in (repo / "figures" / "micro").glob("*.png"))
+    assert figs == sorted(["fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png", "double_vanilla.png",
+                           "length_v2.png", "extend_vocab.png"])
+    assert "perplexity" in (repo / "figures" / "micro" / "lm_table.md").read_text()
+    card = json.loads((repo / "results" / "micro" / "scorecard" / "scorecard.json").read_text())
+    assert len(card["rows"]) >= 20 and sum(card["summary"].values()) == len(card["rows"])
+    again = dvc(repo, "repro")
+    assert "Running stage" not in again and "up to date" in again
+
+    dag = dvc(repo, "dag")
+    assert max(len(line.rstrip()) for line in dag.splitlines()) <= 100, dag
+    metrics = json.loads(dvc(repo, "metrics", "show", "--json"))
+    files = next(iter(metrics.values()))["data"]
+    assert sorted(Path(f).stem for f in files) == sorted(["copy", "double", "dual", "extend", "fig2", "forms", "irie", "length",
+                                                          "lm", "s4d", "sort", "stability", "varlen"])
+    shown = dvc(repo, "metrics", "show")
+    assert len(shown.splitlines()) == 14 and max(len(ln) for ln in shown.splitlines()) < 200
+    dvc(repo, "plots", "show", "-o", str(tmp_path / "plots"))
+    assert (tmp_path / "plots" / "index.html").is_file()
+
+    # one value changed as an experiment: params.yaml stays valid, only that profile's value moves
+    git("add", "-A")
+    git("commit", "-qm", "micro results")
+    dvc(repo, "exp", "run", "-S", "profiles.micro.fig2.iterations=24")
+    after = yaml.safe_load((repo / "params.yaml").read_text())
+    assert after["profiles"]["micro"]["fig2"]["iterations"] == 24 and after["profiles"]["nano"]["fig2"]["iterations"] == 20
+    assert load_profile(repo / "params.yaml", "micro")["fig2"]["iterations"] == 24
+    cfg = yaml.safe_load((repo / "runs" / "micro" / "fig2" / "gru-v4-none-s1" / "config.yaml").read_text())
+    assert cfg["train"]["iterations"] == 24
+    shown = json.loads(dvc(repo, "exp", "show", "--json"))
+    assert any(e for c in shown for e in (c.get("experiments") or []))
+
+    # switch profiles and back: the other profile runs into its own directories; micro is untouched
+    posrnn(repo, "profile", "use", "nano")
+    out = dvc(repo, "repro")
+    assert "Running stage 'train@nano'" in out and "@micro" not in out
+    assert (repo / "runs" / "nano" / "fig2" / "gru-v4-none-s7").is_dir()
+    posrnn(repo, "profile", "use", "micro")
+    assert "up to date" in dvc(repo, "status")
+    again = dvc(repo, "repro")
+    assert "Running stage" not in again

@@ -1,0 +1,265 @@
+"""posrnn sweep: planning a profile's grids, the local worker pool, submitit's local executor
+(the SLURM code path), a real one-node SLURM, kill -9 and a re-run, a failing cell, and the
+profile switch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from posrnn_cli.cli import app
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.io import read_npz
+from posrnn_cli.common.profiles import active_profiles, use_profile
+from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
+from posrnn_cli.sweep.plan import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+POSRNN = [sys.executable, "-c", "from posrnn_cli.cli import run; run()"]
+TINY = {"cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6}], "pe": ["none", "sinusoidal"],
+        "seeds": [1], "length": 4, "hidden": 8, "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
+
+
+def scratch(tmp_path: Path, **sections) -> Path:
+    """A params.yaml holding the repository's base config and a profile ``t`` with ``sections``."""
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    profile = {"device": "cpu", "threads": 1, "n_test": 32, "executor": {"kind": "local", "workers": 2}, **sections}
+    data = {k: base[k] for k in ("task", "model", "train")} | {"profile": ["t"], "profiles": {"t": profile}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return tmp_path / "params.yaml"
+
+
+def results(root: Path) -> dict:
+    """Every run's final weights and per-sequence scores under ``root``."""
+    out = {}
+    for run in sorted(p.parent for p in root.glob("*/*/config.yaml")):
+        ckpts = sorted((run / "checkpoints").glob("step_*.pt"))
+        out[run.relative_to(root).as_posix()] = (torch.load(ckpts[-1], weights_only=True)["model"],
+                                                 read_npz(run / "eval_sequences.npz"))
+    return out
+
+
+def same(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        (wa, ea), (wb, eb) = a[k], b[k]
+        if wa.keys() != wb.keys() or not all(torch.equal(wa[n], wb[n]) for n in wa):
+            return False
+        if ea.keys() != eb.keys() or not all(np.array_equal(ea[n], eb[n]) for n in ea):
+            return False
+    return True
+
+
+# ---- planning ---------------------------------------------------------------------------------
+def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
+    params = scratch(tmp_path, fig2=TINY, forms={"like": "fig2", "cells": [{"model": "gru", "vocab": 6}],
+                                                  "pe": ["random"], "seeds": [1, 2]})
+    jobs = plan(params, "t", ["fig2", "forms"], runs_root=tmp_path / "runs")
+    assert [j.name for j in jobs] == ["gru-v4-none-s1", "gru-v4-sinusoidal-s1", "gru-v6-none-s1", "gru-v6-sinusoidal-s1",
+                                      "gru-v6-random-s1", "gru-v6-random-s2"]
+    cfg = jobs[-1].run_config()
+    assert (cfg.task.vocab_size, cfg.task.length, cfg.model.hidden_size, cfg.train.iterations, cfg.model.pe,
+            cfg.train.seed, cfg.task.n_test, cfg.train.device) == (6, 4, 8, 40, "random", 2, 32, "cpu")
+    assert jobs[-1].run_dir == str(tmp_path / "runs" / "forms" / "gru-v6-random-s2")
+    assert all(status(j) == "new" for j in jobs)
+
+
+@pytest.mark.parametrize("sections, exps, words", [
+    ({"fig2": {**TINY, "hiden": 8}}, ["fig2"], "unknown key 'hiden'"),
+    ({"fig2": TINY}, ["fig3"], "unknown experiment 'fig3'"),
+    ({"fig2": {**TINY, "like": "fig2"}}, ["fig2"], "loops"),
+    ({"fig2": TINY, "extend": {"cells": [{"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1], "extra_vocab": 4}},
+     ["extend"], "has no fig2 run to extend"),
+    ({"fig2": {**TINY, "seeds": ["one"]}}, ["fig2"], "seeds must be integers"),
+    ({"fig2": {**TINY, "set": {"train.lr": "fast"}}}, ["fig2"], "train.lr must be of type float"),
+    ({"fig3": TINY}, ["fig2"], "unknown section(s) fig3"),
+])
+def test_plan_refuses_bad_profiles_with_one_line(tmp_path, sections, exps, words):
+    with pytest.raises(PosrnnError, match=None) as e:
+        plan(scratch(tmp_path, **sections), "t", exps)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_waves_run_an_experiment_after_its_source():
+    assert waves(["lm", "lm_data", "fig2", "extend"]) == [["lm_data", "fig2"], ["lm", "extend"]]
+    assert waves(["extend"]) == [["extend"]]  # its source is not part of this sweep: already on disk
+
+
+# ---- the local executor ---------------------------------------------------------------------
+def test_local_sweep_with_two_workers_then_nothing_to_do(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = scratch(tmp_path, fig2=TINY)
+    out = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2))
+    assert sorted(o.status for o in out) == ["done"] * 4
+    assert {o.slot for o in out} == {0, 1}  # both workers were used
+    assert all(o.result["training"] == "trained" for o in out)
+    manifest = yaml.safe_load((tmp_path / "runs" / "t" / "fig2" / "sweep.json").read_text())
+    assert [c["name"] for c in manifest["cells"]] == [j.name for j in plan(params, "t", ["fig2"])]
+    first = results(tmp_path / "runs" / "t")
+    again = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2))
+    assert all(o.result["training"] == "skipped (finished)" for o in again)
+    assert same(first, results(tmp_path / "runs" / "t"))
+    # a larger grid trains only the new cells
+    more = {**TINY, "seeds": [1, 2]}
+    third = run_sweep(scratch(tmp_path, fig2=more), "t", ["fig2"], SweepOptions(workers=2))
+    assert sorted(o.result["training"] for o in third) == ["skipped (finished)"] * 4 + ["trained"] * 4
+
+
+def test_a_different_config_is_refused_unless_forced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_sweep(scratch(tmp_path, fig2=TINY), "t", ["fig2"], SweepOptions(workers=2))
+    before = results(tmp_path / "runs" / "t")
+    params = scratch(tmp_path, fig2={**TINY, "hidden": 12})
+    assert all(status(j) == "different" for j in plan(params, "t", ["fig2"]))
+    with pytest.raises(PosrnnError, match="4 of 4 runs failed"):
+        run_sweep(params, "t", ["fig2"], SweepOptions(workers=2))
+    assert same(before, results(tmp_path / "runs" / "t"))  # nothing was touched
+    out = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2, force=True))
+    assert all(o.result["training"] == "replaced" for o in out)
+    cfg = yaml.safe_load((tmp_path / "runs" / "t" / "fig2" / "gru-v4-none-s1" / "config.yaml").read_text())
+    assert cfg["model"]["hidden_size"] == 12
+
+
+def test_a_failing_cell_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    bad = {**TINY, "cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 2, "length": 3}]}  # 2^3 < 2·32
+    with pytest.raises(PosrnnError, match="2 of 4 runs failed") as e:
+        run_sweep(scratch(tmp_path, fig2=bad), "t", ["fig2"], SweepOptions(workers=2))
+    assert "\n" not in str(e.value)
+    err = capsys.readouterr().err
+    for name in ("gru-v2-l3-none-s1", "gru-v2-l3-sinusoidal-s1"):
+        log = tmp_path / "runs" / "t" / ".logs" / "fig2" / f"{name}.log"
+        assert f"failed: fig2/{name}: task 'reverse' with vocab_size=2, length=3 has only 8 distinct" in err
+        assert str(Path("runs") / "t" / ".logs" / "fig2" / f"{name}.log") in err and "too few" in log.read_text()
+    assert all((tmp_path / "runs" / "t" / "fig2" / f"gru-v4-{pe}-s1" / "eval.json").is_file() for pe in ("none", "sinusoidal"))
+
+
+def test_sweep_killed_at_any_moment_then_rerun_gives_the_same_runs(tmp_path):
+    """kill -9 of `posrnn sweep` (and so of its workers) at moments through the sweep; a
+    re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
+    and no partial file is left where a loader would read it."""
+    grid = {**TINY, "iterations": 300, "checkpoint_every": 25}
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    run_sweep(scratch(ref_dir, fig2=grid), "t", ["fig2"], SweepOptions(workers=2), runs_root=ref_dir / "runs" / "t")
+    reference = results(ref_dir / "runs" / "t")
+    work = tmp_path / "work"
+    work.mkdir()
+    scratch(work, fig2=grid)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    kills = 0
+    for delay in (0.8, 1.6, 2.4, 3.2, 4.0, 4.8):
+        p = subprocess.Popen([*POSRNN, "sweep", "fig2", "--profile", "t"], cwd=work, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+        time.sleep(delay)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            kills += 1
+        p.wait()
+        time.sleep(0.3)  # the workers die with the sweep (PR_SET_PDEATHSIG)
+        loose = [f for f in (work / "runs").rglob("*") if f.is_file() and f.name.endswith(".pt") and
+                 not f.name.startswith("step_")]
+        assert not loose
+    assert kills >= 2
+    r = subprocess.run([*POSRNN, "sweep", "fig2", "--profile", "t"], cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert same(reference, results(work / "runs" / "t"))
+
+
+# ---- submitit: its local executor, and a real one-node SLURM -----------------------------------
+submitit = pytest.importorskip("submitit")
+
+
+def test_submitit_local_executor_gives_the_same_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = scratch(tmp_path, fig2={**TINY, "cells": [{"model": "gru", "vocab": 4}]},
+                     slurm={"timeout_min": 5, "cpus_per_task": 1})
+    local = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), runs_root=tmp_path / "a")
+    sub = run_sweep(params, "t", ["fig2"], SweepOptions(executor="submitit-local"), runs_root=tmp_path / "b")
+    assert [o.status for o in sub] == ["done", "done"] and [o.status for o in local] == ["done", "done"]
+    assert same(results(tmp_path / "a"), results(tmp_path / "b"))
+    assert any((tmp_path / "b" / ".submitit").rglob("*_log.out"))
+
+
+def test_slurm_missing_submitit_or_sbatch_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scratch(tmp_path, fig2=TINY)
+    import posrnn_cli.sweep.slurm as slurm
+
+    monkeypatch.setattr(slurm, "submitit", None)
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--executor", "slurm"])
+    assert r.exit_code == 1 and r.output.startswith("error: --executor slurm needs submitit") and r.output.count("\n") == 1
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--executor", "slurm"])
+    assert r.exit_code == 1 and "no `sbatch` on PATH" in r.output
+    assert not (tmp_path / "runs" / "t" / "fig2" / "gru-v4-none-s1").exists()
+
+
+sys.path.insert(0, str(Path(__file__).parent))
+from slurm_cluster import slurm_cluster  # noqa: E402,F401 - the fixture
+
+
+def test_sweep_through_a_real_slurm_array(slurm_cluster, tmp_path, monkeypatch):
+    """`posrnn sweep --executor slurm` on a one-node SLURM started for the test: a 2-task array,
+    the same runs as the local executor."""
+    monkeypatch.chdir(tmp_path)
+    for k, v in slurm_cluster.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    params = scratch(tmp_path, fig2={**TINY, "cells": [{"model": "gru", "vocab": 4}]},
+                     slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1})
+    r = subprocess.run([*POSRNN, "sweep", "fig2", "--executor", "slurm"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "submitted 2 task(s) as job array" in r.stdout and "COMPLETED: 2" in r.stdout
+    run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), runs_root=tmp_path / "local")
+    assert same(results(tmp_path / "runs" / "t"), results(tmp_path / "local"))
+
+
+# ---- profiles and bad input ----------------------------------------------------------------------
+def test_profile_use_rewrites_one_line(tmp_path):
+    text = (ROOT / "params.yaml").read_text()
+    p = tmp_path / "params.yaml"
+    p.write_text(text)
+    assert active_profiles(p) == ["lite"]
+    use_profile(p, ["micro"])
+    new = p.read_text()
+    assert active_profiles(p) == ["micro"]
+    assert [a for a, b in zip(text.splitlines(), new.splitlines()) if a != b] == ["profile: [lite]"]
+    with pytest.raises(PosrnnError, match="unknown profile 'huge'; choose one of: lite, paper, micro"):
+        use_profile(p, ["huge"])
+    assert active_profiles(p) == ["micro"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["sweep", "fig3"], "unknown experiment 'fig3'"),
+    (["sweep", "fig2", "--profile", "huge"], "unknown profile 'huge'"),
+    (["sweep", "fig2", "--executor", "cloud"], "unknown executor 'cloud'"),
+    (["sweep", "--stage", "plots"], "unknown stage 'plots'"),
+    (["sweep", "fig2", "--profile", "paper"], "runs on a GPU"),
+    (["sweep", "fig2", "--workers", "0"], "--workers must be a positive number"),
+    (["profile", "use", "huge"], "unknown profile 'huge'"),
+])
+def test_sweep_bad_input_is_one_line_and_touches_nothing(tmp_path, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    import posrnn_cli.sweep.local as local
+
+    monkeypatch.setattr(local, "gpu_count", lambda: 0)
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 1 and r.output.startswith("error: ") and words in r.output, r.output
+    assert r.output.count("\n") == 1
+    assert not (tmp_path / "runs").exists() and (tmp_path / "params.yaml").read_text() == (ROOT / "params.yaml").read_text()
