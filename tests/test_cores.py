@@ -1,89 +1,43 @@
-"""S4D and the causal Transformer: kernel = recurrence, causality, Irie's permutation property."""
+"""The core registry: every core builds from its entry, is causal, and has a recurrent view
+exactly when its entry says so; Irie's property through the whole model, on random and on
+trained weights. (Each core's own maths: test_s4d.py, test_transformer.py, test_stability.py.)"""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
 
+from posrnn_cli.common import catalog
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.models import build_model
-from posrnn_cli.models.s4d import S4DCore
+from posrnn_cli.engine.permutation import permutation_report
+from posrnn_cli.engine.train import train
+from posrnn_cli.models import CORES, build_model
 from posrnn_cli.tasks import build_task
-from posrnn_cli.models.transformer import CausalTransformerCore
+
+SMALL = {"model.hidden_size": 8, "model.heads": 2, "model.layers": 2, "model.state_size": 4}
 
 
-def s4d(seed=0, D=3, H=4, N=6):
-    torch.manual_seed(seed)
-    return S4DCore(D, H, N).double()
-
-
-def test_s4d_recurrent_view_equals_the_fft_convolution():
-    core = s4d()
-    x = torch.randn(2, 9, 3, dtype=torch.float64)
-    y = core(x)  # (B T H)
-    for T in (2, 5, 9):
-        z1 = core.initial_state(x[:, 0])
-        assert z1.shape == (2, 4 * 6)  # complex state (H × N/2) read as real, twice the size
-        assert torch.allclose(core.output_from_state(z1, x[:, 1:T]), y[:, T - 1], atol=1e-9)
-
-
-def test_s4d_kernel_matches_the_recurrence_impulse_response():
-    core = s4d(1)
-    dtA, C = core._discrete()
-    T = 7
-    s = torch.ones_like(dtA)  # s_1 = u_1 = 1, then zero input
-    K = []
-    for _ in range(T):
-        K.append(2 * (C * s).sum(-1).real)
-        s = torch.exp(dtA) * s
-    assert torch.allclose(core.kernel(T), torch.stack(K, -1), atol=1e-12)
-
-
-def test_s4d_initialisation():
-    core = S4DCore(3, 8, 64)
-    assert core.A_imag.shape == (8, 32) and torch.allclose(core.A_imag[0], torch.pi * torch.arange(32).float())
-    assert torch.allclose(-torch.exp(core.log_A_real), torch.full((8, 32), -0.5))
-    dt = torch.exp(core.log_dt)
-    assert (dt >= 1e-3).all() and (dt <= 1e-1).all()
-    assert core.log_dt._optim == {"weight_decay": 0.0}
-
-
-@pytest.mark.parametrize("make", [lambda: s4d(), lambda: CausalTransformerCore(3, 4, layers=2, heads=2).double()])
-def test_cores_are_causal_and_shaped(make):
-    core = make().eval()
+@pytest.mark.parametrize("name", list(CORES))
+def test_every_core_builds_is_causal_and_declares_its_recurrent_view(name):
+    torch.manual_seed(0)
+    cfg = resolve_config(options={"model.name": name, **SMALL})
+    core = CORES[name].build(3, cfg.model).double().eval()
     x = torch.randn(2, 8, 3, dtype=torch.float64)
     y = core(x)
-    assert y.shape == (2, 8, 4)
+    assert y.shape == (2, 8, 8)
     x2 = x.clone()
     x2[:, 5:] = torch.randn(2, 3, 3, dtype=torch.float64)
     assert torch.allclose(core(x2)[:, :5], y[:, :5], atol=1e-10)  # the future does not leak
     assert not torch.allclose(core(x2)[:, 5:], y[:, 5:])
-
-
-def test_gradient_reaches_every_s4d_parameter():
-    core = s4d()
-    core(torch.randn(2, 6, 3, dtype=torch.float64)).sum().backward()
-    for name, p in core.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, name
-
-
-def last_output_after_permuting_the_prefix(layers: int, seed: int) -> float:
-    torch.manual_seed(seed)
-    core = CausalTransformerCore(6, 8, layers=layers, heads=2).double().eval()
-    x = torch.randn(1, 7, 6, dtype=torch.float64)
-    perm = torch.cat([torch.randperm(6), torch.tensor([6])])  # shuffle positions 0…T−2, keep the last
-    with torch.no_grad():
-        return (core(x)[0, -1] - core(x[:, perm])[0, -1]).abs().max().item()
-
-
-def test_irie_one_causal_layer_without_pe_cannot_tell_permutations_apart():
-    for seed in range(5):
-        assert last_output_after_permuting_the_prefix(1, seed) < 1e-12
-
-
-def test_irie_two_causal_layers_can():
-    assert all(last_output_after_permuting_the_prefix(2, seed) > 1e-4 for seed in range(5))
+    has_view = hasattr(core, "initial_state") and hasattr(core, "output_from_state")
+    assert has_view == CORES[name].recurrent_view
+    if has_view:  # the view gives the core's own last output
+        z1 = core.initial_state(x[:, 0])
+        assert torch.allclose(core.output_from_state(z1, x[:, 1:]), y[:, -1], atol=1e-9)
+    assert catalog.CORES[name].description
 
 
 def test_irie_property_through_the_whole_model():
@@ -102,6 +56,24 @@ def test_irie_property_through_the_whole_model():
     perm[0, :6] = tokens[0, [5, 2, 0, 4, 1, 3]]
     assert torch.allclose(last_logits("none", tokens), last_logits("none", perm), atol=1e-12)
     assert not torch.allclose(last_logits("sinusoidal", tokens), last_logits("sinusoidal", perm), atol=1e-6)
+
+
+@pytest.mark.parametrize("layers, pe, sensitive", [(1, "none", False), (2, "none", True), (1, "sinusoidal", True)])
+def test_permutation_report_on_trained_transformers(tmp_path, layers, pe, sensitive):
+    """What the pipeline's irie experiment measures, on trained weights: a one-layer no-PE
+    Transformer's last output ignores the order of the prefix, two layers or a PE do not."""
+    cfg = resolve_config(options={"task.name": "predecessor", "task.vocab_size": 12, "task.length": 5, "task.n_test": 64,
+                                  "model.name": "transformer", "model.layers": layers, "model.pe": pe,
+                                  "model.hidden_size": 16, "model.heads": 2, "train.iterations": 30,
+                                  "train.batch_size": 16, "train.device": "cpu"})
+    train(cfg, tmp_path / "run", progress=False)
+    rep = permutation_report(tmp_path / "run", n_sequences=64, permutations=4)
+    json.dumps(rep)  # plain data for permutation.json
+    share = sum(rep["sensitive"]) / len(rep["sensitive"])
+    if sensitive:
+        assert share > 0.9 and rep["max_logit_change"] > 1e-3
+    else:
+        assert share == 0 and rep["max_logit_change"] < 1e-4
 
 
 def test_bad_core_settings_are_refused():

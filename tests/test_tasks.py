@@ -7,7 +7,7 @@ import torch
 
 from posrnn_cli.common.config import TaskConfig
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.tasks import HeldOut, build_task, hash_rows
+from posrnn_cli.tasks import HeldOut, Task, build_task, hash_rows
 
 CPU = torch.device("cpu")
 
@@ -277,3 +277,29 @@ def test_autoregressive_reports_self_and_ground_truth_feedback(kw):
     assert extra["ground_truth_feedback_token_accuracy"] == pytest.approx(ok.sum().item() / mask.sum().item())
     assert extra["ground_truth_feedback_sequence_accuracy"] == pytest.approx((ok | ~mask).all(1).double().mean().item())
     assert 0 < extra["ground_truth_feedback_token_accuracy"] < 1
+
+
+class PlusOne(torch.nn.Module):
+    """A stand-in model: at each read step it predicts (the token fed at that step + 1) mod V."""
+
+    def __init__(self, V: int):
+        super().__init__()
+        self.V = V
+
+    def forward(self, inputs, out_index=None, query=None):
+        fed = inputs.gather(1, out_index)  # (B K)
+        return torch.nn.functional.one_hot((fed + 1) % self.V, self.V).float()
+
+
+@pytest.mark.parametrize("name", ["reverse", "sort"])
+def test_autoregressive_inference_feeds_back_predictions_and_training_the_targets(name):
+    """Self-feedback: output step j is fed the prediction of step j−1, so the stand-in model
+    counts 1, 2, 3, … from the query whatever the input; teacher forcing feeds the targets."""
+    V, L = 7, 5
+    task = build_task(TaskConfig(name=name, vocab_size=V, length=L, autoregressive=True, n_test=8))
+    b = task.sample(6, torch.Generator().manual_seed(0), torch.device("cpu"))
+    model = PlusOne(V)
+    counted = (torch.arange(1, L + 1) + V) % V  # the query id V, then each prediction, each + 1
+    assert torch.equal(task.infer(model, b), counted.expand(6, L))
+    forced = torch.cat([torch.full((6, 1), V), b.targets[:, :-1]], 1)  # the query, then the targets
+    assert torch.equal(Task.infer(task, model, b), (forced + 1) % V)

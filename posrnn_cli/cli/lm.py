@@ -125,18 +125,15 @@ def train_lm(
     the §2 recipe through the same training loop as every other task. Several GPUs or nodes:
     `torchrun --nproc-per-node N $(which posrnn) lm train ...` (DistributedDataParallel; each
     process trains its slice of every global batch)."""
-    from ..common.config import resolve_config
     from ..engine.train import train
-    from ..lm.encode import LMCorpus
+    from ..tasks.lm import lm_config
 
-    meta = LMCorpus(data, "train").meta
     options = {
-        "task.name": "lm", "task.data": str(data), "task.vocab_size": meta["vocab_size"], "task.length": meta["max_tokens"],
         "model.name": model, "model.pe": pe, "model.hidden_size": hidden_size, "model.embed_size": embed_size,
         "train.iterations": iterations, "train.batch_size": batch_size, "train.lr": lr, "train.warmup": warmup,
         "train.seed": seed, "train.device": device, "train.checkpoint_every": checkpoint_every, "train.threads": threads,
     }
-    cfg = resolve_config(params, options, set_)
+    cfg = lm_config(data, options, params, set_)
     s = train(cfg, out, resume=resume, force=force, stop_after=stop_after)
     if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]

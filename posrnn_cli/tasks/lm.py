@@ -18,9 +18,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..common.config import RunConfig, resolve_config
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
 from .base import Batch, Task
+
+
+def lm_config(data: Path, options: dict, params: Path | None = None, sets: list[str] | None = None) -> RunConfig:
+    """The config of a language-model run on the encoded corpus ``data``: the vocabulary and
+    paragraph length come from the corpus (read once), the rest from params → options → sets."""
+    corpus = LMCorpus(data, "train")
+    fixed = {"task.name": "lm", "task.data": str(data), "task.vocab_size": corpus.vocab_size,
+             "task.length": corpus.max_tokens}
+    return resolve_config(params, {**fixed, **options}, sets)
+
 
 class LMTask(Task):
     """Next-token prediction over paragraphs of an encoded corpus (``task.data``)."""
@@ -31,8 +42,12 @@ class LMTask(Task):
 
     def __init__(self, cfg, rank: int = 0, world_size: int = 1):
         self.rank, self.world_size = rank, world_size
+        if not cfg.data:
+            raise PosrnnError("the lm task needs the encoded corpus: pass --data (posrnn lm train) or --set task.data=DIR")
+        if not Path(cfg.data).is_dir():
+            raise PosrnnError(f"encoded corpus {cfg.data} does not exist; run `posrnn lm encode` first or fix --data")
+        self.train_split = LMCorpus(cfg.data, "train")  # all paragraphs; ranks slice each global batch
         super().__init__(cfg)
-        self.train_split = LMCorpus(self.root, "train")  # all paragraphs; ranks slice each global batch
 
     @property
     def root(self) -> Path:
@@ -48,11 +63,7 @@ class LMTask(Task):
 
     def check(self) -> None:
         c = self.cfg
-        if not c.data:
-            raise PosrnnError("the lm task needs the encoded corpus: pass --data (posrnn lm train) or --set task.data=DIR")
-        if not Path(c.data).is_dir():
-            raise PosrnnError(f"encoded corpus {c.data} does not exist; run `posrnn lm encode` first or fix --data")
-        meta = LMCorpus(c.data, "train").meta
+        meta = self.train_split.meta
         if c.vocab_size != meta["vocab_size"]:
             raise PosrnnError(f"task.vocab_size ({c.vocab_size}) differs from the corpus tokenizer's ({meta['vocab_size']}); "
                               f"posrnn lm train sets it for you")

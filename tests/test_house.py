@@ -1,0 +1,113 @@
+"""The shape of the package, checked from its source: no import cycle, Typer only in the CLI,
+a CLI that loads without torch, and DVC stages whose deps cover every module their commands
+run (while the aggregation and figure stages depend on no training code)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posrnn_cli.common.sources import closure, cycles, import_graph, module_files
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ("posrnn_cli/engine", "posrnn_cli/tasks", "posrnn_cli/models", "posrnn_cli/sweep", "posrnn_cli/lm")
+
+
+def test_no_import_cycle_in_the_package():
+    assert cycles() == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "posrnn_cli"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import g\n")  # a function-level import counts
+    import_graph.cache_clear()
+    try:
+        assert cycles(pkg) == [["posrnn_cli.a", "posrnn_cli.sub.b", "posrnn_cli.a"]]
+    finally:
+        import_graph.cache_clear()
+
+
+def imported_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_typer_lives_only_in_the_cli():
+    outside = [m for m, p in module_files().items() if not m.startswith("posrnn_cli.cli")
+               and imported_names(p) & {"typer", "click"}]
+    assert outside == []
+
+
+def test_importing_the_cli_loads_neither_torch_nor_numpy():
+    code = "import sys, posrnn_cli.cli; print(sorted(m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+# ---- DVC deps ------------------------------------------------------------------------------------
+def command_modules(subcommand: str) -> set[str]:
+    """The library modules a `posrnn SUBCOMMAND` runs: the modules its CLI function imports
+    (read from the function's own source), then everything those import."""
+    from typer.main import get_command
+
+    from posrnn_cli.cli import app
+
+    fn = get_command(app).commands[subcommand].callback
+    fn = inspect.unwrap(fn)
+    mod = fn.__module__
+    tree = ast.parse(inspect.getsource(fn).lstrip())  # the function alone
+    entries = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = mod.split(".")[: -node.level]
+            entries.add(".".join(base + ([node.module] if node.module else [])))
+    graph = import_graph()
+    entries = {e for e in entries if e in graph}
+    assert entries, f"posrnn {subcommand} imports no library module"
+    mods = set().union(*(closure(e) for e in entries))
+    return {m for m in mods if not m.startswith("posrnn_cli.cli")}
+
+
+def stages() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+@pytest.mark.parametrize("name", list(stages()))
+def test_each_stage_depends_on_every_module_its_command_runs(name):
+    stage = stages()[name]["do"]
+    sub = re.match(r"posrnn ([\w-]+)", stage["cmd"]).group(1)
+    deps = [d for d in stage.get("deps", []) if d.startswith("posrnn_cli")]
+    for d in deps:
+        assert (ROOT / d).exists(), f"{name}: dep {d} does not exist"
+    files = module_files()
+    uncovered = []
+    for m in command_modules(sub):
+        rel = files[m].relative_to(ROOT).as_posix()
+        if not any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps):
+            uncovered.append(rel)
+    assert uncovered == [], f"stage {name} runs {uncovered} but does not list them in its deps"
+    # the package's data files (e.g. the scorecard's claims) sit in the listed directories too
+
+
+@pytest.mark.parametrize("name", ["aggregate", "plot", "scorecard"])
+def test_result_stages_depend_on_no_training_code(name):
+    deps = stages()[name]["do"]["deps"]
+    assert not [d for d in deps if d.startswith(TRAINING)]
+    sub = re.match(r"posrnn ([\w-]+)", stages()[name]["do"]["cmd"]).group(1)
+    assert not [m for m in command_modules(sub) if m.split(".")[1:2] in (["engine"], ["tasks"], ["models"], ["sweep"], ["lm"])]
