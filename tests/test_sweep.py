@@ -145,11 +145,13 @@ def test_a_failing_cell_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
     assert all((tmp_path / "runs" / "t" / "fig2" / f"gru-v4-{pe}-s1" / "eval.json").is_file() for pe in ("none", "sinusoidal"))
 
 
-def test_sweep_killed_at_any_moment_then_rerun_gives_the_same_runs(tmp_path):
-    """kill -9 of `posrnn sweep` (and so of its workers) at moments through the sweep; a
-    re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
-    and no partial file is left where a loader would read it."""
-    grid = {**TINY, "iterations": 300, "checkpoint_every": 25}
+def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path):
+    """kill -9 of `posrnn sweep` (and so of its workers) at ten random moments while it trains;
+    a re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
+    and no partial file is ever left where a loader would read it."""
+    from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
+
+    grid = {**TINY, "iterations": 3000, "checkpoint_every": 100, "set": {"train.log_every": 50}}
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
     run_sweep(scratch(ref_dir, fig2=grid), "t", ["fig2"], SweepOptions(workers=2), runs_root=ref_dir / "runs" / "t")
@@ -158,20 +160,24 @@ def test_sweep_killed_at_any_moment_then_rerun_gives_the_same_runs(tmp_path):
     work.mkdir()
     scratch(work, fig2=grid)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    kills = 0
-    for delay in (0.8, 1.6, 2.4, 3.2, 4.0, 4.8):
+    rng = __import__("random").Random(0)
+    for _ in range(10):
+        logs = list((work / "runs").rglob("*.log"))
+        seen = sum(f.stat().st_size for f in logs)
         p = subprocess.Popen([*POSRNN, "sweep", "fig2", "--profile", "t"], cwd=work, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
-        time.sleep(delay)
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            kills += 1
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60  # until a worker has started a job: the sweep is training
+        while time.time() < deadline and p.poll() is None and \
+                sum(f.stat().st_size for f in (work / "runs").rglob("*.log")) == seen:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.0))
+        assert p.poll() is None, "the sweep finished before it could be killed"
+        p.send_signal(signal.SIGKILL)
         p.wait()
         time.sleep(0.3)  # the workers die with the sweep (PR_SET_PDEATHSIG)
-        loose = [f for f in (work / "runs").rglob("*") if f.is_file() and f.name.endswith(".pt") and
-                 not f.name.startswith("step_")]
-        assert not loose
-    assert kills >= 2
+        for run in (work / "runs" / "t" / "fig2").glob("*/"):
+            for _, path in list_checkpoints(run):  # whatever a loader sees is whole
+                load_checkpoint(path)
     r = subprocess.run([*POSRNN, "sweep", "fig2", "--profile", "t"], cwd=work, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert same(reference, results(work / "runs" / "t"))

@@ -328,12 +328,16 @@ class Trainer:
         last: dict = {}
         saved_step = self.step
 
+        def kept() -> str:
+            return (f"its last checkpoint (step {saved_step}) is intact" if list_checkpoints(self.run_dir)
+                    else "no checkpoint had been written yet")
+
         def check_finite() -> None:  # one host sync
             bad = int(first_bad)
             if bad >= 0:
                 raise TrainingStopped(
-                    f"non-finite loss or gradient at step {bad}: the run stopped there, and its last checkpoint "
-                    f"(step {saved_step}) holds finite weights; lower train.lr or train.clip, then --resume or --force"
+                    f"non-finite loss or gradient at step {bad}: the run stopped there and {kept()}, with finite "
+                    f"weights; lower train.lr or train.clip, then --resume or --force"
                 )
 
         bar = _progress(progress and self.is_main, t.iterations, self.step)
@@ -341,7 +345,15 @@ class Trainer:
         with bar as (update, _), stop_on_signals(self.world_size == 1) as stop:
             while self.step < t.iterations:
                 batch = self.sample(t.batch_size, self.generator, self.device)
-                loss, n_ok, n, gnorm = self.train_step(batch)
+                try:
+                    loss, n_ok, n, gnorm = self.train_step(batch)
+                except torch.OutOfMemoryError:
+                    raise TrainingStopped(f"out of memory at step {self.step + 1}; the run stopped there and {kept()}; "
+                                          f"lower train.batch_size or the model size, then --resume") from None
+                except RuntimeError as e:  # e.g. an update too large for float32
+                    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+                    raise TrainingStopped(f"training step {self.step + 1} failed ({first}); the run stopped there and "
+                                          f"{kept()}; check the config (train.lr, train.clip), then --resume or --force") from None
                 counter += 1
                 bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
                 first_bad = torch.where(bad & (first_bad < 0), counter, first_bad)

@@ -1,0 +1,227 @@
+"""What posrnn guarantees when things go wrong: LM runs through eval and compare, resuming a run
+that never reached a checkpoint, training a finished run longer, stopping on a non-finite loss,
+refusing non-finite settings, an honest error for a crafted checkpoint, compare's labels, a
+clean stop on SIGINT, and kill -9 at random moments of a training run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from posrnn_cli.cli import app
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
+from posrnn_cli.engine.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+POSRNN = [sys.executable, "-m", "posrnn_cli"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+SMALL = ["--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size", "8",
+         "--device", "cpu", "--threads", "1", "--set", "task.n_test=32"]
+runner = CliRunner()
+
+
+def cli(*argv: str):
+    r = runner.invoke(app, list(argv))
+    return r.exit_code, r.output
+
+
+def weights(run: Path) -> dict:
+    return load_checkpoint(list_checkpoints(run)[-1][1])["model"]
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ---- 1. language-model runs through eval and compare ------------------------------------------------
+@pytest.fixture(scope="module")
+def lm_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm")
+    data = root / "data"
+    for argv in (["lm", "prepare", "--data-dir", str(ROOT / "data" / "wikitext-mini"), "--out", str(data)],
+                 ["lm", "tokenizer", "--data", str(data), "--out", str(data / "tok"), "--vocab-size", "300"],
+                 ["lm", "encode", "--data", str(data), "--tokenizer", str(data / "tok"), "--out", str(data / "enc"),
+                  "--max-tokens", "32"]):
+        code, out = cli(*argv)
+        assert code == 0, out
+    runs = []
+    for pe in ("none", "sinusoidal"):
+        code, out = cli("lm", "train", "--data", str(data / "enc"), "--pe", pe, "--hidden-size", "8", "--iterations", "4",
+                        "--batch-size", "4", "--device", "cpu", "--out", str(root / pe))
+        assert code == 0, out
+        runs.append(root / pe)
+    return runs
+
+
+def test_eval_and_compare_handle_language_model_runs(lm_runs):
+    none, pe = lm_runs
+    code, out = cli("eval", str(none), "--device", "cpu")
+    assert code == 0 and "perplexity" in out, out
+    first = (none / "eval.json").read_bytes()
+    code, out = cli("compare", str(none), str(pe), "--device", "cpu")
+    assert code == 0 and "perplexity" in out and "model.pe" in out, out
+    assert json.loads((none / "eval.json").read_bytes())["perplexity"] == json.loads(first)["perplexity"]
+    code, out = cli("lm", "eval", str(none), "--device", "cpu", "--json")
+    assert code == 0 and json.loads(out)["perplexity"] > 1 and (none / "nll_by_position.csv").is_file()
+
+
+def test_a_failed_eval_leaves_the_old_results(tmp_path):
+    run = tmp_path / "run"
+    assert cli("train", *SMALL, "--iterations", "10", "--out", str(run))[0] == 0
+    assert cli("eval", str(run), "--device", "cpu")[0] == 0
+    before = (run / "eval.json").read_bytes(), (run / "eval_sequences.npz").read_bytes()
+    ckpt = list_checkpoints(run)[-1][1]
+    ckpt.write_bytes(ckpt.read_bytes()[:100])  # truncated
+    code, out = cli("eval", str(run), "--device", "cpu")
+    assert code == 1 and out.startswith("error: ") and "refused" in out and len(out.splitlines()) == 1
+    assert ((run / "eval.json").read_bytes(), (run / "eval_sequences.npz").read_bytes()) == before
+
+
+# ---- 2. --resume before the first checkpoint ------------------------------------------------------
+def test_resume_of_a_run_with_a_config_but_no_checkpoint_starts_from_step_zero(tmp_path):
+    """What a kill before the first checkpoint leaves (a config, a log, no checkpoint): --resume
+    trains it from step 0 with the saved config, to the same weights as an uninterrupted run."""
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert cli("train", *SMALL, "--iterations", "20", "--out", str(straight))[0] == 0
+    assert cli("train", *SMALL, "--iterations", "20", "--out", str(killed), "--stop-after", "5")[0] == 0
+    shutil.rmtree(killed / "checkpoints")  # as if killed before the first checkpoint
+    code, out = cli("train", "--out", str(killed), "--resume", "--device", "cpu")
+    assert code == 0, out
+    assert same_weights(weights(straight), weights(killed))
+
+
+# ---- 3. training a finished run longer ----------------------------------------------------------------
+def test_a_finished_run_trains_longer_under_the_schedule_of_the_new_total(tmp_path):
+    run = tmp_path / "run"
+    assert cli("train", *SMALL, "--iterations", "30", "--checkpoint-every", "10", "--log-every", "10", "--out", str(run))[0] == 0
+    code, out = cli("train", "--out", str(run), "--resume", "--iterations", "60")
+    assert code == 0, out
+    ckpt = load_checkpoint(list_checkpoints(run)[-1][1])
+    assert ckpt["step"] == 60 and ckpt["config"].train.iterations == 60
+    assert ckpt["extra"]["extensions"] == [{"at_step": 30, "iterations_before": 30, "iterations_after": 60}]
+    log = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    lr = {x["step"]: x["lr"] for x in log}
+    assert lr[30] == pytest.approx(0.0, abs=1e-12) and lr[40] > 1e-4  # the cosine of 60, from step 30 on
+    code, out = cli("train", "--out", str(run), "--resume", "--iterations", "50")
+    assert code == 1 and "already at step 60" in out
+
+
+# ---- 4. a non-finite loss stops the run -------------------------------------------------------------
+def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path):
+    run = tmp_path / "run"
+    code, out = cli("train", *SMALL, "--iterations", "50", "--checkpoint-every", "1", "--lr", "1e37", "--out", str(run))
+    assert code == 1 and out.startswith("error: non-finite loss or gradient at step 2:") and len(out.splitlines()) == 1
+    assert [s for s, _ in list_checkpoints(run)] == [1]  # nothing written after the step that went wrong
+    assert all(torch.isfinite(v).all() for v in weights(run).values())
+    assert cli("eval", str(run), "--device", "cpu")[0] == 0  # the last checkpoint is usable
+    code, out = cli("train", *SMALL, "--iterations", "50", "--lr", "3e38", "--out", str(tmp_path / "overflow"))
+    assert code == 1 and out.startswith("error: training step 1 failed") and "Traceback" not in out
+
+
+# ---- 5. non-finite settings ---------------------------------------------------------------------------
+@pytest.mark.parametrize("argv", [["--lr", "nan"], ["--lr", "inf"], ["--set", "train.clip=.nan"], ["--rarity", "nan"],
+                                  ["--set", "train.eps=-inf"]])
+def test_non_finite_settings_are_refused_before_anything_is_written(tmp_path, argv):
+    code, out = cli("train", *SMALL, "--iterations", "5", *argv, "--out", str(tmp_path / "run"))
+    assert code == 1 and "must be a finite number" in out and len(out.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+# ---- 7. a crafted checkpoint ------------------------------------------------------------------------------
+def test_a_crafted_checkpoint_is_refused_in_plain_words(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    run = tmp_path / "run" / "checkpoints"
+    run.mkdir(parents=True)
+    torch.save({"format": "posrnn-checkpoint", "payload": Evil()}, run / "step_0000001.pt")
+    code, out = cli("eval", str(tmp_path / "run"), "--device", "cpu")
+    assert code == 1 and len(out.splitlines()) == 1 and "refused" in out and "not loaded" in out
+    assert "weights_only" not in out and "two options" not in out and "pwned" not in out
+
+
+# ---- 8. compare names runs as given ---------------------------------------------------------------------
+def test_compare_labels_runs_by_their_paths_and_titles_what_differs(tmp_path):
+    a = tmp_path / "a"
+    assert cli("train", *SMALL, "--iterations", "10", "--pe", "none", "--out", str(a))[0] == 0
+    assert cli("eval", str(a), "--device", "cpu")[0] == 0
+    shutil.copytree(a, tmp_path / "copy of a")  # its eval.json still says run_dir = …/a
+    assert cli("train", *SMALL, "--iterations", "10", "--pe", "sinusoidal", "--out", str(tmp_path / "b"))[0] == 0
+    code, out = cli("compare", str(tmp_path / "copy of a"), str(tmp_path / "b"), "--json")
+    assert code == 0 and [r["label"] for r in json.loads(out)] == [str(tmp_path / "copy of a"), str(tmp_path / "b")]
+    code, out = cli("compare", str(tmp_path / "copy of a"), str(tmp_path / "b"))
+    assert "runs differing in model.pe" in out and "vanilla vs positional" not in out
+
+
+# ---- 9. SIGINT: a checkpoint at the current step, and how to resume ----------------------------------------
+def test_sigint_stops_training_with_a_checkpoint_at_the_current_step(tmp_path):
+    run = tmp_path / "run"
+    argv = [*POSRNN, "train", *SMALL, "--iterations", "1500", "--checkpoint-every", "1000", "--log-every", "10",
+            "--out", str(run)]
+    p = subprocess.Popen(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (run / "metrics.jsonl").is_file():
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: SIGINT: stopped at step ") and "--resume" in lines[0], err
+    step = int(lines[0].split("stopped at step ")[1].split()[0])
+    assert 0 < step < 1500 and step % 1000 and list_checkpoints(run)[-1][0] == step
+    # resuming it finishes the same run as never stopping
+    straight = tmp_path / "straight"
+    cfg = resolve_config(options={"model.name": "gru", "task.vocab_size": 6, "task.length": 4, "model.hidden_size": 8,
+                                  "train.batch_size": 8, "train.device": "cpu", "train.threads": 1, "task.n_test": 32,
+                                  "train.iterations": 1500, "train.checkpoint_every": 1000, "train.log_every": 10})
+    train(cfg, straight, progress=False)
+    r = subprocess.run([*POSRNN, "train", "--out", str(run), "--resume"], env=ENV, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert same_weights(weights(straight), weights(run))
+
+
+# ---- kill -9 at random moments ------------------------------------------------------------------------------
+def test_training_killed_ten_times_at_random_moments_resumes_bit_exactly(tmp_path):
+    """kill -9 of `posrnn train` at ten random moments, each time restarted with --resume (as a
+    scheduler would): the final weights equal an uninterrupted run's, bit for bit, and every
+    checkpoint a loader can see is whole."""
+    opts = ["--iterations", "1500", "--checkpoint-every", "50", "--log-every", "25"]
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    assert subprocess.run([*POSRNN, "train", *SMALL, *opts, "--out", str(straight)], env=ENV,
+                          stdout=subprocess.DEVNULL).returncode == 0
+    rng = random.Random(0)
+    kills = 0
+    while kills < 10:
+        cfg = run / "config.yaml"
+        seen = cfg.stat().st_mtime_ns if cfg.exists() else None
+        argv = [*POSRNN, "train", *SMALL, *opts, "--out", str(run)] + (["--resume"] if seen else [])
+        p = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60  # until this process has (re)written its config: it is about to train
+        while time.time() < deadline and p.poll() is None and (not cfg.exists() or cfg.stat().st_mtime_ns == seen):
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.8))
+        assert p.poll() is None, "the run finished before it could be killed"
+        p.kill()
+        p.wait()
+        kills += 1
+        for _, path in list_checkpoints(run):  # whatever a loader sees is whole
+            load_checkpoint(path)
+    r = subprocess.run([*POSRNN, "train", "--out", str(run), "--resume"], env=ENV, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert same_weights(weights(straight), weights(run))
+    assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == \
+        [json.loads(x)["step"] for x in (straight / "metrics.jsonl").read_text().splitlines()]
