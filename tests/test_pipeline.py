@@ -167,6 +167,10 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
     assert len(shown.splitlines()) == 14 and max(len(ln) for ln in shown.splitlines()) < 200
     dvc(repo, "plots", "show", "-o", str(tmp_path / "plots"))
     assert (tmp_path / "plots" / "index.html").is_file()
+    plots = json.loads(dvc(repo, "plots", "show", "--json"))["data"]
+    fig2 = plots["results/micro/curves/fig2.csv"][0]["content"]["data"]["values"]  # every run's training curve
+    assert {row["run"] for row in fig2} == {p.name for p in (repo / "runs" / "micro" / "fig2").iterdir() if p.is_dir()}
+    assert {"step", "loss", "accuracy"} <= set(fig2[0])
 
     # one value changed as an experiment: params.yaml stays valid, only that profile's value moves
     git("add", "-A")

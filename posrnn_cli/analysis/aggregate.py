@@ -223,6 +223,28 @@ TABLES: dict[str, Callable[[list[Path], int], list[dict]]] = {
 }
 
 
+# ---- training curves ---------------------------------------------------------------------------
+def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
+    """Every run's training log (``metrics.jsonl``) in one long table: run, step, loss,
+    accuracy — at most ``max_points`` evenly spaced points per run. ``dvc plots show`` draws one
+    figure per experiment with a line per run (template: training_curves.json)."""
+    rows = []
+    for run in runs:
+        path = Path(run) / "metrics.jsonl"
+        if not path.is_file():
+            continue
+        log = []
+        for line in path.read_text().splitlines():
+            try:
+                log.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a crash
+        stride = max(1, -(-len(log) // max_points))
+        keep = log[::stride] + ([log[-1]] if log and (len(log) - 1) % stride else [])
+        rows += [{"run": Path(run).name, "step": x["step"], "loss": x["loss"], "accuracy": x["accuracy"]} for x in keep]
+    return rows
+
+
 # ---- the headline numbers ------------------------------------------------------------------------
 def headline(kind: str, rows: list[dict]) -> dict:
     """One ``dvc metrics show`` row per experiment, with the same few columns for all: the
@@ -254,12 +276,13 @@ def headline(kind: str, rows: list[dict]) -> dict:
 
 
 def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None, experiments: Optional[list[str]] = None,
-              n_resamples: int = 10_000) -> dict[str, list[dict]]:
+              n_resamples: int = 10_000, curves_dir: Optional[Path] = None) -> dict[str, list[dict]]:
     """Aggregate every experiment directory under ``runs_root`` (or those named) into
-    ``out_dir/<experiment>.csv`` and ``metrics_dir/<experiment>.json`` (default: a ``metrics``
-    directory beside ``out_dir``)."""
+    ``out_dir/<experiment>.csv``, ``metrics_dir/<experiment>.json`` and the training curves
+    ``curves_dir/<experiment>.csv`` (by default ``metrics`` and ``curves`` beside ``out_dir``)."""
     runs_root, out_dir = Path(runs_root), Path(out_dir)
     metrics_dir = Path(metrics_dir) if metrics_dir is not None else out_dir.parent / "metrics"
+    curves_dir = Path(curves_dir) if curves_dir is not None else out_dir.parent / "curves"
     if not runs_root.is_dir():
         raise PosrnnError(f"{runs_root} does not exist; run the sweeps first (posrnn sweep, or dvc repro)")
     present = sorted(d.name for d in runs_root.iterdir() if d.is_dir() and not d.name.startswith("."))
@@ -277,4 +300,7 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
             tables[name] = rows
             write_csv(rows, out_dir / f"{name}.csv")
             atomic_write_json(metrics_dir / f"{name}.json", headline(kind, rows))
+            log = curves(runs)
+            if log:
+                write_csv(log, curves_dir / f"{name}.csv")
     return tables

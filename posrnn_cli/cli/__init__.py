@@ -10,11 +10,15 @@ import sys
 from typing import Annotated, List, Optional
 
 import typer
+from typer.core import TyperArgument
 
 from .. import __version__
 from . import lm as _lm
 from . import pipeline as _pipeline
 from . import runs as _runs
+
+# An argument's metavar names it (RUN, DIR); Typer would add a Python type after it ("<path>").
+TyperArgument.display_type_rich = lambda self, ctx: None
 
 app = typer.Typer(
     help="posrnn — does a positional encoding help a recurrent network? Train, evaluate and analyse the "
@@ -22,11 +26,11 @@ app = typer.Typer(
     "causal Transformers), one run at a time or as whole sweeps.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )
 _runs.register(app)
 _pipeline.register(app)
-app.add_typer(_lm.lm_app, name="lm")
+app.add_typer(_lm.lm_app, name="lm", short_help="Language models: prepare, tokenizer, encode, train, eval.")
 
 
 def _version(value: bool):

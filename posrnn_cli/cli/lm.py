@@ -30,13 +30,13 @@ lm_app = typer.Typer(
 )
 
 
-@lm_app.command()
+@lm_app.command(short_help="WikiText → one paragraph per line, per split.")
 @cli_errors
 def prepare(
-    out: Annotated[Path, typer.Option("--out", help="Folder for train.txt, valid.txt, test.txt (one paragraph per line).")] = Path("data/wikitext103"),
-    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Local WikiText: wiki.{train,valid,test}.raw or the hub's {train,validation,test}-*.parquet (optionally under CONFIG/). Without it, load from the HuggingFace hub or its cache.")] = None,
-    dataset: Annotated[str, typer.Option("--dataset", help="HuggingFace dataset id (used without --data-dir).")] = DEFAULT_DATASET,
-    config: Annotated[str, typer.Option("--config", help="Dataset configuration (the sub-folder name in a parquet download).")] = DEFAULT_CONFIG,
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for train.txt, valid.txt, test.txt (one paragraph per line).")] = Path("data/wikitext103"),
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", metavar="DIR", help="Local WikiText: wiki.{train,valid,test}.raw or the hub's {train,validation,test}-*.parquet (optionally under CONFIG/). Without it, load from the HuggingFace hub or its cache.")] = None,
+    dataset: Annotated[str, typer.Option("--dataset", metavar="NAME", help="HuggingFace dataset id (used without --data-dir).")] = DEFAULT_DATASET,
+    config: Annotated[str, typer.Option("--config", metavar="NAME", help="Dataset configuration (the sub-folder name in a parquet download).")] = DEFAULT_CONFIG,
 ):
     """Drop empty and heading lines from WikiText; write one paragraph per line per split."""
     from rich.table import Table
@@ -53,14 +53,14 @@ def prepare(
     console().print(table)
 
 
-@lm_app.command()
+@lm_app.command(short_help="Train a SentencePiece unigram tokenizer.")
 @cli_errors
 def tokenizer(
-    data: Annotated[Path, typer.Option("--data", help="Folder with train.txt (from `posrnn lm prepare`).")] = Path("data/wikitext103"),
-    out: Annotated[Path, typer.Option("--out", help=f"Folder for {MODEL_NAME}, spm.vocab and spm.log.")] = Path("data/wikitext103/tokenizer"),
-    vocab_size: Annotated[int, typer.Option("--vocab-size", help=f"Number of SentencePiece pieces (the paper: 32,768; at most {MAX_VOCAB:,}).")] = 32768,
-    input_sentence_size: Annotated[int, typer.Option("--input-sentence-size", help="Paragraphs sampled for training; lower it to cap memory.")] = 2_000_000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of SentencePiece's paragraph sampler.")] = 0,
+    data: Annotated[Path, typer.Option("--data", metavar="DIR", help="Folder with train.txt (from `posrnn lm prepare`).")] = Path("data/wikitext103"),
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help=f"Folder for {MODEL_NAME}, spm.vocab and spm.log.")] = Path("data/wikitext103/tokenizer"),
+    vocab_size: Annotated[int, typer.Option("--vocab-size", metavar="N", help=f"Number of SentencePiece pieces (the paper: 32,768; at most {MAX_VOCAB:,}).")] = 32768,
+    input_sentence_size: Annotated[int, typer.Option("--input-sentence-size", metavar="N", help="Paragraphs sampled for training; lower it to cap memory.")] = 2_000_000,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of SentencePiece's paragraph sampler.")] = 0,
 ):
     """Train a SentencePiece unigram tokenizer on the training paragraphs."""
     from ..lm.tokenizer import train_tokenizer
@@ -73,13 +73,13 @@ def tokenizer(
                   f"{info['input_bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
 
 
-@lm_app.command()
+@lm_app.command(short_help="Tokenise every split into uint16 id arrays.")
 @cli_errors
 def encode(
-    data: Annotated[Path, typer.Option("--data", help="Folder with train.txt, valid.txt, test.txt.")] = Path("data/wikitext103"),
-    tokenizer: Annotated[Path, typer.Option("--tokenizer", help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
-    out: Annotated[Path, typer.Option("--out", help="Folder for meta.json and {split}/ids.npy, offsets.npy.")] = Path("data/wikitext103/encoded"),
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Longest stored paragraph, BOS and EOS included (longer ones keep their first tokens).")] = 1024,
+    data: Annotated[Path, typer.Option("--data", metavar="DIR", help="Folder with train.txt, valid.txt, test.txt.")] = Path("data/wikitext103"),
+    tokenizer: Annotated[Path, typer.Option("--tokenizer", metavar="DIR", help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for meta.json and {split}/ids.npy, offsets.npy.")] = Path("data/wikitext103/encoded"),
+    max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", help="Longest stored paragraph, BOS and EOS included (longer ones keep their first tokens).")] = 1024,
 ):
     """Tokenise every split into uint16 id arrays with paragraph offsets; report MB/s."""
     from rich.table import Table
@@ -98,28 +98,28 @@ def encode(
                   f"(whole step {meta['mb_per_s']:.1f} MB/s)")
 
 
-@lm_app.command("train")
+@lm_app.command("train", short_help="Train the LSTM language model ± PE (SPEC §5).")
 @cli_errors
 def train_lm(
-    data: Annotated[Path, typer.Option("--data", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
+    data: Annotated[Path, typer.Option("--data", metavar="DIR", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
     pe: Annotated[PEName, typer.Option(help="Positional encoding: none (the vanilla LSTM) or sinusoidal (or another form).")] = "sinusoidal",
     model: Annotated[ModelName, typer.Option(help="Core (the paper's: lstm).")] = "lstm",
-    hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. [default: 512]", show_default=False)] = None,
-    embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E. [default: H]", show_default=False)] = None,
-    iterations: Annotated[Optional[int], typer.Option(help="Training iterations. [default: 300,000]", show_default=False)] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Paragraphs per iteration (per process under torchrun). [default: 512]", show_default=False)] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate. [default: 0.001]", show_default=False)] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed. [default: 111]", show_default=False)] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint every N iterations. [default: 5,000]", show_default=False)] = None,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
-    params: Annotated[Optional[Path], typer.Option("--params", help="YAML with task/model/train sections.", show_default=False)] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any config key, e.g. --set train.log_every=10.", show_default=False)] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(metavar="N", help="Hidden size H. [default: 512]", show_default=False)] = None,
+    embed_size: Annotated[Optional[int], typer.Option(metavar="N", help="Embedding size E. [default: H]", show_default=False)] = None,
+    iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Training iterations. [default: 300,000]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Paragraphs per iteration (per process under torchrun). [default: 512]", show_default=False)] = None,
+    lr: Annotated[Optional[float], typer.Option(metavar="X", help="Peak learning rate. [default: 0.001]", show_default=False)] = None,
+    warmup: Annotated[Optional[int], typer.Option(metavar="N", help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed. [default: 111]", show_default=False)] = None,
+    device: Annotated[Optional[str], typer.Option(metavar="DEVICE", help="auto, cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(metavar="N", help="Checkpoint every N iterations. [default: 5,000]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(metavar="N", help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
+    params: Annotated[Optional[Path], typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections.", show_default=False)] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set train.log_every=10.", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out holds.")] = False,
-    stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
+    stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
 ):
     """Train the LSTM language model (SPEC §5) on an encoded corpus, with or without PE —
     the §2 recipe through the same training loop as every other task. Several GPUs or nodes:
@@ -142,12 +142,12 @@ def train_lm(
                         + (f"  loss {last['loss']:.4f}" if last else ""))
 
 
-@lm_app.command("eval")
+@lm_app.command("eval", short_help="Test perplexity and the NLL per position.")
 @cli_errors
 def eval_lm(
-    run: Annotated[Path, typer.Argument(help="An LM run directory (latest checkpoint) or a checkpoint file.", show_default=False)],
-    batch_size: Annotated[int, typer.Option(help="Paragraphs per evaluation batch.")] = 16,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="An LM run directory (latest checkpoint) or a checkpoint file.", show_default=False)],
+    batch_size: Annotated[int, typer.Option(metavar="N", help="Paragraphs per evaluation batch.")] = 16,
+    device: Annotated[str, typer.Option(metavar="DEVICE", help="auto, cpu, cuda or cuda:N.")] = "auto",
     json_out: JsonOpt = False,
 ):
     """Test perplexity (exp of the mean token NLL over the test split) and the NLL per position

@@ -13,7 +13,7 @@ from ..common.errors import PosrnnError
 from .common import JsonOpt, cli_errors, console
 
 PARAMS = Path("params.yaml")
-ParamsFile = Annotated[Path, typer.Option("--params", help="The params file holding the profiles.")]
+ParamsFile = Annotated[Path, typer.Option("--params", metavar="DIR", help="The params file holding the profiles.")]
 
 
 def _profile(params: Path, profile: Optional[str]) -> str:
@@ -28,21 +28,21 @@ def _profile(params: Path, profile: Optional[str]) -> str:
 
 
 def sweep(
-    experiments: Annotated[Optional[List[str]], typer.Argument(help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
+    experiments: Annotated[Optional[List[str]], typer.Argument(metavar="EXPERIMENT", help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", metavar="NAME", help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
     params: ParamsFile = PARAMS,
-    stage: Annotated[Optional[str], typer.Option(help="Every experiment of one pipeline stage (train, stability, extend, lm_data, lm).", show_default=False)] = None,
-    executor: Annotated[Optional[str], typer.Option(help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
-    workers: Annotated[Optional[int], typer.Option(help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
-    runs_per_gpu: Annotated[Optional[int], typer.Option(help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
+    stage: Annotated[Optional[str], typer.Option(metavar="NAME", help="Every experiment of one pipeline stage (train, stability, extend, lm_data, lm).", show_default=False)] = None,
+    executor: Annotated[Optional[str], typer.Option(metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
+    workers: Annotated[Optional[int], typer.Option(metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
+    runs_per_gpu: Annotated[Optional[int], typer.Option(metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs and what would happen to each; run nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and exit.")] = False,
-    partition: Annotated[Optional[str], typer.Option(help="slurm: partition. [default: the profile's]", show_default=False)] = None,
-    gpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: GPUs per run. [default: the profile's]", show_default=False)] = None,
-    cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPUs per run. [default: the profile's]", show_default=False)] = None,
-    mem_gb: Annotated[Optional[int], typer.Option(help="slurm: memory per run, GB. [default: the profile's]", show_default=False)] = None,
-    timeout_min: Annotated[Optional[int], typer.Option(help="slurm: time limit per task, minutes (runs resume after a requeue). [default: the profile's]", show_default=False)] = None,
+    partition: Annotated[Optional[str], typer.Option(metavar="NAME", help="slurm: partition. [default: the profile's]", show_default=False)] = None,
+    gpus_per_task: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: GPUs per run. [default: the profile's]", show_default=False)] = None,
+    cpus_per_task: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: CPUs per run. [default: the profile's]", show_default=False)] = None,
+    mem_gb: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: memory per run, GB. [default: the profile's]", show_default=False)] = None,
+    timeout_min: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: time limit per task, minutes (runs resume after a requeue). [default: the profile's]", show_default=False)] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="slurm: submit and return without waiting.")] = False,
     json_out: JsonOpt = False,
 ):
@@ -93,7 +93,7 @@ profile_app = typer.Typer(help="Profiles: which sizes of the pipeline `dvc repro
                           no_args_is_help=True)
 
 
-@profile_app.command("list")
+@profile_app.command("list", short_help="The profiles; * marks the active one.")
 @cli_errors
 def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
     """The profiles of the params file; the active one is what `dvc repro` runs."""
@@ -107,10 +107,10 @@ def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
         typer.echo(f"{'*' if r['active'] else ' '} {r['name']:<8} device {r['device']:<5} {r['about']}")
 
 
-@profile_app.command("use")
+@profile_app.command("use", short_help="Make a profile the one dvc repro runs.")
 @cli_errors
 def profile_use(
-    names: Annotated[List[str], typer.Argument(help="Profile(s) to make active, e.g. lite (or lite micro).", show_default=False)],
+    names: Annotated[List[str], typer.Argument(metavar="PROFILE", help="Profile(s) to make active, e.g. lite (or lite micro).", show_default=False)],
     params: ParamsFile = PARAMS,
 ):
     """Make a profile active: rewrite the `profile:` line of params.yaml and nothing else.
@@ -123,11 +123,12 @@ def profile_use(
 
 
 def aggregate(
-    runs: Annotated[Path, typer.Argument(help="A profile's run root, e.g. runs/lite.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
-    metrics: Annotated[Optional[Path], typer.Option("--metrics", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]", show_default=False)] = None,
-    experiment: Annotated[Optional[List[str]], typer.Option("--experiment", help="Only these experiments. [default: all present]", show_default=False)] = None,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples (paper: 10,000).")] = 10_000,
+    runs: Annotated[Path, typer.Argument(metavar="DIR", help="A profile's run root, e.g. runs/lite.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
+    metrics: Annotated[Optional[Path], typer.Option("--metrics", metavar="DIR", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]", show_default=False)] = None,
+    curves: Annotated[Optional[Path], typer.Option("--curves", metavar="DIR", help="Directory for <experiment>.csv training curves. [default: OUT/../curves]", show_default=False)] = None,
+    experiment: Annotated[Optional[List[str]], typer.Option("--experiment", metavar="NAME", help="Only these experiments. [default: all present]", show_default=False)] = None,
+    resamples: Annotated[int, typer.Option(metavar="N", help="Bootstrap resamples (paper: 10,000).")] = 10_000,
     json_out: JsonOpt = False,
 ):
     """Pool every cell's seeds, with 95% bootstrap CIs: one table per experiment.
@@ -137,7 +138,7 @@ def aggregate(
 
     if resamples < 10:
         raise PosrnnError(f"--resamples must be at least 10, got {resamples}")
-    tables = run(runs, out, metrics_dir=metrics, experiments=experiment or None, n_resamples=resamples)
+    tables = run(runs, out, metrics_dir=metrics, curves_dir=curves, experiments=experiment or None, n_resamples=resamples)
     if not tables:
         raise PosrnnError(f"no evaluated runs under {runs}; run the sweeps first (posrnn sweep, or dvc repro)")
     if json_out:
@@ -148,8 +149,8 @@ def aggregate(
 
 
 def plot(
-    results: Annotated[Path, typer.Argument(help="The aggregated tables, e.g. results/lite.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the figures, e.g. figures/lite.", show_default=False)],
+    results: Annotated[Path, typer.Argument(metavar="DIR", help="The aggregated tables, e.g. results/lite.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the figures, e.g. figures/lite.", show_default=False)],
 ):
     """Draw every figure whose table exists (Fig. 2, dual-frequency grid, stability, PE forms,
     double vanilla, vocabulary extension, length sweep, LM table)."""
@@ -165,9 +166,9 @@ def plot(
 
 
 def scorecard(
-    profile: Annotated[Optional[str], typer.Argument(help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
-    results: Annotated[Optional[Path], typer.Option("--results", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also write scorecard.md and scorecard.json into this directory.", show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Argument(metavar="NAME", help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
+    results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md and scorecard.json into this directory.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     json_out: JsonOpt = False,
@@ -193,8 +194,8 @@ def scorecard(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(cli_errors(sweep))
-    app.add_typer(profile_app, name="profile")
-    app.command()(cli_errors(aggregate))
-    app.command()(cli_errors(plot))
-    app.command()(cli_errors(scorecard))
+    app.command(short_help="Run the grids of a profile's experiments, in parallel.")(cli_errors(sweep))
+    app.add_typer(profile_app, name="profile", short_help="List the profiles, or choose the one dvc repro runs.")
+    app.command(short_help="Pool seeds into one table per experiment, with 95% CIs.")(cli_errors(aggregate))
+    app.command(short_help="Draw the figures from the aggregated tables.")(cli_errors(plot))
+    app.command(short_help="Each claim of the papers: what was measured, the verdict.")(cli_errors(scorecard))

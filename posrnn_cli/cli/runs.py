@@ -44,37 +44,37 @@ TRAIN_HELP = "\n\n".join([
 
 
 def train(  # noqa: PLR0913 - one option per config key users reach for
-    out: Annotated[Path, typer.Option("--out", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
     task: Annotated[Optional[TaskName], typer.Option(help="Task (listed above). [default: reverse]", show_default=False)] = None,
     model: Annotated[Optional[ModelName], typer.Option(help="Model core (listed above). [default: lstm]", show_default=False)] = None,
     pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding (listed above). [default: sinusoidal]", show_default=False)] = None,
     pe_mode: Annotated[Optional[PEMode], typer.Option(help="concat: PE appended (D = E + P); add: PE added (P = E). [default: concat]", show_default=False)] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary size V (≥ 2). [default: 256; paper: 32–16,384]", show_default=False)] = None,
-    length: Annotated[Optional[int], typer.Option(help="Input length L; the output phase has L more steps. [default: 64]", show_default=False)] = None,
-    hidden_size: Annotated[Optional[int], typer.Option(help="Hidden size H. [default: 512]", show_default=False)] = None,
-    embed_size: Annotated[Optional[int], typer.Option(help="Embedding size E; the PE has E dims too. [default: H]", show_default=False)] = None,
-    min_length: Annotated[Optional[int], typer.Option(help="Variable-length reverse: L ~ U{min … max}. [paper: 32]", show_default=False)] = None,
-    max_length: Annotated[Optional[int], typer.Option(help="Variable-length reverse: the longest L (= --length).", show_default=False)] = None,
-    rarity: Annotated[Optional[float], typer.Option(help="Dual-frequency reverse: P(a position holds a Rare id). [reference: 0.125]", show_default=False)] = None,
-    delay: Annotated[Optional[int], typer.Option(help="copy: T blank steps between input and output. [default: 60]", show_default=False)] = None,
-    dim: Annotated[Optional[int], typer.Option(help="continuous: tokens are unit vectors in R^dim. [default: 64]", show_default=False)] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(metavar="N", help="Vocabulary size V (≥ 2). [default: 256; paper: 32–16,384]", show_default=False)] = None,
+    length: Annotated[Optional[int], typer.Option(metavar="N", help="Input length L; the output phase has L more steps. [default: 64]", show_default=False)] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(metavar="N", help="Hidden size H. [default: 512]", show_default=False)] = None,
+    embed_size: Annotated[Optional[int], typer.Option(metavar="N", help="Embedding size E; the PE has E dims too. [default: H]", show_default=False)] = None,
+    min_length: Annotated[Optional[int], typer.Option(metavar="N", help="Variable-length reverse: L ~ U{min … max}. [paper: 32]", show_default=False)] = None,
+    max_length: Annotated[Optional[int], typer.Option(metavar="N", help="Variable-length reverse: the longest L (= --length).", show_default=False)] = None,
+    rarity: Annotated[Optional[float], typer.Option(metavar="X", help="Dual-frequency reverse: P(a position holds a Rare id). [reference: 0.125]", show_default=False)] = None,
+    delay: Annotated[Optional[int], typer.Option(metavar="N", help="copy: T blank steps between input and output. [default: 60]", show_default=False)] = None,
+    dim: Annotated[Optional[int], typer.Option(metavar="N", help="continuous: tokens are unit vectors in R^dim. [default: 64]", show_default=False)] = None,
     autoregressive: Annotated[Optional[bool], typer.Option("--autoregressive/--no-autoregressive", help="reverse/sort: feed back the previous target (training) or prediction (eval). [default: off]", show_default=False)] = None,
-    layers: Annotated[Optional[int], typer.Option(help="transformer: causal self-attention blocks. [default: 1]", show_default=False)] = None,
-    heads: Annotated[Optional[int], typer.Option(help="transformer: attention heads (divides H). [default: 8]", show_default=False)] = None,
-    iterations: Annotated[Optional[int], typer.Option(help="Training iterations. [default: 300,000]", show_default=False)] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Batch size. [default: 512]", show_default=False)] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate of Adam. [default: 0.001]", show_default=False)] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the initialisation and the batches. [default: 111]", show_default=False)] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="auto (CUDA when present), cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint every N iterations and at the end. [default: 5,000]", show_default=False)] = None,
-    log_every: Annotated[Optional[int], typer.Option(help="A metrics.jsonl line every N iterations. [default: 100]", show_default=False)] = None,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
+    layers: Annotated[Optional[int], typer.Option(metavar="N", help="transformer: causal self-attention blocks. [default: 1]", show_default=False)] = None,
+    heads: Annotated[Optional[int], typer.Option(metavar="N", help="transformer: attention heads (divides H). [default: 8]", show_default=False)] = None,
+    iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Training iterations. [default: 300,000]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Batch size. [default: 512]", show_default=False)] = None,
+    lr: Annotated[Optional[float], typer.Option(metavar="X", help="Peak learning rate of Adam. [default: 0.001]", show_default=False)] = None,
+    warmup: Annotated[Optional[int], typer.Option(metavar="N", help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed of the initialisation and the batches. [default: 111]", show_default=False)] = None,
+    device: Annotated[Optional[str], typer.Option("--device", metavar="DEVICE", help="auto (CUDA when present), cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(metavar="N", help="Checkpoint every N iterations and at the end. [default: 5,000]", show_default=False)] = None,
+    log_every: Annotated[Optional[int], typer.Option(metavar="N", help="A metrics.jsonl line every N iterations. [default: 100]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(metavar="N", help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
     params: ParamsOpt = None,
     set_: SetOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
-    stop_after: Annotated[Optional[int], typer.Option(help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
+    stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
     json_out: JsonOpt = False,
 ):
     from ..common.config import resolve_config
@@ -133,10 +133,10 @@ def _eval_table(results: list[dict], title: str):
 
 
 def eval_cmd(
-    path: Annotated[Path, typer.Argument(help="A run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
-    step: Annotated[Optional[int], typer.Option(help="Evaluate the checkpoint saved at this step instead of the latest.", show_default=False)] = None,
+    path: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
+    step: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluate the checkpoint saved at this step instead of the latest.", show_default=False)] = None,
     device: DeviceOpt = "auto",
-    batch_size: Annotated[Optional[int], typer.Option(help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
     json_out: JsonOpt = False,
 ):
     """Score a run on its held-out test set (token / sequence accuracy, Damerau–Levenshtein
@@ -151,7 +151,7 @@ def eval_cmd(
 
 
 def compare(
-    runs: Annotated[List[Path], typer.Argument(help="Run directories to compare (each evaluated unless its eval.json is current).", show_default=False)],
+    runs: Annotated[List[Path], typer.Argument(metavar="RUN", help="Run directories to compare (each evaluated unless its eval.json is current).", show_default=False)],
     device: DeviceOpt = "auto",
     json_out: JsonOpt = False,
 ):
@@ -193,13 +193,13 @@ def compare(
 
 
 def stability(
-    run: Annotated[Path, typer.Argument(help="A run directory (every saved checkpoint) or a checkpoint file.", show_default=False)],
-    checkpoint: Annotated[Optional[int], typer.Option("--checkpoint", help="Analyse only the checkpoint saved at this step.", show_default=False)] = None,
-    triplets: Annotated[int, typer.Option(help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
-    chunk_size: Annotated[int, typer.Option(help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
-    seed: Annotated[int, typer.Option(help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (every saved checkpoint) or a checkpoint file.", show_default=False)],
+    checkpoint: Annotated[Optional[int], typer.Option("--checkpoint", metavar="N", help="Analyse only the checkpoint saved at this step.", show_default=False)] = None,
+    triplets: Annotated[int, typer.Option(metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
+    chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
     device: DeviceOpt = "auto",
-    out: Annotated[Optional[Path], typer.Option("--out", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")] = False,
     json_out: JsonOpt = False,
 ):
@@ -240,11 +240,11 @@ def stability(
 
 
 def extend_vocab(
-    run: Annotated[Path, typer.Argument(help="A trained run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
-    extra_vocab: Annotated[int, typer.Option("--extra-vocab", help="How many new ids to add (the reference doubles V).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="Directory of the extended run (the trained run is never modified).", show_default=False)],
-    iterations: Annotated[Optional[int], typer.Option(help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A trained run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
+    extra_vocab: Annotated[int, typer.Option("--extra-vocab", metavar="N", help="How many new ids to add (the reference doubles V).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory of the extended run (the trained run is never modified).", show_default=False)],
+    iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
     device: DeviceOpt = "auto",
     set_: SetOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted extension in --out.")] = False,
@@ -276,27 +276,28 @@ def extend_vocab(
 
 #: what ``posrnn bench`` measures when not told: sized to the device
 BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64, "train.batch_size": 128}
+BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is SPEC's default
 
 
 def bench(
     paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
     model: Annotated[Optional[ModelName], typer.Option(help="Model core.", show_default=False)] = None,
     pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding.", show_default=False)] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="V.", show_default=False)] = None,
-    length: Annotated[Optional[int], typer.Option(help="L.", show_default=False)] = None,
-    hidden_size: Annotated[Optional[int], typer.Option(help="H.", show_default=False)] = None,
-    embed_size: Annotated[Optional[int], typer.Option(help="E. [default: H]", show_default=False)] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Batch.", show_default=False)] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(metavar="N", help="V.", show_default=False)] = None,
+    length: Annotated[Optional[int], typer.Option(metavar="N", help="L.", show_default=False)] = None,
+    hidden_size: Annotated[Optional[int], typer.Option(metavar="N", help="H.", show_default=False)] = None,
+    embed_size: Annotated[Optional[int], typer.Option(metavar="N", help="E. [default: H]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Batch.", show_default=False)] = None,
     device: DeviceOpt = "auto",
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(metavar="N", help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
     amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (train.amp).", show_default=False)] = None,
     cuda_graph: Annotated[Optional[bool], typer.Option("--cuda-graph/--no-cuda-graph", help="One CUDA graph per update (CUDA only).", show_default=False)] = None,
-    iters: Annotated[int, typer.Option(help="Timed iterations (the median is reported).")] = 20,
-    warmup_iters: Annotated[int, typer.Option(help="Untimed iterations first.")] = 5,
-    parts: Annotated[str, typer.Option(help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
-    stability_triplets: Annotated[int, typer.Option("--stability-triplets", help="Triplets timed (0: skip).")] = 8,
-    chunk_size: Annotated[int, typer.Option(help="Stability: sequences per Jacobian pass.")] = 64,
-    concurrent: Annotated[Optional[str], typer.Option(help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
+    iters: Annotated[int, typer.Option(metavar="N", help="Timed iterations (the median is reported).")] = 20,
+    warmup_iters: Annotated[int, typer.Option(metavar="N", help="Untimed iterations first.")] = 5,
+    parts: Annotated[str, typer.Option(metavar="PARTS", help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
+    stability_triplets: Annotated[int, typer.Option("--stability-triplets", metavar="N", help="Triplets timed (0: skip).")] = 8,
+    chunk_size: Annotated[int, typer.Option(metavar="N", help="Stability: sequences per Jacobian pass.")] = 64,
+    concurrent: Annotated[Optional[str], typer.Option(metavar="K,…", help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
     no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
     params: ParamsOpt = None,
     set_: SetOpt = None,
@@ -311,7 +312,7 @@ def bench(
     from ..engine.device import resolve_device
 
     dev = resolve_device(device)
-    sized = {} if (paper or dev.type == "cuda") else dict(BENCH_CPU)
+    sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
     given = run_options(model=model, pe=pe, vocab_size=vocab_size, length=length, hidden_size=hidden_size,
                         embed_size=embed_size, batch_size=batch_size, device=device, threads=threads)
     cfg = resolve_config(params, {**sized, **given, "train.amp": amp, "train.cuda_graph": cuda_graph}, set_)
@@ -364,9 +365,9 @@ def bench(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help=TRAIN_HELP)(cli_errors(train))
-    app.command("eval")(cli_errors(eval_cmd))
-    app.command()(cli_errors(compare))
-    app.command()(cli_errors(stability))
-    app.command("extend-vocab")(cli_errors(extend_vocab))
-    app.command()(cli_errors(bench))
+    app.command(help=TRAIN_HELP, short_help="Train one model on one task into a run directory.")(cli_errors(train))
+    app.command("eval", short_help="Score a run on its held-out test set.")(cli_errors(eval_cmd))
+    app.command(short_help="Evaluate several runs and show them side by side.")(cli_errors(compare))
+    app.command(short_help="Gradient stability of a run's checkpoints (SPEC §4).")(cli_errors(stability))
+    app.command("extend-vocab", short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))
+    app.command(short_help="Time a training step, the sampler and the stability analysis.")(cli_errors(bench))

@@ -20,30 +20,30 @@ class Entry:
 
 
 TASKS: dict[str, Entry] = {
-    "reverse": Entry("x_1..x_L, then L queries; target x_L..x_1 (variants: --min-length, --rarity, --autoregressive)"),
-    "sort": Entry("x_1..x_L, then L queries; target x sorted ascending, ties kept (--autoregressive)"),
-    "delayed-add": Entry("x_1..x_L, then fresh tokens y_1..y_L fed as inputs; target (x_{L+1-j} + y_j) mod V"),
-    "predecessor": Entry("L distinct tokens, then one of x_2..x_L again; the single target is its predecessor"),
-    "copy": Entry("copy memory: x_1..x_L, T blank steps (--delay), L queries; target x_1..x_L"),
-    "continuous": Entry("reverse of random unit vectors in R^d (--dim; no --vocab-size); loss 1 - cosine"),
-    "lm": Entry("language model: next-token prediction over paragraphs of an encoded corpus (posrnn lm)"),
+    "reverse": Entry("target x_L..x_1 (--min-length, --rarity, --autoregressive)"),
+    "sort": Entry("target x sorted ascending, ties kept (--autoregressive)"),
+    "delayed-add": Entry("then fed y_1..y_L; target (x_{L+1-j} + y_j) mod V"),
+    "predecessor": Entry("L distinct tokens, one shown again; target its predecessor"),
+    "copy": Entry("copy memory: T blank steps (--delay), then target x_1..x_L"),
+    "continuous": Entry("reverse unit vectors in R^d (--dim); loss 1 - cosine"),
+    "lm": Entry("next-token prediction over an encoded corpus (posrnn lm)"),
 }
 
 CORES: dict[str, Entry] = {
     "elman": Entry("single-layer tanh RNN", "Elman"),
     "gru": Entry("single-layer GRU", "GRU"),
     "lstm": Entry("single-layer LSTM", "LSTM"),
-    "s4d": Entry("diagonal state-space model S4D (state N = model.state_size)", "S4D"),
-    "transformer": Entry("causal Transformer, --layers blocks, --heads heads, no built-in positions", "Transformer"),
+    "s4d": Entry("diagonal state-space model S4D (state: model.state_size)", "S4D"),
+    "transformer": Entry("causal Transformer (--layers, --heads), no built-in positions", "Transformer"),
 }
 
 PE_FORMS: dict[str, Entry] = {
     "none": Entry("vanilla: token embedding only", "vanilla", "#4c72b0"),
     "sinusoidal": Entry("fixed sinusoidal PE, unit norm, positions 0..T-1", "PE (sinusoidal)", "#dd8452"),
-    "random": Entry("fixed random PE: rows drawn uniformly on the unit sphere", "PE (random)", "#55a868"),
+    "random": Entry("fixed random PE, rows uniform on the unit sphere", "PE (random)", "#55a868"),
     "learnable": Entry("trained position table, N(0,1) init", "PE (learnable)", "#8172b3"),
-    "dummy": Entry("double-vanilla control: the embedding concatenated with itself (no positions)", "double vanilla", "#937860"),
-    "phase": Entry("learnable input-phase / output-phase vector (the paper's autoregressive model)", "phase vector", "#c44e52"),
+    "dummy": Entry("double-vanilla control: the embedding twice, no positions", "double vanilla", "#937860"),
+    "phase": Entry("learnable input/output-phase vector (autoregressive model)", "phase vector", "#c44e52"),
 }
 
 PE_MODES: dict[str, Entry] = {

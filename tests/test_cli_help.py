@@ -1,0 +1,111 @@
+"""The first hour: every command's help reads well at 80 columns (no option cut, defaults and
+choices shown, no Python type names), `python -m posrnn_cli` works, completion installs, the
+default warm-up fits a 40-iteration run, and `posrnn bench` without options is sized to a CPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from posrnn_cli.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def commands():
+    out = []
+
+    def walk(cmd, path):
+        out.append((path, cmd))
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(get_command(app), [])
+    return out
+
+
+@pytest.mark.parametrize("path, cmd", commands(), ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_help_fits_80_columns_and_names_every_option_whole(path, cmd):
+    r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"}, terminal_width=80)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
+    for param in cmd.params:
+        for opt in param.opts + param.secondary_opts:
+            if opt.startswith("-"):
+                assert re.search(rf"(^|[\s,/]){re.escape(opt)}($|[\s,=])", r.output, re.M), f"{opt} cut or missing"
+    for leak in ("<int>", "<float>", "<str>", "<bool>", "<path>", "list[", "Optional["):
+        assert leak not in r.output, leak
+
+
+def test_the_command_list_is_one_line_per_command():
+    r = runner.invoke(app, ["--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    listing = r.output.split("Commands:")[1].strip().splitlines()
+    names = sorted(get_command(app).commands)
+    assert sorted(line.split()[0] for line in listing) == names
+    assert not any(line.rstrip().endswith("...") for line in listing)
+
+
+def test_defaults_and_choices_are_shown():
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    flat = " ".join(r.output.split())
+    for words in ("--hidden-size N Hidden size H. [default: 512]", "[default: 100]", "[default: auto]",
+                  "<none|sinusoidal|random|learnable|dummy|phase>", "[default: 1% of the run, at most 1,000]"):
+        assert words in flat, words
+    r = runner.invoke(app, ["lm", "train", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert "<none|sinusoidal|" in " ".join(r.output.split())  # a list of choices, not a free string
+    r = runner.invoke(app, ["lm", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert all(name in r.output for name in ("prepare", "tokenizer", "encode", "train", "eval"))
+
+
+def test_python_dash_m_and_completion(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "posrnn_cli", "--version"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("posrnn ")
+    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    r = subprocess.run([sys.executable, "-m", "posrnn_cli", "--install-completion", "bash"], capture_output=True,
+                       text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "completion" in (tmp_path / ".bashrc").read_text()
+    scripts = list((tmp_path / ".bash_completions").glob("*.sh"))
+    assert scripts and "complete" in scripts[0].read_text()
+
+
+def test_a_short_run_works_with_the_default_warm_up(tmp_path):
+    r = runner.invoke(app, ["train", "--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
+                            "--batch-size", "8", "--iterations", "40", "--device", "cpu", "--set", "task.n_test=32",
+                            "--out", str(tmp_path / "run"), "--json"])
+    assert r.exit_code == 0, r.output
+    from posrnn_cli.common.config import RunConfig
+
+    assert RunConfig().train.warmup is None
+    for its, warm in ((40, 0), (4000, 40), (300_000, 1000), (2_000_000, 1000)):
+        cfg = RunConfig()
+        cfg.train.iterations = its
+        assert cfg.train.warmup_steps == warm
+
+
+def test_bench_without_options_is_sized_to_the_cpu(monkeypatch):
+    """Without options on a CPU, bench times the small GRU (under a minute); --paper is one option away."""
+    import posrnn_cli.bench as bench
+
+    seen = {}
+
+    def fake(cfg, **kw):
+        seen["cfg"] = cfg
+        raise SystemExit(0)
+
+    monkeypatch.setattr(bench, "bench", fake)
+    runner.invoke(app, ["bench", "--device", "cpu"])
+    c = seen["cfg"]
+    assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("gru", 32, 8, 64, 128)
+    runner.invoke(app, ["bench", "--device", "cpu", "--paper"])
+    c = seen["cfg"]
+    assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("lstm", 16384, 64, 512, 512)
