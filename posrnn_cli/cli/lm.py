@@ -77,7 +77,7 @@ def tokenizer(
 @cli_errors
 def encode(
     data: Annotated[Path, typer.Option("--data", metavar="DIR", help="Folder with train.txt, valid.txt, test.txt.")] = Path("data/wikitext103"),
-    tokenizer: Annotated[Path, typer.Option("--tokenizer", metavar="DIR", help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
+    tokenizer: Annotated[Path, typer.Option("--tokenizer", metavar="PATH", help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for meta.json and {split}/ids.npy, offsets.npy.")] = Path("data/wikitext103/encoded"),
     max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", help="Longest stored paragraph, BOS and EOS included (longer ones keep their first tokens).")] = 1024,
 ):

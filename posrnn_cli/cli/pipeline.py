@@ -13,7 +13,7 @@ from ..common.errors import PosrnnError
 from .common import JsonOpt, cli_errors, console
 
 PARAMS = Path("params.yaml")
-ParamsFile = Annotated[Path, typer.Option("--params", metavar="DIR", help="The params file holding the profiles.")]
+ParamsFile = Annotated[Path, typer.Option("--params", metavar="FILE", help="The params file holding the profiles.")]
 
 
 def _profile(params: Path, profile: Optional[str]) -> str:
@@ -31,7 +31,7 @@ def sweep(
     experiments: Annotated[Optional[List[str]], typer.Argument(metavar="EXPERIMENT", help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
     profile: Annotated[Optional[str], typer.Option("--profile", "-p", metavar="NAME", help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
     params: ParamsFile = PARAMS,
-    stage: Annotated[Optional[str], typer.Option(metavar="NAME", help="Every experiment of one pipeline stage (train, stability, extend, lm_data, lm).", show_default=False)] = None,
+    stage: Annotated[Optional[str], typer.Option(metavar="NAME", help="Every experiment of one pipeline stage (train, stability, extend, lm).", show_default=False)] = None,
     executor: Annotated[Optional[str], typer.Option(metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option(metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
     runs_per_gpu: Annotated[Optional[int], typer.Option(metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
@@ -124,7 +124,7 @@ def profile_use(
 
 def aggregate(
     runs: Annotated[Path, typer.Argument(metavar="DIR", help="A profile's run root, e.g. runs/lite.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
     metrics: Annotated[Optional[Path], typer.Option("--metrics", metavar="DIR", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]", show_default=False)] = None,
     curves: Annotated[Optional[Path], typer.Option("--curves", metavar="DIR", help="Directory for <experiment>.csv training curves. [default: OUT/../curves]", show_default=False)] = None,
     experiment: Annotated[Optional[List[str]], typer.Option("--experiment", metavar="NAME", help="Only these experiments. [default: all present]", show_default=False)] = None,
