@@ -1,4 +1,4 @@
-"""Invariants of the PE forms, the double-vanilla control and the registered cores (issue 3)."""
+"""Invariants of the PE forms, the double-vanilla control and the registered cores."""
 
 from __future__ import annotations
 

@@ -269,3 +269,13 @@ def test_sweep_bad_input_is_one_line_and_touches_nothing(tmp_path, monkeypatch, 
     assert r.exit_code == 1 and r.output.startswith("error: ") and words in r.output, r.output
     assert r.output.count("\n") == 1
     assert not (tmp_path / "runs").exists() and (tmp_path / "params.yaml").read_text() == (ROOT / "params.yaml").read_text()
+
+
+def test_bench_sweep_reports_runs_per_hour_for_each_worker_count():
+    r = CliRunner().invoke(app, ["bench-sweep", "--workers", "1,2", "--runs", "2", "--iterations", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = __import__("json").loads(r.output)
+    assert [x["workers"] for x in rows] == [1, 2] and all(x["runs"] == 2 and x["runs_per_hour"] > 0 for x in rows)
+    assert rows[0]["speedup_vs_1"] == 1.0
+    r = CliRunner().invoke(app, ["bench-sweep", "--workers", "one"])
+    assert r.exit_code == 1 and r.output.startswith("error: --workers takes counts")

@@ -1,4 +1,4 @@
-"""Invariants of every task (issue 3): targets, layouts, test grids, held-out sets, reports."""
+"""Invariants of every task: targets, layouts, test grids, held-out sets, reports."""
 
 from __future__ import annotations
 

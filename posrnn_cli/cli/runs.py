@@ -364,6 +364,39 @@ def bench(
     console().print(table)
 
 
+def bench_sweep(
+    workers: Annotated[str, typer.Option(metavar="K,…", help="Worker counts to compare.")] = "1,2",
+    runs: Annotated[int, typer.Option(metavar="N", help="Runs in the grid (GRU, V 16, L 8, H 64, batch 128).")] = 8,
+    iterations: Annotated[int, typer.Option(metavar="N", help="Iterations per run.")] = 1000,
+    json_out: JsonOpt = False,
+):
+    """Runs per hour of `posrnn sweep` with 1, 2, … local workers on this machine.
+
+    The same grid is swept once per worker count in a scratch directory."""
+    from ..sweep.bench import machine, sweep_throughput
+
+    try:
+        ks = tuple(int(k) for k in workers.split(","))
+    except ValueError:
+        raise PosrnnError(f"--workers takes counts like 1,2, got {workers!r}") from None
+    rows = sweep_throughput(ks, runs=runs, iterations=iterations)
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    import datetime
+
+    from rich.table import Table
+
+    t = Table(title=f"sweep throughput: {runs} runs × {iterations:,} iterations, {machine()}, "
+                    f"{datetime.date.today().isoformat()}")
+    for col in ("workers", "wall s", "runs / hour", "× one worker"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(str(r["workers"]), f"{r['seconds']:.1f}", f"{r['runs_per_hour']:.0f}",
+                  f"{r['speedup_vs_1']:.2f}" if r["speedup_vs_1"] else "-")
+    console().print(t)
+
+
 def register(app: typer.Typer) -> None:
     app.command(help=TRAIN_HELP, short_help="Train one model on one task into a run directory.")(cli_errors(train))
     app.command("eval", short_help="Score a run on its held-out test set.")(cli_errors(eval_cmd))
@@ -371,3 +404,4 @@ def register(app: typer.Typer) -> None:
     app.command(short_help="Gradient stability of a run's checkpoints (SPEC §4).")(cli_errors(stability))
     app.command("extend-vocab", short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))
     app.command(short_help="Time a training step, the sampler and the stability analysis.")(cli_errors(bench))
+    app.command("bench-sweep", short_help="Runs per hour of posrnn sweep with 1, 2, … workers.")(cli_errors(bench_sweep))
