@@ -49,6 +49,20 @@ def results(root: Path) -> dict:
     return out
 
 
+def processes_in(folder: Path) -> list[int]:
+    """Live processes whose working directory is ``folder`` (a sweep's workers inherit it)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(folder):
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().split(") ")[1][0] != "Z":  # not a zombie
+                        out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
 def same(a: dict, b: dict) -> bool:
     if a.keys() != b.keys():
         return False
@@ -151,7 +165,8 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
     and no partial file is ever left where a loader would read it."""
     from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
 
-    grid = {**TINY, "iterations": 3000, "checkpoint_every": 100, "set": {"train.log_every": 50}}
+    grid = {**TINY, "cells": [{"model": "gru", "vocab": 6}], "iterations": 4000, "checkpoint_every": 100,
+            "set": {"train.log_every": 50}}
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
     run_sweep(scratch(ref_dir, fig2=grid), "t", ["fig2"], SweepOptions(workers=2), runs_root=ref_dir / "runs" / "t")
@@ -174,7 +189,10 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
         assert p.poll() is None, "the sweep finished before it could be killed"
         p.send_signal(signal.SIGKILL)
         p.wait()
-        time.sleep(0.3)  # the workers die with the sweep (PR_SET_PDEATHSIG)
+        deadline = time.time() + 10  # its workers see their pipe from the sweep close and exit
+        while time.time() < deadline and processes_in(work):
+            time.sleep(0.1)
+        assert not processes_in(work), "a worker outlived its sweep"
         for run in (work / "runs" / "t" / "fig2").glob("*/"):
             for _, path in list_checkpoints(run):  # whatever a loader sees is whole
                 load_checkpoint(path)

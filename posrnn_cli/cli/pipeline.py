@@ -69,7 +69,13 @@ def sweep(
              "timeout_min": timeout_min}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
                         wait=not no_wait, slurm=slurm)
-    outcomes = run_sweep(params, name, names, opts)
+    try:
+        outcomes = run_sweep(params, name, names, opts)
+    except KeyboardInterrupt:
+        err = PosrnnError("interrupted: the workers were stopped; finished runs are kept and unfinished ones resume "
+                          "from their last checkpoint when you run the same command again")
+        err.exit_code = 130
+        raise err from None
     if dry_run:
         if json_out:
             typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir} for o in outcomes]))

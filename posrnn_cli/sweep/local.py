@@ -4,18 +4,18 @@ On a CPU, one single-threaded run per core; on GPUs, ``runs_per_gpu`` runs per G
 process pinned to its GPU with ``CUDA_VISIBLE_DEVICES``. Every job runs in a fresh process
 forked from a ``forkserver`` that has torch and posrnn already imported (so a job starts in
 milliseconds), with its output in ``runs/<profile>/.logs/<experiment>/<run>.log``. A job that
-fails, or whose process dies, is reported and the others go on. If the sweep itself is
-killed, its workers die with it (``PR_SET_PDEATHSIG``), so a new sweep never races an old
-worker.
+fails, or whose process dies, is reported and the others go on. If the sweep itself dies
+(``kill -9`` included), each worker sees its pipe from the sweep close and exits at once, so a
+new sweep never races an old worker.
 """
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -54,17 +54,23 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _die_with_parent() -> None:
-    """Linux: deliver SIGKILL to this process when its parent exits."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
+def _die_with_sweep(alive) -> None:
+    """Exit at once when the sweep's end of ``alive`` closes (the sweep died: the pipe's other
+    end was held by it alone). A worker's parent is the forkserver, so PR_SET_PDEATHSIG cannot
+    tell; the pipe can."""
+    def watch():
+        try:
+            alive.recv()
+        except (EOFError, OSError):
+            pass
+        os._exit(137)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
-def _work(job_dict: dict, env: dict, log_path: str, conn) -> None:
+def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
     """A worker process: pin, redirect output to the log, run the job, report."""
-    _die_with_parent()
+    _die_with_sweep(alive)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
     os.environ.update(env)
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -117,16 +123,20 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
             while pending and free:
                 job, slot = pending.popleft(), free.popleft()
                 env = {"CUDA_VISIBLE_DEVICES": str(slot // runs_per_gpu)} if gpus else {"OMP_NUM_THREADS": "1"}
-                here, there = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_work, args=(job.to_dict(), env, str(log_path(job, logs)), there), daemon=False)
+                here, there = ctx.Pipe(duplex=False)  # the worker's result → here
+                alive_r, alive_w = ctx.Pipe(duplex=False)  # closes when this process dies
+                p = ctx.Process(target=_work, args=(job.to_dict(), env, str(log_path(job, logs)), there, alive_r),
+                                daemon=False)
                 p.start()
                 there.close()
-                running[p.sentinel] = (p, here, job, slot, time.perf_counter())
+                alive_r.close()
+                running[p.sentinel] = (p, here, job, slot, time.perf_counter(), alive_w)
                 if on_event:
                     on_event("start", job, None)
             ready = wait(list(running), timeout=0.5)
             for s in ready:
-                p, conn, job, slot, t0 = running.pop(s)
+                p, conn, job, slot, t0, alive_w = running.pop(s)
+                alive_w.close()
                 msg = None
                 try:
                     if conn.poll():
