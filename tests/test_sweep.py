@@ -145,17 +145,27 @@ def test_a_different_config_is_refused_unless_forced(tmp_path, monkeypatch):
     assert cfg["model"]["hidden_size"] == 12
 
 
-def test_a_failing_cell_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+def test_an_impossible_grid_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     bad = {**TINY, "cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 2, "length": 3}]}  # 2^3 < 2·32
+    with pytest.raises(PosrnnError, match=r"^fig2/gru-v2-l3-none-s1: task 'reverse' with vocab_size=2, length=3 has only"):
+        run_sweep(scratch(tmp_path, fig2=bad), "t", ["fig2"], SweepOptions(workers=2))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_failing_cell_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+    """A run that fails while training (its loss turns non-finite) is reported with its log; the
+    other runs of the sweep finish."""
+    monkeypatch.chdir(tmp_path)
+    bad = {**TINY, "cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6, "lr": 1e37}]}
     with pytest.raises(PosrnnError, match="2 of 4 runs failed") as e:
         run_sweep(scratch(tmp_path, fig2=bad), "t", ["fig2"], SweepOptions(workers=2))
     assert "\n" not in str(e.value)
     err = capsys.readouterr().err
-    for name in ("gru-v2-l3-none-s1", "gru-v2-l3-sinusoidal-s1"):
+    for name in ("gru-v6-lr1e+37-none-s1", "gru-v6-lr1e+37-sinusoidal-s1"):
         log = tmp_path / "runs" / "t" / ".logs" / "fig2" / f"{name}.log"
-        assert f"failed: fig2/{name}: task 'reverse' with vocab_size=2, length=3 has only 8 distinct" in err
-        assert str(Path("runs") / "t" / ".logs" / "fig2" / f"{name}.log") in err and "too few" in log.read_text()
+        assert f"failed: fig2/{name}: non-finite loss or gradient at step" in err
+        assert str(Path("runs") / "t" / ".logs" / "fig2" / f"{name}.log") in err and "non-finite" in log.read_text()
     assert all((tmp_path / "runs" / "t" / "fig2" / f"gru-v4-{pe}-s1" / "eval.json").is_file() for pe in ("none", "sinusoidal"))
 
 

@@ -236,6 +236,8 @@ def load_yaml(path: Path) -> Any:
         raise PosrnnError(f"params file {path} does not exist; pass an existing --params file")
     try:
         return yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:
         first = str(e).splitlines()[0] if str(e) else "parse error"
         raise PosrnnError(f"params file {path} is not valid YAML ({first}); fix the file") from None

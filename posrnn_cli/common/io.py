@@ -13,7 +13,9 @@ import csv
 import io
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -103,12 +105,45 @@ def write_npz(path: Path, arrays: Mapping[str, Any]) -> None:
 
 
 def read_npz(path: Path) -> dict:
-    """``.npz`` → ``{name: array}`` (no pickled objects)."""
+    """``.npz`` → ``{name: array}`` (no pickled objects); a file numpy cannot read is an error
+    naming it."""
+    import zipfile
+
     import numpy as np
 
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        from .errors import PosrnnError
+
+        if isinstance(e, OSError) and not Path(path).exists():
+            raise
+        raise PosrnnError(f"{path} is not a readable .npz file (truncated or corrupt); re-run the step that writes it") from None
+
+
+@contextmanager
+def undo_new_dirs(path: Path):
+    """Directories created on the way to ``path`` inside the block are removed again if the
+    block fails, so a failed command leaves the disk as it found it."""
+    path = Path(path)
+    top = None
+    p = path
+    while not p.exists() and p != p.parent:
+        top, p = p, p.parent
+    try:
+        yield
+    except BaseException:
+        if top is not None and top.is_dir():
+            shutil.rmtree(top, ignore_errors=True)
+        raise
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """JSON → data; a file that is not JSON is an error naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError):
+        from .errors import PosrnnError
+
+        raise PosrnnError(f"{path} is not valid JSON (truncated or corrupt); re-run the step that writes it") from None

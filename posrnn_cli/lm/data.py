@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..common.errors import PosrnnError
+from ..common.io import undo_new_dirs
 
 SPLITS = ("train", "valid", "test")
 # Our split name → the names other layouts use for it.
@@ -207,8 +208,12 @@ def prepare(
         source, sources = _local_sources(Path(data_dir), config)
     else:
         source, sources = _hub_sources(dataset, config)
-    out.mkdir(parents=True, exist_ok=True)
+    with undo_new_dirs(out):
+        out.mkdir(parents=True, exist_ok=True)
+        return _write_splits(out, source, sources)
 
+
+def _write_splits(out: Path, source: str, sources: dict) -> dict:
     stats: dict[str, dict] = {}
     tmps: dict[str, Path] = {}
     try:

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from ..common.errors import PosrnnError
+from ..common.io import undo_new_dirs
 from .data import SPLITS, temp_beside
 from .tokenizer import MAX_VOCAB, MODEL_NAME, load_tokenizer
 
@@ -151,6 +152,11 @@ def encode(
     threads = num_threads or os.cpu_count() or 1
     finals: list[tuple[Path, Path]] = []  # (temporary, final) pairs, swapped in at the end
     stats: dict[str, dict] = {}
+    with undo_new_dirs(out):
+        return _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs, threads, finals, stats, vocab_size)
+
+
+def _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs, threads, finals, stats, vocab_size) -> dict:
     try:
         for split in splits:
             (out / split).mkdir(parents=True, exist_ok=True)
@@ -212,7 +218,11 @@ class LMCorpus:
         meta_path = self.root / META_NAME
         if not meta_path.is_file():
             raise PosrnnError(f"{meta_path} not found: {self.root} is not an encoded corpus (run `posrnn lm encode`)")
-        self.meta = json.loads(meta_path.read_text())
+        try:
+            self.meta = json.loads(meta_path.read_text())
+            self.meta["splits"], self.meta["vocab_size"]  # noqa: B018 - the keys every reader needs
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+            raise PosrnnError(f"{meta_path} is not an encoded corpus's metadata (corrupt); re-run `posrnn lm encode`") from None
         if split not in self.meta["splits"]:
             raise PosrnnError(f"{self.root} has no {split} split (it has {', '.join(self.meta['splits'])})")
         if not (0 <= rank < world_size):

@@ -118,6 +118,9 @@ def train_tokenizer(
         raise PosrnnError(f"{train_txt} is empty")
 
     prefix = Path(model_prefix)
+    made = next((p for p in [prefix.parent, *prefix.parent.parents] if p.exists()), None)
+    new_top = None if prefix.parent.exists() else next(q for q in [prefix.parent, *prefix.parent.parents]
+                                                         if q.parent == made)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_beside(prefix)  # SentencePiece appends .model / .vocab to it
     finals = {ext: prefix.with_name(prefix.name + ext) for ext in (".model", ".vocab", ".log")}
@@ -150,6 +153,10 @@ def train_tokenizer(
     finally:
         for path in temps.values():
             path.unlink(missing_ok=True)
+        if new_top is not None and not finals[".model"].exists():  # failed: remove the folders it made
+            import shutil
+
+            shutil.rmtree(new_top, ignore_errors=True)
     return {"model": str(finals[".model"]), "vocab_size": vocab_size, "unk_id": UNK_ID, "bos_id": BOS_ID,
             "eos_id": EOS_ID, "wikitext_unk_id": 3 if wikitext_unk else None, "seconds": seconds,
             "input_bytes": n_bytes}

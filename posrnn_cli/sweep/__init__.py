@@ -104,6 +104,9 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
     if opts.dry_run:
         return [Outcome(j, status(j), 0.0) for j in jobs]
+    from .jobs import validate
+
+    validate(jobs)
     pool = _pool(prof, opts) if executor == "local" else None
     if executor != "local":
         from .slurm import check_available

@@ -185,5 +185,33 @@ def execute(job: Job) -> dict:
         return KINDS[job.kind](job)
 
 
+def validate(jobs: list[Job]) -> None:
+    """Check every job's config as the run would (the task, the model, the recipe) before the
+    sweep writes anything: an impossible grid is one error naming the run, not a failed job."""
+    from ..engine.train import check_train_config
+    from ..models import check_model_config
+    from ..tasks import build_task
+
+    seen: set = set()
+    for job in jobs:
+        if not job.config:
+            continue
+        cfg = job.run_config()
+        flat = cfg.flat()
+        key = tuple(sorted((k, repr(v)) for k, v in flat.items() if k != "train.seed"))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            check_train_config(cfg.train)
+            if cfg.task.name == "lm" and not Path(cfg.task.data).is_dir():
+                check_model_config(cfg.model)  # the corpus is made by this sweep's lm_data step
+                continue
+            task = build_task(cfg.task)
+            check_model_config(cfg.model, task.output_start)
+        except PosrnnError as e:
+            raise PosrnnError(f"{job.label}: {e}") from None
+
+
 def job_from_dict(d: dict) -> Job:
     return Job(**d)

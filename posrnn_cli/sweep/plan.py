@@ -223,8 +223,11 @@ def _stability_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
     if unknown:
         raise PosrnnError(f"profile {profile!r}, stability: unknown key(s) {', '.join(sorted(unknown))}; "
                           f"use triplets, chunk_size, seed")
-    opts = {"triplets": int(sec.get("triplets", 1024)), "chunk_size": int(sec.get("chunk_size", 64)),
-            "seed": int(sec.get("seed", 0)), "device": prof.get("device", "auto")}
+    opts = {"triplets": sec.get("triplets", 1024), "chunk_size": sec.get("chunk_size", 64),
+            "seed": sec.get("seed", 0), "device": prof.get("device", "auto")}
+    for k in ("triplets", "chunk_size", "seed"):
+        if not isinstance(opts[k], int) or isinstance(opts[k], bool):
+            raise PosrnnError(f"profile {profile!r}, stability: {k} must be an integer, got {opts[k]!r}")
     if opts["triplets"] < 2 or opts["chunk_size"] < 1:
         raise PosrnnError(f"profile {profile!r}, stability: triplets must be ≥ 2 and chunk_size ≥ 1")
     sources = _train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
