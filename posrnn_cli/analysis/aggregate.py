@@ -91,6 +91,15 @@ def group_runs(runs: Iterable[Path]) -> list[tuple[RunConfig, list[tuple[int, Pa
     return list(groups.values())
 
 
+def arrays(path: Path, keys: tuple) -> dict:
+    """The score arrays of ``path``, each of ``keys`` required."""
+    data = read_npz(need(path, "per-sequence scores"))
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise PosrnnError(f"{path} has no {', '.join(missing)} scores (not written by `posrnn eval`?); re-run its sweep")
+    return data
+
+
 def need(path: Path, what: str) -> Path:
     if not path.is_file():
         raise PosrnnError(f"{path} is missing ({what}); re-run the sweep that writes it (posrnn sweep or dvc repro)")
@@ -110,10 +119,10 @@ def table_eval(runs: list[Path], n_resamples: int) -> list[dict]:
     """One row per cell: token / sequence accuracy and DL distance, seeds pooled, 95% CIs."""
     rows = []
     for cfg, members in group_runs(runs):
-        arrays = [read_npz(need(run / "eval_sequences.npz", "per-sequence scores")) for _, run in members]
+        data = [arrays(run / "eval_sequences.npz", METRICS) for _, run in members]
         row = {**cell_columns(cfg), **seeds_columns(members)}
         for m in METRICS:
-            s = pooled([a[m] for a in arrays], n_resamples)
+            s = pooled([a[m] for a in data], n_resamples)
             row.update(with_ci(m, s))
         row["n_sequences"] = s["n"]
         rows.append(row)
@@ -126,7 +135,7 @@ def table_dual(runs: list[Path], n_resamples: int) -> list[dict]:
     rows = []
     for cfg, members in group_runs(runs):
         L = cfg.task.length
-        data = [read_npz(need(run / "eval_sequences.npz", "per-sequence scores")) for _, run in members]
+        data = [arrays(run / "eval_sequences.npz", ("token_accuracy", "group")) for _, run in members]
         for k, name in enumerate(KINDS):
             for half, keep in (("all", lambda t: t >= 0), ("first", lambda t: t < L / 2), ("second", lambda t: t >= L / 2)):
                 picked = []
@@ -161,7 +170,7 @@ def table_extend(runs: list[Path], n_resamples: int) -> list[dict]:
     """One row per extended cell: accuracy on sequences of new ids only (seeds pooled)."""
     rows = []
     for cfg, members in group_runs(runs):
-        scores = [read_npz(need(run / "extend_sequences.npz", "extension scores")) for _, run in members]
+        scores = [arrays(run / "extend_sequences.npz", METRICS) for _, run in members]
         row = {**cell_columns(cfg), "base_vocab": cfg.model.frozen_vocab,
                "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab, **seeds_columns(members)}
         for m in METRICS:
@@ -189,9 +198,9 @@ def table_irie(runs: list[Path], n_resamples: int) -> list[dict]:
     positions changed the last position's output (``permutation.json`` of each run)."""
     rows = []
     for cfg, members in group_runs(runs):
-        arrays = [read_npz(need(run / "eval_sequences.npz", "per-sequence scores")) for _, run in members]
+        data = [arrays(run / "eval_sequences.npz", ("token_accuracy",)) for _, run in members]
         perms = [read_json(need(run / "permutation.json", "permutation report")) for _, run in members]
-        s = pooled([a["token_accuracy"] for a in arrays], n_resamples)
+        s = pooled([a["token_accuracy"] for a in data], n_resamples)
         sens = pooled([np.asarray(p["sensitive"], dtype=float) for p in perms], n_resamples)
         rows.append({**cell_columns(cfg), **seeds_columns(members), "n_sequences": s["n"], **with_ci("token_accuracy", s),
                      "permutation_sensitive_share": sens["mean"],
@@ -284,7 +293,8 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
     metrics_dir = Path(metrics_dir) if metrics_dir is not None else out_dir.parent / "metrics"
     curves_dir = Path(curves_dir) if curves_dir is not None else out_dir.parent / "curves"
     if not runs_root.is_dir():
-        raise PosrnnError(f"{runs_root} does not exist; run the sweeps first (posrnn sweep, or dvc repro)")
+        what = "is a file, not a directory" if runs_root.exists() else "does not exist"
+        raise PosrnnError(f"{runs_root} {what}; pass a profile's run root (runs/<profile>) after running its sweeps")
     present = sorted(d.name for d in runs_root.iterdir() if d.is_dir() and not d.name.startswith("."))
     wanted = experiments or present
     tables: dict[str, list[dict]] = {}

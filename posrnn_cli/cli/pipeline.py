@@ -142,8 +142,8 @@ def aggregate(
     Reads only the result files the sweeps wrote (SPEC §4)."""
     from ..analysis.aggregate import aggregate as run
 
-    if resamples < 10:
-        raise PosrnnError(f"--resamples must be at least 10, got {resamples}")
+    if not 10 <= resamples <= 10**6:
+        raise PosrnnError(f"--resamples must lie in 10 … 1,000,000, got {resamples}")
     tables = run(runs, out, metrics_dir=metrics, curves_dir=curves, experiments=experiment or None, n_resamples=resamples)
     if not tables:
         raise PosrnnError(f"no evaluated runs under {runs}; run the sweeps first (posrnn sweep, or dvc repro)")
@@ -155,7 +155,7 @@ def aggregate(
 
 
 def plot(
-    results: Annotated[Path, typer.Argument(metavar="DIR", help="The aggregated tables, e.g. results/lite.", show_default=False)],
+    results: Annotated[Path, typer.Argument(metavar="DIR", help="The aggregated tables, e.g. results/lite/tables.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the figures, e.g. figures/lite.", show_default=False)],
 ):
     """Draw every figure whose table exists (Fig. 2, dual-frequency grid, stability, PE forms,
@@ -163,7 +163,8 @@ def plot(
     from ..analysis.plots import draw_all
 
     if not Path(results).is_dir():
-        raise PosrnnError(f"{results} does not exist; run `posrnn aggregate` first")
+        what = "is a file, not a directory" if Path(results).exists() else "does not exist"
+        raise PosrnnError(f"{results} {what}; pass the tables directory `posrnn aggregate` wrote")
     drawn = draw_all(results, out)
     if not drawn:
         raise PosrnnError(f"no tables in {results} to draw; run `posrnn aggregate` first")
@@ -189,7 +190,8 @@ def scorecard(
     name = profile if profile is not None or results is not None else _profile(params, None)
     folder = results or Path("results") / name / "tables"
     if not Path(folder).is_dir():
-        raise PosrnnError(f"{folder} does not exist; run the pipeline for that profile first (dvc repro)")
+        what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
+        raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")
     rows = write_scorecard(folder, out_dir=out) if out is not None else score(folder)
     if quiet:
         return

@@ -233,7 +233,8 @@ def parse_set(item: str) -> tuple[str, Any]:
 def load_yaml(path: Path) -> Any:
     path = Path(path)
     if not path.is_file():
-        raise PosrnnError(f"params file {path} does not exist; pass an existing --params file")
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
     try:
         return yaml.safe_load(path.read_text())
     except UnicodeDecodeError:

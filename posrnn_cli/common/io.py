@@ -91,8 +91,13 @@ def _parse(v: str) -> Any:
 
 def read_csv(path: Path) -> list[dict]:
     """CSV → rows, numbers parsed (int, then float), empty cells as None."""
-    with open(path, newline="") as f:
-        return [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    try:
+        with open(path, newline="") as f:
+            return [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    except (UnicodeDecodeError, csv.Error):
+        from .errors import PosrnnError
+
+        raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); re-run the step that writes it") from None
 
 
 def write_npz(path: Path, arrays: Mapping[str, Any]) -> None:

@@ -32,8 +32,8 @@ def extend_vocab(
 ) -> dict:
     """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
     (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
-    if extra < 1:
-        raise PosrnnError(f"--extra-vocab must be at least 1, got {extra}")
+    if not 1 <= extra <= 2**24:
+        raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
     cfg, task, model, ckpt, ckpt_path, run_dir = load_run(run, device="cpu")
     if not task.extendable:
         raise PosrnnError(

@@ -133,8 +133,10 @@ def stability_values(
     """Per-triplet stability of every saved checkpoint of ``run`` (or the one at ``step``):
     yields ``(step, condition, pair, values, cfg)``. The triplets depend only on ``seed``, so
     every checkpoint and every run sees the same ones."""
-    if n_triplets < 2 or chunk_size < 1:
-        raise PosrnnError("--triplets must be ≥ 2 and --chunk-size ≥ 1")
+    if not 2 <= n_triplets <= 10**7 or not 1 <= chunk_size <= 10**6:
+        raise PosrnnError("--triplets must lie in 2 … 10,000,000 and --chunk-size in 1 … 1,000,000")
+    if not 0 <= seed < 2**63:
+        raise PosrnnError(f"--seed must lie in 0 … 2^63 − 1, got {seed}")
     run = Path(run)
     ckpt_path, run_dir = resolve_checkpoint(run, step)
     if run.is_file() or step is not None:

@@ -122,8 +122,11 @@ def check_train_config(t: TrainConfig) -> None:
         raise PosrnnError(f"train.weight_decay must be ≥ 0, got {t.weight_decay}")
     if not all(0 <= b < 1 for b in t.betas):
         raise PosrnnError(f"Adam betas must lie in [0, 1), got {list(t.betas)}")
-    if t.threads is not None and t.threads < 1:
-        raise PosrnnError(f"train.threads must be at least 1, got {t.threads}")
+    for key, top in (("threads", 4096), ("batch_size", 2**24), ("eval_batch_size", 2**24), ("seed", 2**63 - 1),
+                     ("iterations", 10**12)):
+        value = getattr(t, key)
+        if value is not None and not (0 if key == "seed" else 1) <= value <= top:
+            raise PosrnnError(f"train.{key} must lie in {0 if key == 'seed' else 1} … {top:,}, got {value}")
 
 
 # ---- the run directory -----------------------------------------------------------------
@@ -578,10 +581,15 @@ def train(
     if stop_after is not None and stop_after < 1:
         raise PosrnnError(f"--stop-after must be at least 1, got {stop_after}")
     rank, world_size = join_process_group()
-    task, model = build_run(cfg)
+    try:
+        task, model = build_run(cfg)
+    except (RuntimeError, ValueError, OverflowError, MemoryError) as e:  # sizes torch cannot allocate
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise PosrnnError(f"cannot build this run ({first}); check the task and model sizes") from None
     task.rank, task.world_size = rank, world_size
     device = local_device(resolve_device(cfg.train.device), world_size)
     check_fast_paths(cfg.train, device, world_size)
+    new_dir = rank == 0 and not out_dir.exists()
     if rank == 0:
         ckpt, res = open_run(out_dir, cfg, resume, force)
     else:  # rank 0 did the checks
@@ -605,7 +613,12 @@ def train(
     if res.extended_from is not None:
         trainer.extra.setdefault("extensions", []).append(
             {"at_step": trainer.step, "iterations_before": res.extended_from, "iterations_after": cfg.train.iterations})
-    summary = trainer.fit(stop_after=stop_after, progress=progress)
+    try:
+        summary = trainer.fit(stop_after=stop_after, progress=progress)
+    except TrainingStopped as e:
+        if new_dir and not isinstance(e, Interrupted) and not list_checkpoints(out_dir):
+            shutil.rmtree(out_dir, ignore_errors=True)  # failed before its first checkpoint: leave no trace
+        raise
     summary["n_parameters"] = count_parameters(model)
     summary["world_size"] = world_size
     return summary

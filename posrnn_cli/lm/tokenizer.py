@@ -117,6 +117,8 @@ def train_tokenizer(
     if n_bytes == 0:
         raise PosrnnError(f"{train_txt} is empty")
 
+    if not 0 <= seed < 2**32:
+        raise PosrnnError(f"--seed must lie in 0 … 2^32 − 1 (SentencePiece's seed), got {seed}")
     prefix = Path(model_prefix)
     made = next((p for p in [prefix.parent, *prefix.parent.parents] if p.exists()), None)
     new_top = None if prefix.parent.exists() else next(q for q in [prefix.parent, *prefix.parent.parents]

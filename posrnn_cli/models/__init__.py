@@ -100,9 +100,10 @@ def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> No
         raise PosrnnError(f"unknown positional encoding {m.pe!r}; choose one of: {', '.join(PE_FORMS)}")
     if m.pe_mode not in catalog.PE_MODES:
         raise PosrnnError(f"unknown --pe-mode {m.pe_mode!r}; choose one of: {', '.join(catalog.PE_MODES)}")
-    for key, value in (("hidden_size", m.hidden_size), ("embed_size", m.E), ("pe_dim", m.P)):
-        if value < 1:
-            raise PosrnnError(f"model.{key} must be positive, got {value}")
+    for key, value in (("hidden_size", m.hidden_size), ("embed_size", m.E), ("pe_dim", m.P), ("layers", m.layers),
+                       ("heads", m.heads), ("state_size", m.state_size)):
+        if not 0 < value <= 2**16:
+            raise PosrnnError(f"model.{key} must lie in 1 … 65,536, got {value}")
     CORES[m.name].check(m)
     PE_FORMS[m.pe].check(m, output_start)
 
@@ -118,6 +119,9 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
         return SequenceModel(encoder, core, m.hidden_size, task.n_outputs)
     # a vocabulary-extended run (posrnn extend-vocab): rebuild the trained shapes, then extend
     V, X = m.frozen_vocab, task.n_outputs - m.frozen_vocab
+    if not 1 < V < task.n_outputs or task.continuous:
+        raise PosrnnError(f"model.frozen_vocab ({V}) is set by `posrnn extend-vocab` and must lie in 2 … vocab_size − 1; "
+                          f"drop it")
     encoder.embedding = nn.Embedding(V + 1, m.E)
     model = SequenceModel(encoder, core, m.hidden_size, V)
     extend_model(model, V, X)

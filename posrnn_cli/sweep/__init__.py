@@ -97,6 +97,9 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs. Everything
     is checked before the first file is written."""
     prof = load_profile(params, profile)
+    for key in ("executor", "slurm"):
+        if prof.get(key) is not None and not isinstance(prof[key], dict):
+            raise PosrnnError(f"profile {profile!r}: `{key}:` must be a mapping, e.g. executor: {{kind: local, workers: auto}}")
     runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
     jobs = plan(params, profile, experiments, runs_root, force=opts.force)
     executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"

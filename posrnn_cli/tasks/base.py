@@ -102,6 +102,11 @@ def first_unique(h: Tensor) -> Tensor:
     return first.sort().values
 
 
+#: the largest values a task accepts (far above any experiment; beyond them sizes overflow)
+LIMITS = {"vocab_size": 2**24, "length": 100_000, "min_length": 100_000, "n_test": 10**7, "delay": 10**6,
+          "dim": 2**16, "test_seed": 2**63 - 1}
+
+
 class Task(abc.ABC):
     """Base class: the reverse-ordering layout ``x_1…x_L, q…q`` with the targets read on the
     L query steps. Subclasses override ``sample`` (and what else differs)."""
@@ -161,7 +166,7 @@ class Task(abc.ABC):
 
     def space_size(self) -> float:
         """How many distinct samples the task can draw (for the held-out check)."""
-        return self.V**self.L  # an exact int: floats overflow at paper sizes
+        return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
 
     # ---- validation ----------------------------------------------------------------
     def check(self) -> None:
@@ -172,6 +177,10 @@ class Task(abc.ABC):
             raise PosrnnError(f"length must be at least 1, got {c.length}; pass --length 1 or more")
         if c.n_test < 1:
             raise PosrnnError(f"task.n_test must be at least 1, got {c.n_test}")
+        for key, top in LIMITS.items():
+            value = getattr(c, key)
+            if value is not None and not -1 < value <= top:
+                raise PosrnnError(f"task.{key} must lie in 0 … {top:,}, got {value}")
         if c.autoregressive and not self.supports_autoregressive:
             raise PosrnnError(f"--autoregressive is not defined for task {self.name!r}; drop it")
         if c.min_length is not None and not self.supports_variable_length:

@@ -19,7 +19,7 @@ class DelayedAddTask(Task):
         return self.L
 
     def space_size(self) -> float:
-        return self.V ** (2 * self.L)
+        return self.V ** min(2 * self.L, 64)
 
     def sample(self, n, gen, device) -> Batch:
         x = torch.randint(self.V, (n, self.L), generator=gen, device=device)  # (B L)

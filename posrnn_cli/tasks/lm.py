@@ -30,7 +30,12 @@ def lm_config(data: Path, options: dict, params: Path | None = None, sets: list[
     corpus = LMCorpus(data, "train")
     fixed = {"task.name": "lm", "task.data": str(data), "task.vocab_size": corpus.vocab_size,
              "task.length": corpus.max_tokens}
-    return resolve_config(params, {**fixed, **options}, sets)
+    cfg = resolve_config(params, {**fixed, **options}, sets)
+    flat = cfg.flat()
+    changed = [k for k, v in fixed.items() if flat[k] != v]
+    if changed:
+        raise PosrnnError(f"{', '.join(changed)} come from the encoded corpus {data}; drop them from --set/--params")
+    return cfg
 
 
 class LMTask(Task):
