@@ -69,7 +69,9 @@ def test_defaults_and_choices_are_shown():
 def test_python_dash_m_and_completion(tmp_path):
     r = subprocess.run([sys.executable, "-m", "posrnn_cli", "--version"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("posrnn ")
-    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash",
+           # CI runs under sh; name the shell instead of detecting it from the parent process
+           "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     r = subprocess.run([sys.executable, "-m", "posrnn_cli", "--install-completion", "bash"], capture_output=True,
                        text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

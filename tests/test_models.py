@@ -88,7 +88,7 @@ def test_phase_form_marks_input_and_output_phase_only():
         ({"model.pe": "phase", "task.min_length": 3}, "fixed output-phase start"),
         ({"model.pe": "learnable", "model.pe_mode": "add", "model.pe_dim": 8}, "--pe-mode add needs"),
         ({"model.name": "transformer", "model.heads": 3}, "must divide"),
-        ({"model.name": "transformer", "model.layers": 0, "model.heads": 2}, "--layers ≥ 1"),
+        ({"model.name": "transformer", "model.layers": 0, "model.heads": 2}, "model.layers must lie in 1"),
         ({"model.name": "s4d", "model.state_size": 5}, "even"),
     ],
 )

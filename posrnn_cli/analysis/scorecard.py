@@ -123,6 +123,8 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
         return None
     try:
         raw = read_csv(path)
+    except PosrnnError:
+        raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); {_FIX}") from None
     except (OSError, ValueError, TypeError, csv.Error) as e:  # ValueError covers undecodable bytes
         raise PosrnnError(f"cannot read {path} ({type(e).__name__}: {e}); {_FIX}") from None
     rows = []
