@@ -142,7 +142,8 @@ def fig_stability(rows: list[dict], path: Path) -> None:
 def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy", label: Optional[Callable] = None) -> None:
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 1.5), 3.6))
+    width = max(4.0, 1.2 * len(rows) + 1.5)
+    fig, ax = plt.subplots(figsize=(width, 3.6))
     labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{r.get('n_seeds', '?')} seed(s)" for r in rows]
     ax.bar(range(len(rows)), [r[key] for r in rows], yerr=_err(rows, key), capsize=4,
            color=[pe_color(r["pe"]) for r in rows])
@@ -150,7 +151,7 @@ def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accurac
     ax.set_ylabel(key.replace("_", " "))
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3, axis="y")
-    ax.set_title(textwrap.fill(title, 62), fontsize=9)
+    ax.set_title(textwrap.fill(title, int(11 * width)), fontsize=9)  # about 11 characters of 9 pt per inch
     fig.tight_layout()
     _save(fig, path)
 
