@@ -8,7 +8,7 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 DEMO   ?= runs/demo
 DEMO_ARGS ?= --task reverse --model gru --vocab-size 16 --length 8 --hidden-size 64 \
-             --iterations 16000 --batch-size 128 --warmup 160 --seed 0 --threads 1
+             --iterations 4000 --batch-size 128 --warmup 40 --seed 0 --threads 1
 
 .PHONY: setup test demo clean-demo
 setup: $(VENV)/.installed
