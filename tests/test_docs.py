@@ -1,5 +1,4 @@
-"""The README and docs speak of the tool: no work-item numbers or words about how it was built,
-every time carries its machine, and every local link resolves."""
+"""Every local link in the README and docs points at a file inside the repository."""
 
 from __future__ import annotations
 
@@ -10,13 +9,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
-def test_no_words_about_how_the_project_was_built(path):
-    text = path.read_text()
-    for pattern in (r"\bissue #?\d+", r"\bsession\b", r"\blent\b", r"\bwork item", r"\bprevious session"):
-        assert not re.search(pattern, text, re.I), f"{path.name}: {pattern}"
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)

@@ -8,6 +8,7 @@ Shapes: B batch, T steps, E embedding dim, P PE dim, D = encoder output width.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Optional
 
@@ -28,7 +29,7 @@ def sinusoidal_pe(T: int, P: int, device=None) -> Tensor:
     return pe.float()
 
 
-class PositionalEncoding(nn.Module):
+class PositionalEncoding(nn.Module, abc.ABC):
     """A form that encodes positions as a (T, P) table, joined to the embedding by ``mode``:
     ``concat`` (D = E + P) or ``add`` (needs P = E). Subclasses provide ``table``."""
 
@@ -47,8 +48,9 @@ class PositionalEncoding(nn.Module):
     def width(cls, m: ModelConfig) -> int:
         return m.E + m.P if m.pe_mode == "concat" else m.E
 
-    def table(self, T: int) -> Tensor:  # pragma: no cover - every form overrides it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def table(self, T: int) -> Tensor:
+        """(T, P) table of the encoding; each form defines it."""
 
     def positions(self, T: int) -> Tensor:
         """(T, P) encoding of positions 0 … T−1."""

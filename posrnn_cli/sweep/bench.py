@@ -3,6 +3,7 @@ profile's size) swept once per k in a scratch directory, so the figures compare 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tempfile
 import time
@@ -21,12 +22,10 @@ def machine() -> str:
 
     from .local import cpu_count
 
-    try:
+    with contextlib.suppress(OSError):  # no /proc (not Linux): fall back on platform's name
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return f"{cpu_count()}-core {line.split(':', 1)[1].strip()}"
-    except OSError:
-        pass
     return f"{os.cpu_count()}-core {platform.processor() or platform.machine()}"
 
 

@@ -11,6 +11,7 @@ new sweep never races an old worker.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -59,10 +60,8 @@ def _die_with_sweep(alive) -> None:
     end was held by it alone). A worker's parent is the forkserver, so PR_SET_PDEATHSIG cannot
     tell; the pipe can."""
     def watch():
-        try:
+        with contextlib.suppress(EOFError, OSError):  # closed: the sweep is gone
             alive.recv()
-        except (EOFError, OSError):
-            pass
         os._exit(137)
 
     threading.Thread(target=watch, daemon=True).start()
