@@ -16,7 +16,8 @@ from posrnn_cli.common.config import TaskConfig, resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.models import build_model
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows
-from posrnn_cli.engine.train import GraphedStep, Trainer, graph_lr, train
+from posrnn_cli.engine.graphed import GraphedStep, graph_lr
+from posrnn_cli.engine.train import Trainer, train
 
 FIELDS = ["train_ms_per_iter", "train_tokens_per_s", "train_tflops", "train_peak_share", "train_peak_memory_mb",
           "sampler_seqs_per_s", "reference_ms_per_iter", "reference_tokens_per_s", "reference_peak_memory_mb",

@@ -9,7 +9,6 @@ command rebuilds the run from the checkpoint alone.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,11 +17,10 @@ import torch
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write
+from .rundir import CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
 
 FORMAT = "posrnn-checkpoint"
 VERSION = 1
-CKPT_DIR = "checkpoints"
-_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
@@ -31,15 +29,6 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
 
 def checkpoint_path(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / CKPT_DIR / f"step_{step:07d}.pt"
-
-
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """``[(step, path), …]`` sorted by step."""
-    d = Path(run_dir) / CKPT_DIR
-    if not d.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name))]
-    return sorted(found)
 
 
 def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
@@ -88,16 +77,3 @@ def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Pa
         if s == step:
             return p, path
     raise PosrnnError(f"run {path} has no checkpoint at step {step}; available: {', '.join(str(s) for s, _ in ckpts)}")
-
-
-def read_run_config(run_dir: Path) -> Optional[RunConfig]:
-    """The config saved in a run directory, or None when there is none."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        return None
-    import yaml
-
-    try:
-        return RunConfig.from_dict(yaml.safe_load(path.read_text()), source=str(path))
-    except yaml.YAMLError:
-        raise PosrnnError(f"{path} is not valid YAML; fix or remove it") from None

@@ -13,7 +13,8 @@ step with a checkpoint at that step; resuming a run whose only difference is a l
 
 Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
 ``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
-update replayed from one CUDA graph, ``GraphedStep``). ``posrnn bench`` measures them.
+update replayed from one CUDA graph, ``graphed.GraphedStep``). ``posrnn bench`` measures them.
+The run directory (new, resume, done or different) is read by ``rundir``.
 """
 
 from __future__ import annotations
@@ -25,23 +26,23 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 import torch
 from torch import nn
 
-from ..common.config import RunConfig, TrainConfig, config_diff, dump_yaml
+from ..common.config import RunConfig, TrainConfig, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text, remove_stale_temps
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
-from .checkpoint import CKPT_DIR, list_checkpoints, load_checkpoint, read_run_config, save_checkpoint
+from .checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from .device import check_amp, join_process_group, local_device, resolve_device, setup_threads, world
-
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
-
+from .graphed import GraphedStep, graph_lr
+from .progress_bar import ProgressBar
+from .rundir import Resumption, clear_run_dir, prepare_run_dir, truncate_log
 
 class TrainingStopped(PosrnnError):
     """The run stopped before its last iteration (a signal, or a non-finite value)."""
@@ -87,13 +88,6 @@ def make_optimizer(params: Iterable[nn.Parameter], t: TrainConfig, device: torch
     )
 
 
-def graph_lr(opt: torch.optim.Optimizer, device: torch.device) -> None:
-    """Hold each group's lr in a device tensor: a captured step reads it, and ``LambdaLR`` (whose
-    base lrs stay floats) fills it in place each step, with no host sync."""
-    for g in opt.param_groups:
-        g["lr"] = torch.tensor(float(g["lr"]), device=device)
-
-
 def check_fast_paths(t: TrainConfig, device: torch.device, world_size: int = 1) -> None:
     """Refuse fast paths this device or launch cannot run, with a one-line reason."""
     if t.cuda_graph and device.type != "cuda":
@@ -129,73 +123,7 @@ def check_train_config(t: TrainConfig) -> None:
             raise PosrnnError(f"train.{key} must lie in {0 if key == 'seed' else 1} … {top:,}, got {value}")
 
 
-# ---- the run directory -----------------------------------------------------------------
-@dataclass
-class Resumption:
-    """Where a run continues from: its checkpoint (None: step 0) and, when ``train.iterations``
-    grew, the total it had before."""
-
-    checkpoint: Optional[Path] = None
-    extended_from: Optional[int] = None
-
-
-def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> Resumption:
-    """Check ``run_dir`` against ``cfg`` without touching anything; say where to continue from.
-
-    Refuses a directory that holds another run, unless ``force``. ``resume`` needs the run's
-    saved config: with no checkpoint yet it starts again from step 0; a config that differs
-    only in a larger ``train.iterations`` extends the run."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise PosrnnError(f"--out {run_dir} is a file, not a directory; pass another --out")
-    if resume and force:
-        raise PosrnnError("--resume and --force contradict each other; pass one")
-    saved = read_run_config(run_dir) if run_dir.is_dir() else None
-    ckpts = list_checkpoints(run_dir)
-    if resume:
-        if saved is None:
-            raise PosrnnError(f"nothing to resume in {run_dir}: it holds no run (no config.yaml); drop --resume")
-        diff = config_diff(saved, cfg)
-        extended = None
-        if diff == ["train.iterations"]:
-            latest = ckpts[-1][0] if ckpts else 0
-            if cfg.train.iterations <= latest:
-                raise PosrnnError(f"{run_dir} is already at step {latest}; --iterations must exceed it to train longer")
-            extended = saved.train.iterations
-        elif diff:
-            shown = ", ".join(f"{k}: saved {saved.flat()[k]!r} vs now {cfg.flat()[k]!r}" for k in diff[:3])
-            raise PosrnnError(f"--resume with a config that contradicts the saved run ({shown}); drop those options or use another --out")
-        return Resumption(ckpts[-1][1] if ckpts else None, extended)
-    occupied = run_dir.is_dir() and any((run_dir / name).exists() for name in RUN_FILES)
-    if occupied and not force:
-        what = "a different run" if saved is not None and config_diff(saved, cfg) else "a run"
-        raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or another --out")
-    return Resumption()
-
-
-def clear_run_dir(run_dir: Path) -> None:
-    for name in RUN_FILES:
-        p = Path(run_dir) / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
-
-
-def truncate_log(path: Path, step: int) -> None:
-    """Drop log lines written after ``step`` (a crash after the last checkpoint)."""
-    if not path.is_file():
-        return
-    lines = []
-    for ln in path.read_text().splitlines():
-        try:
-            if ln.strip() and json.loads(ln)["step"] <= step:
-                lines.append(ln)
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut by a crash
-    atomic_write_text(path, "".join(ln + "\n" for ln in lines))
-
-
+# ---- the run directory ------------------------------------------------------------------
 def open_run(out_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[Optional[dict], Resumption]:
     """Everything before the first step, in the order that keeps the disk safe: check the
     directory, load the checkpoint (a corrupt one is an error, nothing changed), then clear
@@ -343,7 +271,7 @@ class Trainer:
                     f"weights; lower train.lr or train.clip, then --resume or --force"
                 )
 
-        bar = _progress(progress and self.is_main, t.iterations, self.step)
+        bar = ProgressBar(progress and self.is_main, t.iterations, self.step)
         self.model.train()
         with bar as (update, _), stop_on_signals(self.world_size == 1) as stop:
             while self.step < t.iterations:
@@ -408,151 +336,6 @@ class Trainer:
             "it_per_s": steps / elapsed if elapsed > 0 else float("nan"),
             "last": last,
         }
-
-
-class GraphedStep:
-    """``train.cuda_graph``: the update (forward, loss, backward, clipping, Adam) captured once in
-    a CUDA graph and replayed on static copies of every later batch, so a step costs one
-    launch instead of hundreds. The lr schedule stays outside (``graph_lr``).
-
-    Steps 1 … ``WARMUP`` run eagerly on a side stream (cuDNN/cuBLAS set-up; Adam creates its
-    state). The next step is first run eagerly and undone, then captured and replayed: the two
-    updates must agree (``check``) or the run stops — the capture is verified on the device it
-    runs on. Batches must keep one set of fields and shapes.
-
-    NOT YET RUN ON A GPU: written without one; CPU tests drive this logic through a stand-in
-    for the capture (``capture`` argument), which cannot show that CUDA captures it."""
-
-    WARMUP = 3
-
-    def __init__(self, trainer: "Trainer", capture: Optional[Callable] = None):
-        self.trainer = trainer
-        self.capture = capture or cuda_capture
-        self.calls = 0
-        self.replay: Optional[Callable[[], None]] = None
-        self.static: dict[str, torch.Tensor] = {}
-        self.out: tuple = ()
-
-    def __call__(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        self.calls += 1
-        if self.replay is not None:
-            self._copy_in(batch)
-            self.replay()
-            return self.out
-        if self.calls <= self.WARMUP:
-            with side_stream(self.trainer.device):
-                return self.trainer.update(batch, autocast_cache=False)
-        return self._capture(batch)
-
-    def _copy_in(self, batch: Batch) -> None:
-        got = batch._tensors()
-        if got.keys() != self.static.keys() or any(v.shape != self.static[k].shape for k, v in got.items()):
-            raise PosrnnError("train.cuda_graph needs batches of one fixed set of fields and shapes; this task's vary: drop train.cuda_graph")
-        for k, v in got.items():
-            self.static[k].copy_(v)
-
-    def _capture(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        tr = self.trainer
-        self.static = {k: v.clone() for k, v in batch._tensors().items()}
-        static_batch = replace(batch, **self.static)
-        before = snapshot(tr)
-        with side_stream(tr.device):
-            eager_loss = tr.update(static_batch, autocast_cache=False)[0].clone()
-        eager = [p.detach().clone() for p in tr.params]
-        restore(tr, before)
-        tr.optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the grads in the graph's pool
-        self.replay, self.out = self.capture(lambda: tr.update(static_batch, autocast_cache=False), tr.device)
-        self.replay()
-        self.check(before[0], eager, eager_loss)
-        return self.out
-
-    def check(self, start: list[torch.Tensor], eager: list[torch.Tensor], eager_loss: torch.Tensor) -> None:
-        """The replayed update must match the eager one: the same loss, and parameter changes
-        that differ by under 1% of their size (summed |Δ|; cuDNN/atomics reorder sums)."""
-        graphed = [p.detach() for p in self.trainer.params]
-        diff = sum(float((g - e).abs().sum()) for g, e in zip(graphed, eager))
-        size = sum(float((e - s).abs().sum()) for e, s in zip(eager, start))
-        loss, ref = float(self.out[0]), float(eager_loss)
-        if not (abs(loss - ref) <= 1e-3 * abs(ref) + 1e-6 and diff <= 1e-2 * size + 1e-12):
-            raise PosrnnError(f"train.cuda_graph: the captured update disagrees with the eager one (loss {loss:.6g} vs {ref:.6g}, "
-                              f"update difference {diff:.3g} of {size:.3g}); drop train.cuda_graph")
-
-
-def cuda_capture(fn: Callable[[], tuple], device: torch.device) -> tuple[Callable[[], None], tuple]:
-    """Capture ``fn``'s kernels in a CUDA graph: (replay, the graph's static outputs)."""
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            out = fn()
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise PosrnnError(f"train.cuda_graph: capturing the update failed ({first}); drop train.cuda_graph") from None
-    return graph.replay, out
-
-
-@contextmanager
-def side_stream(device: torch.device):
-    """Run the block on a fresh CUDA stream ordered after the current one (no-op off CUDA)."""
-    if device.type != "cuda":
-        yield
-        return
-    main, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
-    side.wait_stream(main)
-    with torch.cuda.stream(side):
-        yield
-    main.wait_stream(side)
-
-
-def snapshot(trainer: "Trainer") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Copies of the trained parameters and of every optimizer state tensor."""
-    states = [v for st in trainer.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
-    return [p.detach().clone() for p in trainer.params], [v.clone() for v in states]
-
-
-def restore(trainer: "Trainer", snap: tuple[list[torch.Tensor], list[torch.Tensor]]) -> None:
-    """Copy a ``snapshot`` back in place (the same tensors, so a capture still points at them)."""
-    states = [v for st in trainer.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
-    with torch.no_grad():
-        for p, v in zip(trainer.params, snap[0]):
-            p.copy_(v)
-        for s, v in zip(states, snap[1]):
-            s.copy_(v)
-
-
-class _progress:
-    """A rich progress bar with loss/accuracy/it/s on a terminal; silent otherwise."""
-
-    def __init__(self, enabled: bool, total: int, start: int):
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.enabled = enabled and self.console.is_terminal
-        self.total, self.start = total, start
-
-    def __enter__(self):
-        if not self.enabled:
-            return (lambda step, m: None), None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.p = Progress(
-            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]} acc {task.fields[acc]} {task.fields[its]} it/s"),
-            TimeRemainingColumn(), console=self.console, transient=False,
-        )
-        self.p.__enter__()
-        self.tid = self.p.add_task("train", total=self.total, completed=self.start, loss="-", acc="-", its="-")
-        t0, s0 = time.perf_counter(), self.start
-
-        def update(step, m):
-            its = (step - s0) / max(time.perf_counter() - t0, 1e-9)
-            self.p.update(self.tid, completed=step, loss=f"{m['loss']:.4f}", acc=f"{m['accuracy']:.3f}", its=f"{its:.1f}")
-
-        return update, self.p
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.p.__exit__(*exc)
-        return False
 
 
 # ---- training a run --------------------------------------------------------------------

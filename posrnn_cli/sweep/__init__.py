@@ -10,23 +10,18 @@ its log.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, TextIO
 
-import yaml
-
-from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.profiles import load_profile
 from .local import Outcome, cpu_count
 from .plan import EXPERIMENTS, Job, plan
 
 EXECUTORS = ("local", "slurm", "submitit-local")
-_CKPT = re.compile(r"^step_(\d+)\.pt$")
 
 
 @dataclass
@@ -43,21 +38,14 @@ class SweepOptions:
 def status(job: Job) -> str:
     """What a sweep would do with ``job`` now (no torch): new, resume, done, different, or
     (for derived jobs) run."""
-    run = Path(job.run_dir)
+    from ..engine.rundir import run_state
+
     if job.kind not in ("train", "irie", "extend", "lm"):
         return "run"
-    cfg_path = run / "config.yaml"
-    if not cfg_path.is_file():
-        return "new"
     try:
-        saved = RunConfig.from_dict(yaml.safe_load(cfg_path.read_text()))
-    except (yaml.YAMLError, PosrnnError):
+        return run_state(Path(job.run_dir), job.run_config()).state
+    except PosrnnError:  # a file where the run directory should be
         return "different"
-    if config_diff(saved, job.run_config()):
-        return "different"
-    ckpts = run / "checkpoints"
-    steps = [int(m.group(1)) for p in (ckpts.iterdir() if ckpts.is_dir() else []) if (m := _CKPT.match(p.name))]
-    return "done" if steps and max(steps) >= job.run_config().train.iterations else "resume"
 
 
 def write_manifest(exp_dir: Path, jobs: list[Job]) -> None:

@@ -18,7 +18,7 @@ import hashlib
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..common.config import RunConfig, config_diff
+from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, atomic_write_text, read_json, remove_stale_temps, write_npz
 from ..common.sources import fingerprint
@@ -43,31 +43,18 @@ def locked(run_dir: Path):
         f.close()
 
 
-def _finished(run_dir: Path, cfg: RunConfig) -> bool:
-    from ..engine.checkpoint import list_checkpoints
-
-    ckpts = list_checkpoints(run_dir)
-    return bool(ckpts) and ckpts[-1][0] >= cfg.train.iterations
-
-
 def _state(run_dir: Path, cfg: RunConfig, force: bool) -> str:
     """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"."""
-    from ..engine.checkpoint import read_run_config
-    from ..engine.train import RUN_FILES
+    from ..engine.rundir import describe_diff, run_state
 
-    saved = read_run_config(run_dir) if run_dir.is_dir() else None
-    if saved is None:
-        occupied = run_dir.is_dir() and any((run_dir / n).exists() for n in RUN_FILES)
-        if occupied and not force:
-            raise PosrnnError(f"{run_dir} holds run files but no config.yaml; pass --force to replace it")
-        return "replace" if occupied else "new"
-    diff = config_diff(saved, cfg)
-    if diff:
-        if not force:
-            shown = ", ".join(f"{k}: {saved.flat()[k]!r} there vs {cfg.flat()[k]!r} now" for k in diff[:3])
-            raise PosrnnError(f"{run_dir} holds a different run ({shown}); pass --force to replace it")
-        return "replace"
-    return "done" if _finished(run_dir, cfg) else "resume"
+    st = run_state(run_dir, cfg)
+    if st.state != "different":
+        return st.state
+    if not force:
+        if st.saved is None:
+            raise PosrnnError(f"{st.problem}; pass --force to replace it")
+        raise PosrnnError(f"{run_dir} holds a different run ({describe_diff(st, cfg, 'there', 'now')}); pass --force to replace it")
+    return "replace"
 
 
 def ensure_trained(job: Job) -> str:

@@ -1,0 +1,159 @@
+"""Run directories: what state a run is in, decided once, without torch.
+
+A run directory holds ``config.yaml`` (the resolved config), ``metrics.jsonl`` (the training
+log), ``checkpoints/step_NNNNNNN.pt`` and, after ``eval``, ``eval.json``. ``run_state`` compares
+one with a config and says what it holds for it:
+
+* ``new`` — nothing of a run is there;
+* ``resume`` — the same config, not yet at its last iteration (possibly no checkpoint yet);
+* ``done`` — the same config, with a checkpoint at its last iteration;
+* ``different`` — a run of another config, run files without a readable ``config.yaml``.
+
+``posrnn train`` (``prepare_run_dir``), the sweep's jobs and ``posrnn sweep --dry-run`` all read it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..common.config import RunConfig, config_diff
+from ..common.errors import PosrnnError
+from ..common.io import atomic_write_text
+
+CKPT_DIR = "checkpoints"
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
+STATES = ("new", "resume", "done", "different")
+_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``[(step, path), …]`` of the run's checkpoints, sorted by step."""
+    d = Path(run_dir) / CKPT_DIR
+    if not d.is_dir():
+        return []
+    return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
+
+
+def read_run_config(run_dir: Path) -> Optional[RunConfig]:
+    """The config saved in a run directory, or None when there is none."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        return RunConfig.from_dict(yaml.safe_load(path.read_text()), source=str(path))
+    except yaml.YAMLError:
+        raise PosrnnError(f"{path} is not valid YAML; fix or remove it") from None
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What ``run_dir`` holds for a config (see the module's doc)."""
+
+    state: str
+    saved: Optional[RunConfig] = None  # the run's own config, when readable
+    diff: list[str] = field(default_factory=list)  # the keys where it differs from the asked config
+    checkpoints: list[tuple[int, Path]] = field(default_factory=list)
+    problem: Optional[str] = None  # why the saved config could not be read
+
+    @property
+    def latest(self) -> int:
+        return self.checkpoints[-1][0] if self.checkpoints else 0
+
+
+def run_state(run_dir: Path, cfg: RunConfig) -> RunState:
+    """The state of ``run_dir`` for ``cfg``: new, resume, done or different. Reads only."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise PosrnnError(f"{run_dir} is a file, not a run directory; pass another directory")
+    occupied = run_dir.is_dir() and any((run_dir / name).exists() for name in RUN_FILES)
+    if not occupied:
+        return RunState("new")
+    ckpts = list_checkpoints(run_dir)
+    try:
+        saved = read_run_config(run_dir)
+    except PosrnnError as e:
+        return RunState("different", checkpoints=ckpts, problem=str(e))
+    if saved is None:
+        return RunState("different", checkpoints=ckpts, problem=f"{run_dir} holds run files but no config.yaml")
+    diff = config_diff(saved, cfg)
+    if diff:
+        return RunState("different", saved, diff, ckpts)
+    done = bool(ckpts) and ckpts[-1][0] >= cfg.train.iterations
+    return RunState("done" if done else "resume", saved, [], ckpts)
+
+
+def describe_diff(st: RunState, cfg: RunConfig, saved_word: str = "saved", now_word: str = "now", limit: int = 3) -> str:
+    """``key: saved X vs now Y, …`` for the first ``limit`` differing keys."""
+    a, b = st.saved.flat(), cfg.flat()
+    return ", ".join(f"{k}: {saved_word} {a[k]!r} vs {now_word} {b[k]!r}" for k in st.diff[:limit])
+
+
+@dataclass
+class Resumption:
+    """Where a run continues from: its checkpoint (None: step 0) and, when ``train.iterations``
+    grew, the total it had before."""
+
+    checkpoint: Optional[Path] = None
+    extended_from: Optional[int] = None
+
+
+def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> Resumption:
+    """Check ``run_dir`` against ``cfg`` without touching anything; say where to continue from.
+
+    Refuses a directory that holds another run, unless ``force``. ``resume`` needs the run's
+    saved config: with no checkpoint yet it starts again from step 0; a config that differs
+    only in a larger ``train.iterations`` extends the run."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise PosrnnError(f"--out {run_dir} is a file, not a directory; pass another --out")
+    if resume and force:
+        raise PosrnnError("--resume and --force contradict each other; pass one")
+    st = run_state(run_dir, cfg)
+    if st.problem and (resume or not force) and st.saved is None and (run_dir / "config.yaml").is_file():
+        raise PosrnnError(st.problem)  # an unreadable config.yaml: never guess what it held
+    if resume:
+        if st.saved is None:
+            raise PosrnnError(f"nothing to resume in {run_dir}: it holds no run (no config.yaml); drop --resume")
+        extended = None
+        if st.diff == ["train.iterations"]:
+            if cfg.train.iterations <= st.latest:
+                raise PosrnnError(f"{run_dir} is already at step {st.latest}; --iterations must exceed it to train longer")
+            extended = st.saved.train.iterations
+        elif st.diff:
+            raise PosrnnError(f"--resume with a config that contradicts the saved run ({describe_diff(st, cfg)}); "
+                              f"drop those options or use another --out")
+        return Resumption(st.checkpoints[-1][1] if st.checkpoints else None, extended)
+    if st.state != "new" and not force:
+        what = "a different run" if st.diff else "a run"
+        raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or another --out")
+    return Resumption()
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    for name in RUN_FILES:
+        p = Path(run_dir) / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Drop log lines written after ``step`` (a crash after the last checkpoint)."""
+    if not path.is_file():
+        return
+    lines = []
+    for ln in path.read_text().splitlines():
+        try:
+            if ln.strip() and json.loads(ln)["step"] <= step:
+                lines.append(ln)
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash
+    atomic_write_text(path, "".join(ln + "\n" for ln in lines))

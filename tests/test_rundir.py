@@ -1,0 +1,93 @@
+"""One answer to "what state is this run in": ``engine.rundir.run_state``, read by ``posrnn
+train``, by the sweep's jobs and by ``posrnn sweep --dry-run``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from posrnn_cli.common.config import RunConfig, dump_yaml
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.engine.rundir import prepare_run_dir, run_state
+from posrnn_cli.sweep import status
+from posrnn_cli.sweep.jobs import _state
+from posrnn_cli.sweep.plan import Job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cfg(iterations: int = 10) -> RunConfig:
+    c = RunConfig()
+    return replace(c, train=replace(c.train, iterations=iterations))
+
+
+def make_run(d: Path, c: RunConfig, steps: list[int]) -> Path:
+    (d / "checkpoints").mkdir(parents=True)
+    (d / "config.yaml").write_text(dump_yaml(c))
+    for s in steps:
+        (d / "checkpoints" / f"step_{s:07d}.pt").write_bytes(b"")
+    return d
+
+
+def job(d: Path, c: RunConfig, kind: str = "train") -> Job:
+    return Job(experiment="e", name=d.name, kind=kind, run_dir=str(d), config=c.to_dict())
+
+
+@pytest.mark.parametrize("steps, saved_iters, expected", [
+    ([], 10, "resume"), ([5], 10, "resume"), ([5, 10], 10, "done"), ([5], 20, "different"),
+])
+def test_the_three_readers_agree(tmp_path, steps, saved_iters, expected):
+    d = make_run(tmp_path / "r", cfg(saved_iters), steps)
+    st = run_state(d, cfg())
+    assert st.state == expected
+    assert status(job(d, cfg())) == expected
+    if expected == "different":
+        with pytest.raises(PosrnnError, match="holds a different run"):
+            _state(d, cfg(), force=False)
+        assert _state(d, cfg(), force=True) == "replace"
+    else:
+        assert _state(d, cfg(), force=False) == expected
+
+
+def test_new_and_files_without_a_config(tmp_path):
+    assert run_state(tmp_path / "absent", cfg()).state == "new"
+    (tmp_path / "lock-only").mkdir()
+    (tmp_path / "lock-only" / ".lock").write_text("")
+    assert run_state(tmp_path / "lock-only", cfg()).state == "new"
+    d = tmp_path / "orphan"
+    (d / "checkpoints").mkdir(parents=True)
+    st = run_state(d, cfg())
+    assert st.state == "different" and "no config.yaml" in st.problem
+    with pytest.raises(PosrnnError, match="no config.yaml"):
+        _state(d, cfg(), force=False)
+    with pytest.raises(PosrnnError, match="already holds a run"):
+        prepare_run_dir(d, cfg(), resume=False, force=False)
+
+
+def test_an_unreadable_config_is_different_and_never_resumed(tmp_path):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "config.yaml").write_text("train: [unclosed\n")
+    assert run_state(d, cfg()).state == "different"
+    assert status(job(d, cfg())) == "different"
+    with pytest.raises(PosrnnError, match="not valid YAML"):
+        prepare_run_dir(d, cfg(), resume=True, force=False)
+    assert prepare_run_dir(d, cfg(), resume=False, force=True).checkpoint is None
+
+
+def test_a_larger_iteration_count_extends_on_resume(tmp_path):
+    d = make_run(tmp_path / "r", cfg(10), [10])
+    res = prepare_run_dir(d, cfg(20), resume=True, force=False)
+    assert res.extended_from == 10 and res.checkpoint.name == "step_0000010.pt"
+    with pytest.raises(PosrnnError, match="already at step 10"):
+        prepare_run_dir(d, cfg(8), resume=True, force=False)
+
+
+def test_run_state_needs_no_torch():
+    code = "import sys, posrnn_cli.engine.rundir; print('torch' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.strip() == "False", r.stderr
