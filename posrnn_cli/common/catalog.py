@@ -34,6 +34,8 @@ CORES: dict[str, Entry] = {
     "gru": Entry("single-layer GRU", "GRU"),
     "lstm": Entry("single-layer LSTM", "LSTM"),
     "s4d": Entry("diagonal state-space model S4D (state: model.state_size)", "S4D"),
+    "mamba": Entry("selective SSM block Mamba (d_state: model.state_size)", "Mamba", "#8c613c"),
+    "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
     "transformer": Entry("causal Transformer (--layers, --heads), no built-in positions", "Transformer"),
 }
 

@@ -24,6 +24,8 @@ from ..common.config import ModelConfig, RunConfig
 from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model
+from .mamba import MambaCore, require_mambapy
+from .mingru import MinGRUCore
 from .rnn import RecurrentCore
 from .s4d import S4DCore
 from .transformer import CausalTransformerCore
@@ -55,6 +57,10 @@ def _check_s4d(m: ModelConfig) -> None:
         raise PosrnnError(f"s4d: model.state_size must be even (conjugate pairs), got {m.state_size}")
 
 
+def _check_mamba(m: ModelConfig) -> None:
+    require_mambapy()  # a missing extra is one line naming the install command
+
+
 @dataclass(frozen=True)
 class CoreSpec:
     build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
@@ -68,6 +74,8 @@ CORES: dict[str, CoreSpec] = {
     "gru": CoreSpec(lambda d, m: RecurrentCore("gru", d, m.hidden_size)),
     "lstm": CoreSpec(lambda d, m: RecurrentCore("lstm", d, m.hidden_size)),
     "s4d": CoreSpec(lambda d, m: S4DCore(d, m.hidden_size, m.state_size), _check_s4d),
+    "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size), _check_mamba),
+    "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
 }
