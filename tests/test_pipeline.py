@@ -49,7 +49,8 @@ def test_lite_is_the_active_profile_and_paper_is_spec():
 
 def test_every_profile_plans_every_experiment():
     """Each profile's grids resolve to valid configs (a typo fails here, not hours into a run)."""
-    from posrnn_cli.sweep.plan import EXPERIMENTS, plan
+    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.sweep.plan import plan
     from posrnn_cli.tasks import build_task
 
     for name in params()["profiles"]:

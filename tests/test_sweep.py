@@ -120,6 +120,7 @@ def test_local_sweep_with_two_workers_then_nothing_to_do(tmp_path, monkeypatch):
     assert all(o.result["training"] == "trained" for o in out)
     manifest = yaml.safe_load((tmp_path / "runs" / "t" / "fig2" / "sweep.json").read_text())
     assert [c["name"] for c in manifest["cells"]] == [j.name for j in plan(params, "t", ["fig2"])]
+    assert (manifest["experiment"], manifest["kind"], manifest["table"]) == ("fig2", "train", "eval")
     first = results(tmp_path / "runs" / "t")
     again = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2))
     assert all(o.result["training"] == "skipped (finished)" for o in again)

@@ -50,7 +50,7 @@ def sweep(
     skipped when finished with the same config) and evaluated, in parallel. A failed run does
     not stop the others; the sweep then exits non-zero naming each and its log."""
     from ..sweep import EXECUTORS, SweepOptions, run_sweep
-    from ..sweep.plan import EXPERIMENTS, experiments_of_stage
+    from ..common.experiments import EXPERIMENTS, experiments_of_stage
 
     if list_:
         for e in EXPERIMENTS.values():

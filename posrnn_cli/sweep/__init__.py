@@ -19,7 +19,8 @@ from typing import Optional, TextIO
 from ..common.errors import PosrnnError
 from ..common.profiles import load_profile
 from .local import Outcome, cpu_count
-from .plan import EXPERIMENTS, Job, plan
+from ..common.experiments import EXPERIMENTS, Experiment, trains
+from .plan import Job, plan
 
 EXECUTORS = ("local", "slurm", "submitit-local")
 
@@ -40,7 +41,7 @@ def status(job: Job) -> str:
     (for derived jobs) run."""
     from ..engine.rundir import run_state
 
-    if job.kind not in ("train", "irie", "extend", "lm"):
+    if not trains(job.kind):
         return "run"
     try:
         return run_state(Path(job.run_dir), job.run_config()).state
@@ -48,11 +49,12 @@ def status(job: Job) -> str:
         return "different"
 
 
-def write_manifest(exp_dir: Path, jobs: list[Job]) -> None:
-    """``sweep.json``: the cells of the current grid (aggregation reads only these runs)."""
+def write_manifest(exp_dir: Path, exp: Experiment, jobs: list[Job]) -> None:
+    """``sweep.json``: the experiment, its job kind and table form (as the registry had them),
+    and the cells of the current grid (aggregation reads only these runs)."""
     from ..common.io import atomic_write_json
 
-    atomic_write_json(exp_dir / "sweep.json", {"experiment": exp_dir.name,
+    atomic_write_json(exp_dir / "sweep.json", {"experiment": exp.name, "kind": exp.kind, "table": exp.table,
                                                "cells": [{"name": j.name, "kind": j.kind} for j in jobs]})
 
 
@@ -105,8 +107,8 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         check_available("slurm" if executor == "slurm" else "local")
     for name in experiments:  # the manifests first: they say which runs make the tables
         (runs_root / name).mkdir(parents=True, exist_ok=True)  # every experiment's directory, even an empty grid's
-        if EXPERIMENTS[name].kind != "lm_data":
-            write_manifest(runs_root / name, [j for j in jobs if j.experiment == name])
+        if EXPERIMENTS[name].table is not None:
+            write_manifest(runs_root / name, EXPERIMENTS[name], [j for j in jobs if j.experiment == name])
     outcomes: list[Outcome] = []
     for wave in waves(experiments):  # an experiment runs after the one it reads (lm after lm_data)
         wave_jobs = [j for j in jobs if j.experiment in wave]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
+from ..common.experiments import JOB_KINDS, resolve
 from ..common.io import atomic_write_json, atomic_write_text, read_json, remove_stale_temps, write_npz
 from ..common.sources import fingerprint
 from .plan import Job
@@ -160,16 +161,13 @@ def run_lm_data(job: Job) -> dict:
     return {"lm_data": f"{m['vocab_size']} pieces"}
 
 
-KINDS = {"train": run_train, "irie": run_irie, "stability": run_stability, "extend": run_extend,
-         "lm_data": run_lm_data, "lm": run_train}
-
-
 def execute(job: Job) -> dict:
-    """Run one job in this process (a worker, a SLURM task, or the caller)."""
-    if job.kind not in KINDS:
-        raise PosrnnError(f"unknown job kind {job.kind!r}")
+    """Run one job in this process (a worker, a SLURM task, or the caller): the ``run`` of its
+    kind in the experiment registry."""
+    if job.kind not in JOB_KINDS:
+        raise PosrnnError(f"unknown job kind {job.kind!r}; known: {', '.join(JOB_KINDS)}")
     with locked(Path(job.run_dir)):
-        return KINDS[job.kind](job)
+        return resolve(JOB_KINDS[job.kind].run)(job)
 
 
 def validate(jobs: list[Job]) -> None:

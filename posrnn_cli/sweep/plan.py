@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from ..common.config import RunConfig, resolve_config, set_key
 from ..common.errors import PosrnnError
+from ..common.experiments import EXPERIMENTS, Experiment, experiment, resolve
 from ..common.profiles import load_profile
 
 #: short key → config key (what experiment sections and cells may set)
@@ -44,36 +45,7 @@ SHORT = {
 #: how a cell's values appear in its directory name
 ABBREV = {"vocab": "v", "length": "l", "min_length": "min", "hidden": "h", "layers": "layers", "delay": "t",
           "rarity": "r", "iterations": "i", "batch": "b", "dim": "d", "heads": "heads", "embed": "e"}
-GRID_KEYS = {"cells", "pe", "seeds", "like", "set"}
 PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm"}
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    kind: str  # train | irie | stability | extend | lm_data | lm
-    stage: str  # the DVC stage that runs it
-    about: str
-    source: Optional[str] = None  # the experiment whose runs it analyses or extends
-
-
-#: every experiment the pipeline knows, in the order the DVC stages run them
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
-    Experiment("fig2", "train", "train", "reverse ordering, accuracy vs vocabulary size (Fig. 2)"),
-    Experiment("dual", "train", "train", "dual-frequency vocabulary, Frequent/Rare grid (Fig. 3-4)"),
-    Experiment("forms", "train", "train", "PE forms: random and learnable beside fig2's sinusoidal"),
-    Experiment("double", "train", "train", "the double-vanilla control (embedding twice)"),
-    Experiment("length", "train", "train", "length sweep at V = 2"),
-    Experiment("varlen", "train", "train", "variable-length reverse with several PE forms"),
-    Experiment("sort", "train", "train", "sorting, vanilla vs PE"),
-    Experiment("copy", "train", "train", "copy memory, vanilla vs PE"),
-    Experiment("s4d", "train", "train", "S4D state-space model, vanilla vs PE"),
-    Experiment("irie", "irie", "train", "causal Transformers without PE: 1 vs 2 layers, permutations"),
-    Experiment("stability", "stability", "stability", "gradient stability of the dual runs' checkpoints (Fig. 5)", "dual"),
-    Experiment("extend", "extend", "extend", "vocabulary extension of fig2 runs", "fig2"),
-    Experiment("lm_data", "lm_data", "lm", "WikiText → paragraphs → SentencePiece → encoded ids"),
-    Experiment("lm", "lm", "lm", "LSTM language model ± PE (Table 1)", "lm_data"),
-)}
 
 
 @dataclass
@@ -169,7 +141,7 @@ def _base(params: Path, prof: dict, profile: str) -> RunConfig:
     return cfg
 
 
-def _train_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     cells, pes, seeds = _grid(sec, exp.name, profile)
     settings = _settings(prof, exp.name, profile)
@@ -201,23 +173,12 @@ def plan(params: Path, profile: str, experiments: list[str], runs_root: Optional
                           f"{', '.join(EXPERIMENTS)}")
     jobs: list[Job] = []
     for name in experiments:
-        if name not in EXPERIMENTS:
-            raise PosrnnError(f"unknown experiment {name!r}; choose from: {', '.join(EXPERIMENTS)}")
-        exp = EXPERIMENTS[name]
-        if exp.kind in ("train", "irie"):
-            jobs += _train_jobs(params, prof, profile, exp, runs_root, force)
-        elif exp.kind == "stability":
-            jobs += _stability_jobs(params, prof, profile, exp, runs_root, force)
-        elif exp.kind == "extend":
-            jobs += _extend_jobs(params, prof, profile, exp, runs_root, force)
-        elif exp.kind == "lm_data":
-            jobs += _lm_data_jobs(prof, profile, exp, runs_root, force)
-        elif exp.kind == "lm":
-            jobs += _lm_jobs(params, prof, profile, exp, runs_root, force)
+        exp = experiment(name)
+        jobs += resolve(exp.job_kind.plan)(params, prof, profile, exp, runs_root, force)
     return jobs
 
 
-def _stability_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     unknown = set(sec) - {"triplets", "chunk_size", "seed"}
     if unknown:
@@ -230,12 +191,12 @@ def _stability_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
             raise PosrnnError(f"profile {profile!r}, stability: {k} must be an integer, got {opts[k]!r}")
     if opts["triplets"] < 2 or opts["chunk_size"] < 1:
         raise PosrnnError(f"profile {profile!r}, stability: triplets must be ≥ 2 and chunk_size ≥ 1")
-    sources = _train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
+    sources = train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
     return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
                 {**opts, "source": s.run_dir}, force) for s in sources]
 
 
-def _extend_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+def extend_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     cells, pes, seeds = _grid(sec, exp.name, profile)
     unknown = set(sec) - {"cells", "pe", "seeds", "extra_vocab", "iterations"}
@@ -245,7 +206,7 @@ def _extend_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
     extra = sec.get("extra_vocab")
     if not isinstance(extra, int) or extra < 1:
         raise PosrnnError(f"profile {profile!r}, extend: extra_vocab must be a positive integer, got {extra!r}")
-    sources = {s.name: s for s in _train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)}
+    sources = {s.name: s for s in train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)}
     jobs = []
     for cell in cells:
         for pe in pes:
@@ -267,7 +228,7 @@ def _extend_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
 LM_DATA_KEYS = {"data_dir", "vocab_size", "max_tokens"}
 
 
-def _lm_data_jobs(prof, profile, exp, runs_root, force) -> list[Job]:
+def lm_data_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     if not sec:
         return []
@@ -280,7 +241,7 @@ def _lm_data_jobs(prof, profile, exp, runs_root, force) -> list[Job]:
     return [Job(exp.name, "corpus", exp.kind, str(runs_root / exp.name), None, dict(sec), force)]
 
 
-def _lm_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
+def lm_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     data = _section(prof, "lm_data", profile)
     if not sec:
@@ -305,14 +266,3 @@ def _lm_jobs(params, prof, profile, exp, runs_root, force) -> list[Job]:
             name = f"{cfg.model.name}-{pe}-s{seed}"
             jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(), {}, force))
     return jobs
-
-
-def experiments_of_stage(stage: str) -> list[str]:
-    return [e.name for e in EXPERIMENTS.values() if e.stage == stage]
-
-
-def summary(jobs: list[Job]) -> dict[str, Any]:
-    by: dict[str, int] = {}
-    for j in jobs:
-        by[j.experiment] = by.get(j.experiment, 0) + 1
-    return by

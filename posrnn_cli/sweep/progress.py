@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
+from ..common.experiments import trains
 from .plan import Job
 
 SHOWN = 24  # rows of the live table
@@ -82,7 +83,7 @@ class Progress:
 
     def _speed(self, job: Job) -> tuple[str, str, str]:
         """(step/total, it/s, ETA) of a running training job, from its log."""
-        if not job.config or job.kind not in ("train", "irie", "extend", "lm"):
+        if not job.config or not trains(job.kind):
             return "", "", ""
         total = job.config["train"]["iterations"]
         last = _last_log(job.run_dir)

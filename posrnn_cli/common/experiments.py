@@ -1,0 +1,158 @@
+"""Every experiment the pipeline knows, declared once (torch-free: the entries name their code
+by dotted path, imported only when a job runs or a table is made).
+
+Three small tables, each entry in one place:
+
+* ``JOB_KINDS`` — what a worker does: how the profile section becomes jobs (``plan``), what one
+  job runs (``run``) and whether it trains a run directory (``trains``: it then has a config,
+  a state — see ``engine.rundir`` — and a training log the sweep's progress reads).
+* ``TABLES`` — what aggregation makes of an experiment's runs: the function that builds the
+  table (``build``), the one that reduces it to the headline numbers of ``dvc metrics show``
+  (``headline``), and the columns every table of that form holds (``columns``; the scorecard
+  refuses a table without them).
+* ``EXPERIMENTS`` — the experiments themselves, in the order the DVC stages run them: their job
+  kind, table form, DVC stage, source experiment and figure.
+
+Adding an experiment: one ``Experiment`` entry (a new job kind or table form only when no
+existing one fits), its section in each profile of ``params.yaml``, a DVC stage only if none of
+the existing ones should run it, and a test (README, "Adding an experiment").
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .errors import PosrnnError
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """``"package.module.name"`` → that object (the module imported now)."""
+    module, _, name = ref.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    plan: str  # (params, prof, profile, experiment, runs_root, force) -> list[Job]
+    run: str  # (job) -> dict of what was done
+    trains: bool  # its jobs train a run directory (config, checkpoints, metrics.jsonl)
+
+
+@dataclass(frozen=True)
+class TableForm:
+    name: str
+    build: str  # (runs, n_resamples) -> rows
+    headline: str  # (rows) -> {"measure": …, <pe form or layer count>: value, …}
+    columns: tuple[str, ...]  # the columns every row holds (at least)
+
+
+@dataclass(frozen=True)
+class Figure:
+    file: str  # under figures/<profile>/
+    draw: str  # (tables by experiment name, path) -> None; drawn when the experiment's table exists
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    kind: str  # a JOB_KINDS key
+    table: Optional[str]  # a TABLES key; None: it makes no table (its runs feed another experiment)
+    stage: str  # the DVC stage that runs it
+    about: str
+    source: Optional[str] = None  # the experiment whose runs it analyses, extends or reads
+    figure: Optional[Figure] = None
+
+    @property
+    def job_kind(self) -> JobKind:
+        return JOB_KINDS[self.kind]
+
+    @property
+    def trains(self) -> bool:
+        return JOB_KINDS[self.kind].trains
+
+
+_PLAN, _JOBS, _PLOTS = "posrnn_cli.sweep.plan", "posrnn_cli.sweep.jobs", "posrnn_cli.analysis.plots"
+
+JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
+    JobKind("train", f"{_PLAN}.train_jobs", f"{_JOBS}.run_train", trains=True),
+    JobKind("irie", f"{_PLAN}.train_jobs", f"{_JOBS}.run_irie", trains=True),
+    JobKind("stability", f"{_PLAN}.stability_jobs", f"{_JOBS}.run_stability", trains=False),
+    JobKind("extend", f"{_PLAN}.extend_jobs", f"{_JOBS}.run_extend", trains=True),
+    JobKind("lm_data", f"{_PLAN}.lm_data_jobs", f"{_JOBS}.run_lm_data", trains=False),
+    JobKind("lm", f"{_PLAN}.lm_jobs", f"{_JOBS}.run_train", trains=True),
+)}
+
+_A = "posrnn_cli.analysis.aggregate"
+_ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
+
+TABLES: dict[str, TableForm] = {t.name: t for t in (
+    TableForm("eval", f"{_A}.table_eval", f"{_A}.headline_eval", ("model", "pe", "vocab_size", *_ACC)),
+    TableForm("dual", f"{_A}.table_dual", f"{_A}.headline_dual", ("model", "pe", "vocab_size", "condition", *_ACC)),
+    TableForm("stability", f"{_A}.table_stability", f"{_A}.headline_stability",
+              ("model", "pe", "step", "condition", "pair", "stability", "ci_low", "ci_high")),
+    TableForm("extend", f"{_A}.table_extend", f"{_A}.headline_extend", ("model", "pe", "vocab_size", *_ACC)),
+    TableForm("lm", f"{_A}.table_lm", f"{_A}.headline_lm", ("model", "pe", "seed", "perplexity")),
+    TableForm("irie", f"{_A}.table_irie", f"{_A}.headline_irie",
+              ("layers", "pe", *_ACC, "permutation_sensitive_share", "max_logit_change", "tolerance")),
+)}
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    Experiment("fig2", "train", "eval", "train", "reverse ordering, accuracy vs vocabulary size (Fig. 2)",
+               figure=Figure("fig2_vocab.png", f"{_PLOTS}.draw_fig2")),
+    Experiment("dual", "train", "dual", "train", "dual-frequency vocabulary, Frequent/Rare grid (Fig. 3-4)",
+               figure=Figure("dual_frequency.png", f"{_PLOTS}.draw_dual")),
+    Experiment("forms", "train", "eval", "train", "PE forms: random and learnable beside fig2's sinusoidal",
+               figure=Figure("pe_forms.png", f"{_PLOTS}.draw_forms")),
+    Experiment("double", "train", "eval", "train", "the double-vanilla control (embedding twice)",
+               figure=Figure("double_vanilla.png", f"{_PLOTS}.draw_double")),
+    Experiment("length", "train", "eval", "train", "length sweep at V = 2",
+               figure=Figure("length_v2.png", f"{_PLOTS}.draw_length")),
+    Experiment("varlen", "train", "eval", "train", "variable-length reverse with several PE forms"),
+    Experiment("sort", "train", "eval", "train", "sorting, vanilla vs PE"),
+    Experiment("copy", "train", "eval", "train", "copy memory, vanilla vs PE"),
+    Experiment("s4d", "train", "eval", "train", "S4D state-space model, vanilla vs PE"),
+    Experiment("irie", "irie", "irie", "train", "causal Transformers without PE: 1 vs 2 layers, permutations"),
+    Experiment("stability", "stability", "stability", "stability",
+               "gradient stability of the dual runs' checkpoints (Fig. 5)", "dual",
+               figure=Figure("stability.png", f"{_PLOTS}.draw_stability")),
+    Experiment("extend", "extend", "extend", "extend", "vocabulary extension of fig2 runs", "fig2",
+               figure=Figure("extend_vocab.png", f"{_PLOTS}.draw_extend")),
+    Experiment("lm_data", "lm_data", None, "lm", "WikiText → paragraphs → SentencePiece → encoded ids"),
+    Experiment("lm", "lm", "lm", "lm", "LSTM language model ± PE (Table 1)", "lm_data",
+               figure=Figure("lm_table.md", f"{_PLOTS}.draw_lm")),
+)}
+
+
+def experiment(name: str) -> Experiment:
+    """The registered experiment ``name``, or a one-line error listing them."""
+    if name not in EXPERIMENTS:
+        raise PosrnnError(f"unknown experiment {name!r}; choose from: {', '.join(EXPERIMENTS)}")
+    return EXPERIMENTS[name]
+
+
+def eval_tables() -> tuple[str, ...]:
+    """The experiments whose table is the plain evaluation table (one row per cell, accuracies with CIs)."""
+    return tuple(e.name for e in EXPERIMENTS.values() if e.table == "eval")
+
+
+def result_tables() -> tuple[str, ...]:
+    """Every result table (``results/<profile>/tables/<name>.csv``), named by its experiment."""
+    return tuple(e.name for e in EXPERIMENTS.values() if e.table is not None)
+
+
+def required_columns(table: str) -> tuple[str, ...]:
+    """The columns the result table ``table`` (an experiment's name) must hold."""
+    exp = experiment(table)
+    return TABLES[exp.table].columns if exp.table else ()
+
+
+def experiments_of_stage(stage: str) -> list[str]:
+    return [e.name for e in EXPERIMENTS.values() if e.stage == stage]
+
+
+def trains(kind: str) -> bool:
+    """Whether jobs of ``kind`` train a run directory (False for an unknown kind)."""
+    return kind in JOB_KINDS and JOB_KINDS[kind].trains
