@@ -13,8 +13,8 @@ Layout::
 
 A *cell* is a run's config without its seed: runs that differ only in ``train.seed`` are
 pooled — their per-sequence scores are concatenated and bootstrapped together. Which table an
-experiment makes follows from its files: stability values, extension scores, a permutation
-report, a language model, a dual-frequency grid, or else the plain evaluation table.
+experiment makes, and its headline numbers, are declared in the experiment registry
+(``common.experiments``) and recorded in the experiment's ``sweep.json``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 import yaml
@@ -30,6 +30,7 @@ import yaml
 from ..common import catalog
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
+from ..common.experiments import EXPERIMENTS, TABLES, resolve
 from ..common.io import atomic_write_json, read_json, read_npz, write_csv
 from ..common.stats import pooled
 
@@ -209,29 +210,6 @@ def table_irie(runs: list[Path], n_resamples: int) -> list[dict]:
     return rows
 
 
-def table_kind(runs: list[Path]) -> str:
-    """Which table an experiment's runs make, from their files and configs."""
-    first = Path(runs[0])
-    if (first / "stability_values.npz").is_file():
-        return "stability"
-    if (first / "extend_sequences.npz").is_file():
-        return "extend"
-    if (first / "permutation.json").is_file():
-        return "irie"
-    cfg = read_config(first)
-    if cfg.task.name == "lm":
-        return "lm"
-    if cfg.task.rarity is not None:
-        return "dual"
-    return "eval"
-
-
-TABLES: dict[str, Callable[[list[Path], int], list[dict]]] = {
-    "eval": table_eval, "dual": table_dual, "stability": table_stability, "extend": table_extend,
-    "lm": table_lm, "irie": table_irie,
-}
-
-
 # ---- training curves ---------------------------------------------------------------------------
 def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
     """Every run's training log (``metrics.jsonl``) in one long table: run, step, loss,
@@ -255,33 +233,59 @@ def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
 
 
 # ---- the headline numbers ------------------------------------------------------------------------
-def headline(kind: str, rows: list[dict]) -> dict:
-    """One ``dvc metrics show`` row per experiment, with the same few columns for all: the
-    headline measure per PE form (``none`` = vanilla) or per layer count, and what it is."""
-    def mean(values):
-        values = list(values)
-        return round(float(np.mean(values)), 4) if values else None
+def _mean(values) -> Optional[float]:
+    values = list(values)
+    return round(float(np.mean(values)), 4) if values else None
 
-    def by_pe(rs, key):
-        return {pe: mean(r[key] for r in rs if r["pe"] == pe) for pe in catalog.order(catalog.PE_FORMS, (r["pe"] for r in rs))}
 
-    if kind == "eval":
-        return {"measure": "token accuracy, mean over cells", **by_pe(rows, "token_accuracy")}
-    if kind == "dual":
-        return {"measure": "token accuracy, F target / R disturbants", **by_pe(
-            [r for r in rows if r["condition"] == "F/R" and r["half"] == "all"], "token_accuracy")}
-    if kind == "stability":
-        last = max(r["step"] for r in rows)
-        return {"measure": f"common-target stability, F/R, step {last}", **by_pe(
-            [r for r in rows if r["step"] == last and r["pair"] == "common_target" and r["condition"] == "F/R"], "stability")}
-    if kind == "extend":
-        return {"measure": "token accuracy on new ids only", **by_pe(rows, "token_accuracy")}
-    if kind == "lm":
-        return {"measure": "test perplexity, mean over seeds", **by_pe(rows, "perplexity")}
-    if kind == "irie":
-        return {"measure": "share of sequences whose last output a permutation changes",
-                **{f"layers_{r['layers']}": round(r["permutation_sensitive_share"], 4) for r in rows}}
-    raise ValueError(kind)  # pragma: no cover
+def by_pe(rows: list[dict], key: str) -> dict:
+    """The mean of ``key`` per PE form (``none`` = vanilla), in the catalogue's order."""
+    return {pe: _mean(r[key] for r in rows if r["pe"] == pe) for pe in catalog.order(catalog.PE_FORMS, (r["pe"] for r in rows))}
+
+
+# One ``dvc metrics show`` row per experiment, with the same few columns for all: the headline
+# measure per PE form or per layer count, and what it is. The registry names one per table form.
+def headline_eval(rows: list[dict]) -> dict:
+    return {"measure": "token accuracy, mean over cells", **by_pe(rows, "token_accuracy")}
+
+
+def headline_dual(rows: list[dict]) -> dict:
+    return {"measure": "token accuracy, F target / R disturbants", **by_pe(
+        [r for r in rows if r["condition"] == "F/R" and r["half"] == "all"], "token_accuracy")}
+
+
+def headline_stability(rows: list[dict]) -> dict:
+    last = max(r["step"] for r in rows)
+    return {"measure": f"common-target stability, F/R, step {last}", **by_pe(
+        [r for r in rows if r["step"] == last and r["pair"] == "common_target" and r["condition"] == "F/R"], "stability")}
+
+
+def headline_extend(rows: list[dict]) -> dict:
+    return {"measure": "token accuracy on new ids only", **by_pe(rows, "token_accuracy")}
+
+
+def headline_lm(rows: list[dict]) -> dict:
+    return {"measure": "test perplexity, mean over seeds", **by_pe(rows, "perplexity")}
+
+
+def headline_irie(rows: list[dict]) -> dict:
+    return {"measure": "share of sequences whose last output a permutation changes",
+            **{f"layers_{r['layers']}": round(r["permutation_sensitive_share"], 4) for r in rows}}
+
+
+def table_form(exp_dir: Path) -> Optional[str]:
+    """The table form an experiment's runs make (a ``TABLES`` key of the experiment registry):
+    the one its sweep manifest recorded, else the registry's entry for the directory's name."""
+    manifest = Path(exp_dir) / MANIFEST
+    if manifest.is_file():
+        recorded = read_json(manifest).get("table", "")
+        if recorded is None or recorded in TABLES:
+            return recorded
+    name = Path(exp_dir).name
+    if name not in EXPERIMENTS:
+        raise PosrnnError(f"{exp_dir} is not an experiment posrnn knows (known: {', '.join(EXPERIMENTS)}); "
+                          f"move it out of the run root or re-run its sweep")
+    return EXPERIMENTS[name].table
 
 
 def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None, experiments: Optional[list[str]] = None,
@@ -304,12 +308,14 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         runs = runs_of(runs_root / name)
         if not runs:
             continue
-        kind = table_kind(runs)
-        rows = TABLES[kind](runs, n_resamples)
+        form = table_form(runs_root / name)
+        if form is None:
+            continue  # an experiment whose runs feed another (lm_data)
+        rows = resolve(TABLES[form].build)(runs, n_resamples)
         if rows:
             tables[name] = rows
             write_csv(rows, out_dir / f"{name}.csv")
-            atomic_write_json(metrics_dir / f"{name}.json", headline(kind, rows))
+            atomic_write_json(metrics_dir / f"{name}.json", resolve(TABLES[form].headline)(rows))
             log = curves(runs)
             if log:
                 write_csv(log, curves_dir / f"{name}.csv")
