@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
+from ..common.experiments import EXPERIMENTS, resolve
 from ..common.io import atomic_write_bytes, atomic_write_text, read_csv
 from .aggregate import KINDS
 
@@ -191,41 +192,58 @@ def lm_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- the figures the experiment registry names (common.experiments: ``Figure.draw``) ----------
+def _beside_fig2(t: dict, name: str) -> list[dict]:
+    """``name``'s rows after fig2's vanilla and sinusoidal rows of the same setting, in PE order."""
+    rows = [r for r in t.get("fig2", []) if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t[name][0])] + t[name]
+    return sorted(rows, key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
+
+
+def draw_fig2(t: dict, path: Path) -> None:
+    fig_vocab(t["fig2"], path)
+
+
+def draw_dual(t: dict, path: Path) -> None:
+    fig_dual(t["dual"], path)
+
+
+def draw_stability(t: dict, path: Path) -> None:
+    fig_stability(t["stability"], path)
+
+
+def draw_forms(t: dict, path: Path) -> None:
+    rows = _beside_fig2(t, "forms")
+    fig_bars(rows, path, f"PE forms ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, {_setting(rows[0], seeds=False)})")
+
+
+def draw_double(t: dict, path: Path) -> None:
+    rows = _beside_fig2(t, "double")
+    fig_bars(rows, path, f"Double vanilla control ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, "
+                         f"{_setting(rows[0], seeds=False)})")
+
+
+def draw_extend(t: dict, path: Path) -> None:
+    rows = sorted(t["extend"], key=lambda r: (r["model"], r["base_vocab"], PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99))
+    fig_bars(rows, path, "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)",
+             label=lambda r: f"{model_label(r['model'])} {pe_label(r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}")
+
+
+def draw_length(t: dict, path: Path) -> None:
+    fig_length(t["length"], path)
+
+
+def draw_lm(t: dict, path: Path) -> None:
+    atomic_write_text(path, lm_table(t["lm"]))
+
+
 def draw_all(results: Path, out_dir: Path) -> list[Path]:
-    """Draw every figure whose table exists in ``results``; return the files written."""
+    """Draw the figure of every experiment whose table exists in ``results``; return the files written."""
     results, out_dir = Path(results), Path(out_dir)
     t = {p.stem: read_csv(p) for p in sorted(results.glob("*.csv"))}
     drawn: list[Path] = []
-
-    def emit(name: str, fn, *args):
-        path = out_dir / name
-        fn(*args, path)
-        drawn.append(path)
-
-    if t.get("fig2"):
-        emit("fig2_vocab.png", fig_vocab, t["fig2"])
-    if t.get("dual"):
-        emit("dual_frequency.png", fig_dual, t["dual"])
-    if t.get("stability"):
-        emit("stability.png", fig_stability, t["stability"])
-    base = t.get("fig2", [])
-    if t.get("forms"):
-        rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["forms"][0])] + t["forms"]
-        rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
-        emit("pe_forms.png", lambda rs, p: fig_bars(rs, p, f"PE forms ({model_label(rs[0]['model'])}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
-    if t.get("double"):
-        rows = [r for r in base if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t["double"][0])] + t["double"]
-        rows.sort(key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
-        emit("double_vanilla.png", lambda rs, p: fig_bars(rs, p, f"Double vanilla control ({model_label(rs[0]['model'])}, V={rs[0]['vocab_size']}, {_setting(rs[0], seeds=False)})"), rows)
-    if t.get("extend"):
-        rows = sorted(t["extend"], key=lambda r: (r["model"], r["base_vocab"], PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99))
-        emit("extend_vocab.png", lambda rs, p: fig_bars(
-            rs, p, "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)",
-            label=lambda r: f"{model_label(r['model'])} {pe_label(r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}"), rows)
-    if t.get("length"):
-        emit("length_v2.png", fig_length, t["length"])
-    if t.get("lm"):
-        path = out_dir / "lm_table.md"
-        atomic_write_text(path, lm_table(t["lm"]))
-        drawn.append(path)
+    for exp in EXPERIMENTS.values():
+        if exp.figure is not None and t.get(exp.name):
+            path = out_dir / exp.figure.file
+            resolve(exp.figure.draw)(t, path)
+            drawn.append(path)
     return drawn

@@ -1,0 +1,90 @@
+"""The experiment registry (``common.experiments``): every experiment, job kind and table form
+declared once, read by planning, the jobs, sweep status and progress, aggregation, the figures
+and the scorecard's table list."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posrnn_cli.common import experiments as reg
+from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLES, Experiment, resolve
+from posrnn_cli.common.sources import closure
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_reference_resolves_and_every_link_exists():
+    for kind in JOB_KINDS.values():
+        assert callable(resolve(kind.plan)) and callable(resolve(kind.run)), kind.name
+    for form in TABLES.values():
+        assert callable(resolve(form.build)) and callable(resolve(form.headline)), form.name
+    for e in EXPERIMENTS.values():
+        assert e.kind in JOB_KINDS and (e.table is None or e.table in TABLES), e.name
+        assert e.source is None or e.source in EXPERIMENTS, e.name
+        assert e.figure is None or callable(resolve(e.figure.draw)), e.name
+
+
+def test_the_registry_imports_no_code_it_names():
+    assert closure("posrnn_cli.common.experiments") <= {"posrnn_cli", "posrnn_cli.common", "posrnn_cli.common.experiments",
+                                                         "posrnn_cli.common.errors"}
+    code = "import sys, posrnn_cli.common.experiments; print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.strip() == "[]", r.stderr
+
+
+def test_each_experiment_runs_in_a_dvc_stage_whose_deps_hold_its_code():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for e in EXPERIMENTS.values():
+        assert e.stage in stages, e.name
+        deps = stages[e.stage]["do"]["deps"]
+        for ref in (e.job_kind.plan, e.job_kind.run):
+            rel = ref.rpartition(".")[0].replace(".", "/")
+            assert any(rel.startswith(d.rstrip("/")) for d in deps), f"{e.name}: {ref} is not under the deps of {e.stage}"
+        assert e.name in stages[e.stage]["do"]["cmd"] or e.stage == "lm", f"stage {e.stage} does not run {e.name}"
+
+
+def test_the_scorecard_lists_read_the_registry():
+    assert "fig2" in reg.eval_tables() and "dual" not in reg.eval_tables()
+    assert set(reg.result_tables()) == {n for n, e in EXPERIMENTS.items() if e.table}
+    assert "condition" in reg.required_columns("dual") and reg.required_columns("lm_data") == ()
+
+
+def test_a_new_experiment_is_one_registry_entry(tmp_path, monkeypatch):
+    """Registering one entry is all it takes: the profile plans it, the sweep trains and records
+    it, aggregation makes its table and headline."""
+    from posrnn_cli.analysis.aggregate import aggregate
+    from posrnn_cli.common.io import read_json
+    from posrnn_cli.sweep import SweepOptions, run_sweep
+    from posrnn_cli.sweep.plan import plan
+
+    monkeypatch.setitem(EXPERIMENTS, "fig2b", Experiment("fig2b", "train", "eval", "train", "a second vocabulary grid"))
+    monkeypatch.chdir(tmp_path)
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    section = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "seeds": [1], "length": 4, "hidden": 8,
+               "iterations": 10, "batch": 4, "warmup": 1, "checkpoint_every": 10}
+    profile = {"device": "cpu", "threads": 1, "n_test": 16, "fig2b": section}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({k: base[k] for k in ("task", "model", "train")} | {"profile": ["t"], "profiles": {"t": profile}}))
+    (job,) = plan(params, "t", ["fig2b"])
+    assert job.kind == "train" and job.run_dir.endswith("fig2b/gru-v4-none-s1")
+    run_sweep(params, "t", ["fig2b"], SweepOptions(workers=1))
+    manifest = read_json(tmp_path / "runs" / "t" / "fig2b" / "sweep.json")
+    assert (manifest["experiment"], manifest["kind"], manifest["table"]) == ("fig2b", "train", "eval")
+    tables = aggregate(tmp_path / "runs" / "t", tmp_path / "results" / "tables", n_resamples=50)
+    assert set(tables["fig2b"][0]) >= set(reg.required_columns("fig2b"))
+    assert read_json(tmp_path / "results" / "metrics" / "fig2b.json")["measure"] == "token accuracy, mean over cells"
+
+
+def test_an_unknown_experiment_directory_is_refused(tmp_path):
+    from posrnn_cli.analysis.aggregate import aggregate
+    from posrnn_cli.common.errors import PosrnnError
+
+    (tmp_path / "fig9" / "r").mkdir(parents=True)
+    (tmp_path / "fig9" / "r" / "config.yaml").write_text("{}\n")
+    with pytest.raises(PosrnnError, match="not an experiment posrnn knows"):
+        aggregate(tmp_path, tmp_path / "t")
