@@ -1,5 +1,5 @@
 """Aggregation: every experiment of a profile into one table, seeds pooled, with 95% bootstrap
-CIs (SPEC §4). It reads result files only — the runs' ``config.yaml`` and the score files that
+CIs (docs/papers.md, Metrics). It reads result files only — the runs' ``config.yaml`` and the score files that
 evaluation wrote — and imports no training code.
 
 Layout::
@@ -35,7 +35,7 @@ from ..common.io import atomic_write_json, read_json, read_npz, write_csv
 from ..common.stats import pooled
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
-KINDS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (SPEC §3, dual frequency)
+KINDS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
 #: the columns that name a cell in the tables (the rest of the config is constant in a sweep)
 CELL_COLUMNS = (
     ("task", "task.name"), ("model", "model.name"), ("pe", "model.pe"), ("vocab_size", "task.vocab_size"),

@@ -1,4 +1,4 @@
-"""``posrnn lm …``: the language-model chain (SPEC §5), as thin Typer commands.
+"""``posrnn lm …``: the language-model chain (001 §6.5), as thin Typer commands.
 
     posrnn lm prepare   --out data/wikitext103                 (or --data-dir for local files)
     posrnn lm tokenizer --data data/wikitext103 --out data/wikitext103/tokenizer
@@ -24,7 +24,7 @@ from ..lm.data import DEFAULT_CONFIG, DEFAULT_DATASET  # these two modules impor
 from ..lm.tokenizer import MAX_VOCAB, MODEL_NAME
 
 lm_app = typer.Typer(
-    help="Language modelling on WikiText-103 (SPEC §5): prepare paragraphs, train a SentencePiece "
+    help="Language modelling on WikiText-103 (001 §6.5): prepare paragraphs, train a SentencePiece "
     "tokenizer, encode the splits, train the LSTM ± PE, evaluate perplexity.",
     no_args_is_help=True,
 )
@@ -98,7 +98,7 @@ def encode(
                   f"(whole step {meta['mb_per_s']:.1f} MB/s)")
 
 
-@lm_app.command("train", short_help="Train the LSTM language model ± PE (SPEC §5).")
+@lm_app.command("train", short_help="Train the LSTM language model ± PE (001 §6.5).")
 @cli_errors
 def train_lm(
     data: Annotated[Path, typer.Option("--data", metavar="DIR", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
@@ -121,8 +121,8 @@ def train_lm(
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out holds.")] = False,
     stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
 ):
-    """Train the LSTM language model (SPEC §5) on an encoded corpus, with or without PE —
-    the §2 recipe through the same training loop as every other task. Several GPUs or nodes:
+    """Train the LSTM language model (001 §6.5) on an encoded corpus, with or without PE —
+    the papers' recipe through the same training loop as every other task. Several GPUs or nodes:
     `torchrun --nproc-per-node N $(which posrnn) lm train ...` (DistributedDataParallel; each
     process trains its slice of every global batch)."""
     from ..engine.train import train

@@ -139,7 +139,7 @@ def aggregate(
 ):
     """Pool every cell's seeds, with 95% bootstrap CIs: one table per experiment.
 
-    Reads only the result files the sweeps wrote (SPEC §4)."""
+    Reads only the result files the sweeps wrote (docs/papers.md, Metrics)."""
     from ..analysis.aggregate import aggregate as run
 
     if not 10 <= resamples <= 10**6:

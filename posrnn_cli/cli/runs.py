@@ -34,7 +34,7 @@ def run_options(**opts) -> dict:
 
 
 TRAIN_HELP = "\n\n".join([
-    "Train one model on one task (SPEC §2 recipe) into a run directory.",
+    "Train one model on one task (the papers' recipe) into a run directory.",
     listing("Tasks (--task):", catalog.TASKS),
     listing("Models (--model):", catalog.CORES),
     listing("Positional encodings (--pe):", catalog.PE_FORMS),
@@ -203,7 +203,7 @@ def stability(
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")] = False,
     json_out: JsonOpt = False,
 ):
-    """Gradient stability over training (SPEC §4): for every checkpoint, the Jacobians
+    """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
     ∂h_2L/∂z_1 of triplets sharing the target or the suffix, compared row-wise; per (target
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
     from ..common.io import write_csv
@@ -276,7 +276,7 @@ def extend_vocab(
 
 #: what ``posrnn bench`` measures when not told: sized to the device
 BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64, "train.batch_size": 128}
-BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is SPEC's default
+BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is the papers' default
 
 
 def bench(
@@ -401,7 +401,7 @@ def register(app: typer.Typer) -> None:
     app.command(help=TRAIN_HELP, short_help="Train one model on one task into a run directory.")(cli_errors(train))
     app.command("eval", short_help="Score a run on its held-out test set.")(cli_errors(eval_cmd))
     app.command(short_help="Evaluate several runs and show them side by side.")(cli_errors(compare))
-    app.command(short_help="Gradient stability of a run's checkpoints (SPEC §4).")(cli_errors(stability))
+    app.command(short_help="Gradient stability of a run's checkpoints (003 §4.3).")(cli_errors(stability))
     app.command("extend-vocab", short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))
     app.command(short_help="Time a training step, the sampler and the stability analysis.")(cli_errors(bench))
     app.command("bench-sweep", short_help="Runs per hour of posrnn sweep with 1, 2, … workers.")(cli_errors(bench_sweep))

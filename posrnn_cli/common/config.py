@@ -1,6 +1,6 @@
 """One typed config for a run: ``params.yaml`` → dataclasses → CLI options → ``--set key=value``.
 
-The dataclass defaults *are* the paper's settings (SPEC §1–§2); ``params.yaml`` repeats
+The dataclass defaults *are* the paper's settings (docs/papers.md, The settings the code follows); ``params.yaml`` repeats
 them (a test keeps the two equal) so that DVC can track them. Unknown keys and values of
 the wrong type are refused with a message that names the key and the fix.
 """
@@ -22,7 +22,7 @@ from .errors import PosrnnError
 
 @dataclass
 class TaskConfig:
-    """What the model is asked to do (SPEC §3)."""
+    """What the model is asked to do (docs/papers.md, Tasks)."""
 
     name: str = "reverse"
     vocab_size: int = 256  # V
@@ -39,7 +39,7 @@ class TaskConfig:
 
 @dataclass
 class ModelConfig:
-    """The network (SPEC §1)."""
+    """The network (docs/papers.md, Model)."""
 
     name: str = "lstm"
     hidden_size: int = 512  # H
@@ -63,7 +63,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    """The optimisation recipe (SPEC §2) and where it runs."""
+    """The optimisation recipe (docs/papers.md, Training) and where it runs."""
 
     iterations: int = 300_000
     batch_size: int = 512
@@ -72,7 +72,7 @@ class TrainConfig:
     eps: float = 1e-9
     weight_decay: float = 0.0
     clip: float = 1.0
-    warmup: Optional[int] = None  # None = auto: 1% of the iterations, at most 1,000 (SPEC: 1,000 at 300,000)
+    warmup: Optional[int] = None  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
     seed: int = 111
     checkpoint_every: int = 5000
     log_every: int = 100
@@ -85,7 +85,7 @@ class TrainConfig:
 
     @property
     def warmup_steps(self) -> int:
-        """The warm-up actually used: ``warmup``, or 1% of the run capped at SPEC's 1,000."""
+        """The warm-up actually used: ``warmup``, or 1% of the run capped at the papers' 1,000."""
         return self.warmup if self.warmup is not None else min(1000, self.iterations // 100)
 
 

@@ -1,4 +1,4 @@
-"""Profiles: named sizes of the whole pipeline (``lite`` on a laptop CPU, ``paper`` at SPEC's
+"""Profiles: named sizes of the whole pipeline (``lite`` on a laptop CPU, ``paper`` at the papers'
 settings, ``micro`` for the tests), kept side by side in ``params.yaml``::
 
     profile: [lite]          # the active profile(s): what `dvc repro` runs

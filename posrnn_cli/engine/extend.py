@@ -1,4 +1,4 @@
-"""Vocabulary extension (SPEC §3): freeze a trained model, add ``V_extra`` new ids, train
+"""Vocabulary extension (000 §4.2): freeze a trained model, add ``V_extra`` new ids, train
 only the new embedding rows and output rows, and test on sequences made only of new ids.
 
 An extended run is an ordinary run directory whose config has ``model.frozen_vocab = V``,

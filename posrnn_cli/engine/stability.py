@@ -1,4 +1,4 @@
-"""Gradient stability (SPEC §4).
+"""Gradient stability (003 §2.3, §4.3).
 
 For a sequence ``x s q…q`` (target token x, L−1 disturbants s, L query steps) let ``z_1`` be
 the state after the first token (LSTM: ``[h; c]``, so 2H wide; S4D: the complex state read
@@ -117,7 +117,7 @@ def pair_stabilities(model: nn.Module, tri: Triplets, query_id: int, chunk_size:
 def check_run(cfg, task) -> None:
     """Refuse runs the analysis is not defined for, with a one-line reason."""
     if not task.fixed_reverse_layout:
-        raise PosrnnError(f"stability analysis is defined for fixed-length reverse runs (SPEC §4); this run trains "
+        raise PosrnnError(f"stability analysis is defined for fixed-length reverse runs (003 §2.3, §4.3); this run trains "
                           f"{cfg.task.name!r}" + (" with variable length or autoregression" if cfg.task.name == "reverse" else ""))
     if not CORES[cfg.model.name].recurrent_view:
         raise PosrnnError(f"stability needs a recurrent state z_1; the {cfg.model.name} core has none "

@@ -1,4 +1,4 @@
-"""The one training loop (SPEC §2), shared by every task and model.
+"""The one training loop (001 §3.3, 003 §4.2; docs/papers.md, Training), shared by every task and model.
 
 Adam (betas configurable), gradient-norm clipping, linear warm-up from 0 then cosine decay
 to 0 (``LambdaLR``), a ``metrics.jsonl`` log every ``log_every`` steps (the loop's only host

@@ -1,4 +1,4 @@
-"""Language modelling on WikiText-103 (SPEC §5): the data chain.
+"""Language modelling on WikiText-103 (001 §6.5): the data chain.
 
 ``data.prepare`` (raw WikiText → one paragraph per line) → ``tokenizer.train_tokenizer``
 (SentencePiece unigram) → ``encode.encode`` (uint16 id arrays + paragraph offsets) →

@@ -1,4 +1,4 @@
-"""WikiText-103 (raw) → one paragraph per line (SPEC §5, the first step of the LM chain).
+"""WikiText-103 (raw) → one paragraph per line (001 §6.5, the first step of the LM chain).
 
 WikiText's raw files hold one line per paragraph, `` = Title = `` / `` = = Section = = ``
 heading lines and blank lines between blocks. The paper (and the reference

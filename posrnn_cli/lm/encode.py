@@ -11,7 +11,7 @@ Layout written by ``encode`` (one folder per split, NumPy ``.npy`` files)::
 ``max_tokens`` (1,024) ids; otherwise ``[BOS]`` followed by the paragraph's first
 ``max_tokens − 1`` pieces and *no* EOS — the paragraph did not end there, and an EOS would
 teach the model a false ending. So the cap counts BOS and EOS: no stored paragraph is longer
-than ``max_tokens``, position 0 is always BOS at the paragraph's start (SPEC §5: absolute PE
+than ``max_tokens``, position 0 is always BOS at the paragraph's start (001 §6.5: absolute PE
 aligned with the paragraph), and a model trained on ``ids[:-1] → ids[1:]`` sees at most
 ``max_tokens − 1`` input steps. (The reference truncated the SentencePiece pieces to 1,025
 and fed the first 1,024; the difference is one position in the rare >1,000-piece paragraph.)

@@ -1,4 +1,4 @@
-"""A SentencePiece unigram tokenizer for the language-model chain (SPEC §5).
+"""A SentencePiece unigram tokenizer for the language-model chain (001 §6.5).
 
 The paper retokenises WikiText-103 into 32,768 SentencePiece pieces (the reference code
 calls torchtext's ``generate_sp_model``: unigram, SentencePiece's defaults). We keep the

@@ -1,4 +1,4 @@
-"""The network (SPEC §1): input encoder (embedding + positional encoding) → core → head.
+"""The network (000 §3.2): input encoder (embedding + positional encoding) → core → head.
 
 Two registries, keyed by the names in ``common/catalog.py``:
 
@@ -65,7 +65,7 @@ def _check_mamba(m: ModelConfig) -> None:
 class CoreSpec:
     build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
     check: Callable[[ModelConfig], None] = _no_check
-    #: the core exposes ``initial_state`` / ``output_from_state`` (gradient stability, SPEC §4)
+    #: the core exposes ``initial_state`` / ``output_from_state`` (gradient stability, 003 §4.3)
     recurrent_view: bool = True
 
 

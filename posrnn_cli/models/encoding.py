@@ -1,4 +1,4 @@
-"""The input encoder (SPEC §1): token embedding (V tokens + special ids, N(0, 1) init) and the
+"""The input encoder (000 §3.2): token embedding (V tokens + special ids, N(0, 1) init) and the
 positional-encoding forms, each a small module that joins positions to the embedding.
 
 ``PE_t = [sin(t·ω), cos(t·ω)] / sqrt(P/2)`` with ``ω_i = 10000^(−2i/P)``, ``i = 0 … P/2−1``,

@@ -1,4 +1,4 @@
-"""Vocabulary extension (SPEC §3): a trained model with every weight frozen, beside new
+"""Vocabulary extension (000 §4.2): a trained model with every weight frozen, beside new
 embedding rows and new output rows for ``X`` new ids.
 
 Ids in the extended model: ``0 … V−1`` the trained vocabulary, ``V … V+X−1`` the new ids,

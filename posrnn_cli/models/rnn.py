@@ -1,5 +1,5 @@
-"""The recurrent cores (SPEC §1): one layer of ``nn.RNN`` (tanh, "elman"), ``nn.GRU`` or
-``nn.LSTM``, plus their *recurrent view* for the gradient-stability analysis (SPEC §4).
+"""The recurrent cores (000 §3.2): one layer of ``nn.RNN`` (tanh, "elman"), ``nn.GRU`` or
+``nn.LSTM``, plus their *recurrent view* for the gradient-stability analysis (003 §4.3).
 
 cuDNN RNNs can be neither differentiated twice nor vmapped, so the view re-writes each cell
 as explicit tensor code over the module's own weights: ``initial_state`` gives ``z_1`` (the

@@ -1,4 +1,4 @@
-"""S4D: the diagonal structured state-space model (Gu et al., 2022), as a posrnn core (SPEC §1).
+"""S4D: the diagonal structured state-space model (Gu et al., 2022), as a posrnn core (001 §3.2).
 
 Shapes: B batch, T (= L in Gu's code) time steps, H channels (= hidden size), N the state
 size of the real SSM, N/2 the number of complex modes (``n = 0 … N/2−1``).
@@ -19,7 +19,7 @@ is ``2·Re(·)``. Unrolling the recurrence from ``z_0 = 0`` gives a causal convo
 applied with an FFT of length 2T (no wrap-around, so it stays causal). The layer is then
 ``GELU → Linear(H, 2H) → GLU`` (Gu's 1×1 ``Conv1d`` on channels-first data is the same map).
 
-Recurrent view (gradient stability, SPEC §4): the complex state ``z_t`` (H, N/2) is read as
+Recurrent view (gradient stability, 003 §4.3): the complex state ``z_t`` (H, N/2) is read as
 a real vector ``[Re, Im]`` per mode, flattened to width ``state_dim = 2·H·N/2 = H·N``.
 :meth:`S4DCore.initial_state` gives ``z_1`` (:meth:`S4DCore.state_after`, the state after
 any prefix) and :meth:`S4DCore.output_from_state` the

@@ -1,4 +1,4 @@
-"""The task registry (SPEC §3): name → a callable that builds the task from its config.
+"""The task registry (docs/papers.md, Tasks): name → a callable that builds the task from its config.
 
 Each task lives in its own module; adding one is a module here plus its line below, its
 catalogue entry (``common/catalog.py``: the name and description ``--help`` shows) and a test.

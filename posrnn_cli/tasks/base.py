@@ -1,6 +1,6 @@
 """The plumbing every task shares: ``Batch``, the held-out hashing, the ``Task`` base class.
 
-A task (SPEC §3) is a pure function of (config, torch.Generator) → Batch.
+A task (docs/papers.md, Tasks) is a pure function of (config, torch.Generator) → Batch.
 
 A task draws whole batches on the target device with tensor ops (no per-sample Python).
 Token ids ``0 … V−1`` are the vocabulary; id ``V`` is the *output query* fed during the

@@ -1,4 +1,4 @@
-"""The "infinite vocabulary" (SPEC §3): tokens are random unit vectors."""
+"""The "infinite vocabulary" (000 App. B.3): tokens are random unit vectors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Copy memory (SPEC §3)."""
+"""Copy memory (000 App. C.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Delayed addition (SPEC §3)."""
+"""Delayed addition (003 App. A.1)."""
 
 from __future__ import annotations
 

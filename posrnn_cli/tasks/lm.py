@@ -1,4 +1,4 @@
-"""Language modelling as a task of the one training loop (SPEC §5).
+"""Language modelling as a task of the one training loop (001 §6.5).
 
 The corpus is the encoded layout written by ``posrnn lm encode`` (``encode.LMCorpus``:
 uint16 ids and paragraph offsets per split, each paragraph BOS + its first tokens (+ EOS),

@@ -1,4 +1,4 @@
-"""Predecessor query (SPEC §3)."""
+"""Predecessor query (001 §6.1.3)."""
 
 from __future__ import annotations
 

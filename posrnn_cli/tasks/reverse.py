@@ -1,4 +1,4 @@
-"""Reverse ordering (SPEC §3) and its variants.
+"""Reverse ordering (000 §3.1) and its variants.
 
 * ``ReverseTask``: ``x_1…x_L`` i.i.d. uniform over V, then L query steps; target ``x_L…x_1``.
   With ``task.autoregressive`` the output phase is fed the previous target while training

@@ -1,4 +1,4 @@
-"""Per-sequence scores (SPEC §4): token / sequence accuracy, Damerau–Levenshtein distance.
+"""Per-sequence scores (docs/papers.md, Metrics): token / sequence accuracy, Damerau–Levenshtein distance.
 (Their confidence intervals: ``common.stats``.)"""
 
 from __future__ import annotations

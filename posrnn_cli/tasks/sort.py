@@ -1,4 +1,4 @@
-"""Sorting (SPEC §3): the reverse layout, target = the input sorted ascending (ties kept)."""
+"""Sorting (000 App. C.2, 003 App. A.2): the reverse layout, target = the input sorted ascending (ties kept)."""
 
 from __future__ import annotations
 
