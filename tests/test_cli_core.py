@@ -53,21 +53,6 @@ def test_resume_through_the_cli(tmp_path):
     assert json.loads(r.output)["step"] == 30
 
 
-@pytest.mark.parametrize("cmd", [[], ["train"], ["eval"], ["compare"]])
-def test_every_command_has_help(cmd):
-    r = runner.invoke(app, [*cmd, "--help"])
-    assert r.exit_code == 0 and "Usage" in r.output
-
-
-def test_train_help_explains_every_option():
-    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "250", "TERMINAL_WIDTH": "250"})
-    for opt in ("--task", "--model", "--pe", "--pe-mode", "--vocab-size", "--length", "--hidden-size", "--embed-size",
-                "--iterations", "--batch-size", "--lr", "--warmup", "--seed", "--device", "--checkpoint-every", "--out",
-                "--resume", "--params", "--set", "--force"):
-        assert opt in r.output, opt
-    assert "reverse:" in r.output and "gru:" in r.output and "sinusoidal:" in r.output
-
-
 @pytest.mark.parametrize(
     "argv, words, code",
     [

@@ -54,16 +54,41 @@ def test_the_command_list_is_one_line_per_command():
     assert not any(line.rstrip().endswith("...") for line in listing)
 
 
-def test_defaults_and_choices_are_shown():
-    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
-    flat = " ".join(r.output.split())
-    for words in ("--hidden-size N Hidden size H. [default: 512]", "[default: 100]", "[default: auto]",
-                  "<none|sinusoidal|random|learnable|dummy|phase>", "[default: 1% of the run, at most 1,000]"):
+def help_text(*argv: str) -> str:
+    r = runner.invoke(app, [*argv, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    return " ".join(r.output.split())
+
+
+@pytest.mark.parametrize("command", [["train"], ["lm", "train"], ["bench"]])
+def test_shared_options_show_the_config_defaults(command):
+    """train, lm train and bench build their shared options from one table; each shown default
+    is RunConfig's (a changed default changes the help with it)."""
+    from posrnn_cli.cli.options import RUN_OPTIONS, default_text
+    from posrnn_cli.common.config import RunConfig
+
+    flat, text = RunConfig().flat(), help_text(*command)
+    cmd = get_command(app)
+    for part in command:
+        cmd = cmd.commands[part]
+    names = [p.name for p in cmd.params if p.name in RUN_OPTIONS]
+    assert {"pe", "hidden_size", "device"} <= set(names)
+    for name in names:
+        opt = RUN_OPTIONS[name]
+        shown = default_text(opt.key)
+        if command == ["bench"] and name in ("model", "vocab_size", "length", "hidden_size", "batch_size"):
+            shown = "sized to the device"
+        assert f"{' '.join(opt.help.split())} [default: {shown}]" in text, name
+    assert default_text("train.iterations") == f"{flat['train.iterations']:,}" and default_text("train.lr") == "0.001"
+    assert default_text("train.warmup") == "1% of the run, at most 1,000"  # what None means for this field
+
+
+def test_choices_and_the_set_metavar_are_shown():
+    flat = help_text("train")
+    for words in ("--hidden-size N Hidden size H. [default: 512]", "<none|sinusoidal|random|learnable|dummy|phase>",
+                  "--set KEY=VALUE", "reverse:", "gru:", "sinusoidal:"):
         assert words in flat, words
-    r = runner.invoke(app, ["lm", "train", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
-    assert "<none|sinusoidal|" in " ".join(r.output.split())  # a list of choices, not a free string
-    r = runner.invoke(app, ["lm", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
-    assert all(name in r.output for name in ("prepare", "tokenizer", "encode", "train", "eval"))
+    assert "<none|sinusoidal|" in help_text("lm", "train")  # a list of choices, not a free string
+    assert all(name in help_text("lm") for name in ("prepare", "tokenizer", "encode", "train", "eval"))
 
 
 def test_python_dash_m_and_completion(tmp_path):

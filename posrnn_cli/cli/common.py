@@ -18,7 +18,7 @@ PEName = Literal[tuple(catalog.PE_FORMS)]  # type: ignore[valid-type]
 PEMode = Literal[tuple(catalog.PE_MODES)]  # type: ignore[valid-type]
 
 ParamsOpt = Annotated[Optional[Path], typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections (e.g. params.yaml); options override it.", show_default=False)]
-SetOpt = Annotated[Optional[List[str]], typer.Option("--set", metavar="PATH", help="Override any config key, e.g. --set model.pe_dim=32. Applied last.", show_default=False)]
+SetOpt = Annotated[Optional[List[str]], typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set model.pe_dim=32. Applied last.", show_default=False)]
 DeviceOpt = Annotated[str, typer.Option("--device", metavar="TEXT", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 

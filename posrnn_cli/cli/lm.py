@@ -18,7 +18,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..common.errors import PosrnnError
-from .common import JsonOpt, ModelName, PEName, cli_errors, console
+from .common import JsonOpt, ParamsOpt, SetOpt, cli_errors, console
+from .options import config_options, run_options
 
 from ..lm.data import DEFAULT_CONFIG, DEFAULT_DATASET  # these two modules import nothing heavy
 from ..lm.tokenizer import MAX_VOCAB, MODEL_NAME
@@ -100,26 +101,17 @@ def encode(
 
 @lm_app.command("train", short_help="Train the LSTM language model ± PE (001 §6.5).")
 @cli_errors
+@run_options("pe", "model", "hidden_size", "embed_size", "iterations", "batch_size", "lr", "warmup", "seed", "device",
+             "checkpoint_every", "threads", after="out")
 def train_lm(
     data: Annotated[Path, typer.Option("--data", metavar="DIR", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
-    pe: Annotated[PEName, typer.Option(help="Positional encoding: none (the vanilla LSTM) or sinusoidal (or another form).")] = "sinusoidal",
-    model: Annotated[ModelName, typer.Option(help="Core (the paper's: lstm).")] = "lstm",
-    hidden_size: Annotated[Optional[int], typer.Option(metavar="N", help="Hidden size H. [default: 512]", show_default=False)] = None,
-    embed_size: Annotated[Optional[int], typer.Option(metavar="N", help="Embedding size E. [default: H]", show_default=False)] = None,
-    iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Training iterations. [default: 300,000]", show_default=False)] = None,
-    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Paragraphs per iteration (per process under torchrun). [default: 512]", show_default=False)] = None,
-    lr: Annotated[Optional[float], typer.Option(metavar="X", help="Peak learning rate. [default: 0.001]", show_default=False)] = None,
-    warmup: Annotated[Optional[int], typer.Option(metavar="N", help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed. [default: 111]", show_default=False)] = None,
-    device: Annotated[Optional[str], typer.Option(metavar="DEVICE", help="auto, cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(metavar="N", help="Checkpoint every N iterations. [default: 5,000]", show_default=False)] = None,
-    threads: Annotated[Optional[int], typer.Option(metavar="N", help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
-    params: Annotated[Optional[Path], typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections.", show_default=False)] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set train.log_every=10.", show_default=False)] = None,
+    params: ParamsOpt = None,
+    set_: SetOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out holds.")] = False,
     stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
+    opts: Optional[dict] = None,
 ):
     """Train the LSTM language model (001 §6.5) on an encoded corpus, with or without PE —
     the papers' recipe through the same training loop as every other task. Several GPUs or nodes:
@@ -128,12 +120,7 @@ def train_lm(
     from ..engine.train import train
     from ..tasks.lm import lm_config
 
-    options = {
-        "model.name": model, "model.pe": pe, "model.hidden_size": hidden_size, "model.embed_size": embed_size,
-        "train.iterations": iterations, "train.batch_size": batch_size, "train.lr": lr, "train.warmup": warmup,
-        "train.seed": seed, "train.device": device, "train.checkpoint_every": checkpoint_every, "train.threads": threads,
-    }
-    cfg = lm_config(data, options, params, set_)
+    cfg = lm_config(data, config_options(opts), params, set_)
     s = train(cfg, out, resume=resume, force=force, stop_after=stop_after)
     if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]

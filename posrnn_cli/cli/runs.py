@@ -14,24 +14,8 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import DeviceOpt, JsonOpt, ModelName, ParamsOpt, PEMode, PEName, SetOpt, TaskName, cli_errors, console, listing
-
-#: option name → config key (None = not given)
-OPTION_KEYS = {
-    "task": "task.name", "vocab_size": "task.vocab_size", "length": "task.length",
-    "model": "model.name", "pe": "model.pe", "pe_mode": "model.pe_mode", "hidden_size": "model.hidden_size",
-    "embed_size": "model.embed_size", "iterations": "train.iterations", "batch_size": "train.batch_size",
-    "lr": "train.lr", "warmup": "train.warmup", "seed": "train.seed", "device": "train.device",
-    "checkpoint_every": "train.checkpoint_every", "log_every": "train.log_every", "threads": "train.threads",
-    "min_length": "task.min_length", "max_length": "task.length", "rarity": "task.rarity", "delay": "task.delay",
-    "dim": "task.dim", "autoregressive": "task.autoregressive", "layers": "model.layers", "heads": "model.heads",
-}
-
-
-def run_options(**opts) -> dict:
-    """CLI option values → dotted config keys (None = not given)."""
-    return {OPTION_KEYS[k]: v for k, v in opts.items() if k in OPTION_KEYS and v is not None}
-
+from .common import DeviceOpt, JsonOpt, ParamsOpt, SetOpt, cli_errors, console, listing
+from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
     "Train one model on one task (the papers' recipe) into a run directory.",
@@ -43,50 +27,29 @@ TRAIN_HELP = "\n\n".join([
 ])
 
 
-def train(  # noqa: PLR0913 - one option per config key users reach for
+@run_options("task", "model", "pe", "pe_mode", "vocab_size", "length", "hidden_size", "embed_size", "min_length",
+             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "iterations", "batch_size", "lr",
+             "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
+def train(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
-    task: Annotated[Optional[TaskName], typer.Option(help="Task (listed above). [default: reverse]", show_default=False)] = None,
-    model: Annotated[Optional[ModelName], typer.Option(help="Model core (listed above). [default: lstm]", show_default=False)] = None,
-    pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding (listed above). [default: sinusoidal]", show_default=False)] = None,
-    pe_mode: Annotated[Optional[PEMode], typer.Option(help="concat: PE appended (D = E + P); add: PE added (P = E). [default: concat]", show_default=False)] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(metavar="N", help="Vocabulary size V (≥ 2). [default: 256; paper: 32–16,384]", show_default=False)] = None,
-    length: Annotated[Optional[int], typer.Option(metavar="N", help="Input length L; the output phase has L more steps. [default: 64]", show_default=False)] = None,
-    hidden_size: Annotated[Optional[int], typer.Option(metavar="N", help="Hidden size H. [default: 512]", show_default=False)] = None,
-    embed_size: Annotated[Optional[int], typer.Option(metavar="N", help="Embedding size E; the PE has E dims too. [default: H]", show_default=False)] = None,
-    min_length: Annotated[Optional[int], typer.Option(metavar="N", help="Variable-length reverse: L ~ U{min … max}. [paper: 32]", show_default=False)] = None,
-    max_length: Annotated[Optional[int], typer.Option(metavar="N", help="Variable-length reverse: the longest L (= --length).", show_default=False)] = None,
-    rarity: Annotated[Optional[float], typer.Option(metavar="X", help="Dual-frequency reverse: P(a position holds a Rare id). [reference: 0.125]", show_default=False)] = None,
-    delay: Annotated[Optional[int], typer.Option(metavar="N", help="copy: T blank steps between input and output. [default: 60]", show_default=False)] = None,
-    dim: Annotated[Optional[int], typer.Option(metavar="N", help="continuous: tokens are unit vectors in R^dim. [default: 64]", show_default=False)] = None,
-    autoregressive: Annotated[Optional[bool], typer.Option("--autoregressive/--no-autoregressive", help="reverse/sort: feed back the previous target (training) or prediction (eval). [default: off]", show_default=False)] = None,
-    layers: Annotated[Optional[int], typer.Option(metavar="N", help="transformer: causal self-attention blocks. [default: 1]", show_default=False)] = None,
-    heads: Annotated[Optional[int], typer.Option(metavar="N", help="transformer: attention heads (divides H). [default: 8]", show_default=False)] = None,
-    iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Training iterations. [default: 300,000]", show_default=False)] = None,
-    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Batch size. [default: 512]", show_default=False)] = None,
-    lr: Annotated[Optional[float], typer.Option(metavar="X", help="Peak learning rate of Adam. [default: 0.001]", show_default=False)] = None,
-    warmup: Annotated[Optional[int], typer.Option(metavar="N", help="Linear warm-up iterations. [default: 1% of the run, at most 1,000]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed of the initialisation and the batches. [default: 111]", show_default=False)] = None,
-    device: Annotated[Optional[str], typer.Option("--device", metavar="DEVICE", help="auto (CUDA when present), cpu, cuda or cuda:N. [default: auto]", show_default=False)] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(metavar="N", help="Checkpoint every N iterations and at the end. [default: 5,000]", show_default=False)] = None,
-    log_every: Annotated[Optional[int], typer.Option(metavar="N", help="A metrics.jsonl line every N iterations. [default: 100]", show_default=False)] = None,
-    threads: Annotated[Optional[int], typer.Option(metavar="N", help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
     params: ParamsOpt = None,
     set_: SetOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
     stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
     json_out: JsonOpt = False,
+    opts: Optional[dict] = None,
 ):
     from ..common.config import resolve_config
     from ..engine.checkpoint import read_run_config
     from ..engine.train import train as train_run
 
+    length, max_length = opts["length"], opts["max_length"]
     if length is not None and max_length is not None and length != max_length:
         raise PosrnnError(f"--length ({length}) and --max-length ({max_length}) name the same setting; pass one")
-    opts = run_options(**{k: v for k, v in locals().items() if k in OPTION_KEYS})
     saved = read_run_config(out) if resume and Path(out).is_dir() else None
-    cfg = resolve_config(params, opts, set_, base=saved)  # --resume: the saved run's config, then what is given
-    if cfg.task.name == "continuous" and vocab_size is not None:
+    cfg = resolve_config(params, config_options(opts), set_, base=saved)  # --resume: the saved run's config, then what is given
+    if cfg.task.name == "continuous" and opts["vocab_size"] is not None:
         raise PosrnnError("the continuous task has no vocabulary (tokens are vectors); drop --vocab-size and set --dim")
     summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
     if json_out:
@@ -279,19 +242,11 @@ BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "mode
 BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is the papers' default
 
 
+@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "batch_size", "device", "threads",
+             "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
+                 "model", "vocab_size", "length", "hidden_size", "batch_size")})
 def bench(
     paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
-    model: Annotated[Optional[ModelName], typer.Option(help="Model core.", show_default=False)] = None,
-    pe: Annotated[Optional[PEName], typer.Option(help="Positional encoding.", show_default=False)] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(metavar="N", help="V.", show_default=False)] = None,
-    length: Annotated[Optional[int], typer.Option(metavar="N", help="L.", show_default=False)] = None,
-    hidden_size: Annotated[Optional[int], typer.Option(metavar="N", help="H.", show_default=False)] = None,
-    embed_size: Annotated[Optional[int], typer.Option(metavar="N", help="E. [default: H]", show_default=False)] = None,
-    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Batch.", show_default=False)] = None,
-    device: DeviceOpt = "auto",
-    threads: Annotated[Optional[int], typer.Option(metavar="N", help="CPU threads for torch. [default: torch's]", show_default=False)] = None,
-    amp: Annotated[Optional[bool], typer.Option("--amp/--no-amp", help="bf16 autocast (train.amp).", show_default=False)] = None,
-    cuda_graph: Annotated[Optional[bool], typer.Option("--cuda-graph/--no-cuda-graph", help="One CUDA graph per update (CUDA only).", show_default=False)] = None,
     iters: Annotated[int, typer.Option(metavar="N", help="Timed iterations (the median is reported).")] = 20,
     warmup_iters: Annotated[int, typer.Option(metavar="N", help="Untimed iterations first.")] = 5,
     parts: Annotated[str, typer.Option(metavar="PARTS", help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
@@ -302,20 +257,19 @@ def bench(
     params: ParamsOpt = None,
     set_: SetOpt = None,
     json_out: JsonOpt = False,
+    opts: Optional[dict] = None,
 ):
     """Benchmark one configuration: ms/iteration, tokens/s, TFLOP/s, peak memory, sampler
     sequences/s, stability triplets/s — beside a plain reference-style loop in the same run,
     with the ratios. Without options: a small GRU on a CPU (under a minute), the paper's
     configuration on a GPU."""
-    from ..common.config import resolve_config
     from ..bench import bench as run_bench
+    from ..common.config import RunConfig, resolve_config
     from ..engine.device import resolve_device
 
-    dev = resolve_device(device)
+    dev = resolve_device(opts["device"] or RunConfig().train.device)
     sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
-    given = run_options(model=model, pe=pe, vocab_size=vocab_size, length=length, hidden_size=hidden_size,
-                        embed_size=embed_size, batch_size=batch_size, device=device, threads=threads)
-    cfg = resolve_config(params, {**sized, **given, "train.amp": amp, "train.cuda_graph": cuda_graph}, set_)
+    cfg = resolve_config(params, {**sized, **config_options(opts)}, set_)
     try:
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:

@@ -27,8 +27,8 @@ class TaskConfig:
     name: str = "reverse"
     vocab_size: int = 256  # V
     length: int = 64  # L (the maximum length when min_length is set)
-    min_length: Optional[int] = None  # variable length: L ~ U{min_length … length}
-    rarity: Optional[float] = None  # dual-frequency vocabulary: P(a position holds a Rare id)
+    min_length: Optional[int] = field(default=None, metadata={"none": "none, a fixed L"})  # variable length: L ~ U{min_length … length}
+    rarity: Optional[float] = field(default=None, metadata={"none": "none, uniform ids"})  # dual-frequency vocabulary: P(a position holds a Rare id)
     delay: int = 60  # copy: T blank steps between input and output phase
     dim: int = 64  # continuous: tokens are unit vectors in R^dim
     autoregressive: bool = False  # output-phase input = previous target / prediction
@@ -43,7 +43,7 @@ class ModelConfig:
 
     name: str = "lstm"
     hidden_size: int = 512  # H
-    embed_size: Optional[int] = None  # E; None = hidden_size
+    embed_size: Optional[int] = field(default=None, metadata={"none": "H"})  # E; None = hidden_size
     pe: str = "sinusoidal"
     pe_mode: str = "concat"
     pe_dim: Optional[int] = None  # None = embed_size
@@ -72,7 +72,7 @@ class TrainConfig:
     eps: float = 1e-9
     weight_decay: float = 0.0
     clip: float = 1.0
-    warmup: Optional[int] = None  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
+    warmup: Optional[int] = field(default=None, metadata={"none": "1% of the run, at most 1,000"})  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
     seed: int = 111
     checkpoint_every: int = 5000
     log_every: int = 100
@@ -81,7 +81,7 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    threads: Optional[int] = None  # torch CPU threads; None = torch's default
+    threads: Optional[int] = field(default=None, metadata={"none": "torch's"})  # torch CPU threads; None = torch's default
 
     @property
     def warmup_steps(self) -> int:
