@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.lm import data as lm_data
 from posrnn_cli.cli.lm import lm_app
-from posrnn_cli.lm.encode import LMCorpus, cap_paragraph, encode, iter_batches, sample_batch
+from posrnn_cli.lm.encode import LMCorpus, cap_paragraph, encode
 from posrnn_cli.lm.tokenizer import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,30 +208,13 @@ def test_encode_refuses_oversized_or_bad_tokenizer(chain, tmp_path):
 
 
 # --- batches ---------------------------------------------------------------------------------
-def test_sample_batch_is_reproducible_padded_and_uses_only_its_generator(chain):
-    corpus = LMCorpus(chain["root"] / "enc", "train")
-    torch.manual_seed(0)
-    a = sample_batch(corpus, 8, torch.Generator().manual_seed(3), "cpu")
-    torch.manual_seed(1)  # the global RNG must not matter
-    b = sample_batch(corpus, 8, torch.Generator().manual_seed(3), "cpu")
-    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    ids, lengths = a
-    assert ids.dtype == torch.long and ids.shape == (8, int(lengths.max()))
-    for row, n in zip(ids, lengths):
-        assert row[0] == corpus.bos_id and torch.all(row[n:] == corpus.pad_id)
-    c = sample_batch(corpus, 8, torch.Generator().manual_seed(4), "cpu")
-    assert not torch.equal(a[0][:, :4], c[0][:, :4]) or not torch.equal(a[1], c[1])
-
-
-def test_iter_batches_and_shards_cover_every_paragraph_once(chain):
+def test_collate_pads_and_the_corpus_covers_every_paragraph_once(chain):
     corpus = LMCorpus(chain["root"] / "enc", "valid")
-    seen = [row[:n].tolist() for ids, lens in iter_batches(corpus, 50) for row, n in zip(ids, lens)]
-    assert seen == [corpus[i].tolist() for i in range(len(corpus))]
-    n_sorted = sum(int(lens.sum()) for _, lens in iter_batches(corpus, 50, sort_by_length=True))
-    assert n_sorted == corpus.n_tokens == chain["meta"]["splits"]["valid"]["tokens"]
-    shards = [LMCorpus(chain["root"] / "enc", "valid", rank=r, world_size=3) for r in range(3)]
-    assert sorted(i for s in shards for i in s.index.tolist()) == list(range(len(corpus)))
-    assert sum(s.n_tokens for s in shards) == corpus.n_tokens
+    ids, lengths = corpus.collate(range(len(corpus)))
+    assert ids.dtype == torch.long and ids.shape == (len(corpus), int(lengths.max()))
+    for i, (row, n) in enumerate(zip(ids, lengths)):
+        assert row[:n].tolist() == corpus[i].tolist() and row[0] == corpus.bos_id and torch.all(row[n:] == corpus.pad_id)
+    assert int(lengths.sum()) == corpus.n_tokens == chain["meta"]["splits"]["valid"]["tokens"]
     with pytest.raises(PosrnnError, match="not an encoded corpus"):
         LMCorpus(chain["root"] / "txt", "valid")
 

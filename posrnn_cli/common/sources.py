@@ -12,7 +12,6 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE = "posrnn_cli"
 ROOT = Path(__file__).resolve().parents[1]  # the package directory
 
 

@@ -207,13 +207,10 @@ def _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs,
 # ---------------------------------------------------------------------------------------------
 class LMCorpus:
     """One encoded split, memory-mapped: ``corpus[i]`` is paragraph i's ids (uint16 array).
+    (Under data parallelism every rank reads all of it and takes its slice of each global
+    batch: ``tasks.lm.LMTask``.)"""
 
-    ``rank`` / ``world_size`` shard the paragraphs for data-parallel training: rank r owns
-    paragraphs r, r + world_size, r + 2·world_size, … (disjoint, and together all of them),
-    and ``len``, indexing, sampling and iteration all see only the shard.
-    """
-
-    def __init__(self, root: str | os.PathLike, split: str = "train", rank: int = 0, world_size: int = 1):
+    def __init__(self, root: str | os.PathLike, split: str = "train"):
         self.root = Path(root)
         meta_path = self.root / META_NAME
         if not meta_path.is_file():
@@ -225,8 +222,6 @@ class LMCorpus:
             raise PosrnnError(f"{meta_path} is not an encoded corpus's metadata (corrupt); re-run `posrnn lm encode`") from None
         if split not in self.meta["splits"]:
             raise PosrnnError(f"{self.root} has no {split} split (it has {', '.join(self.meta['splits'])})")
-        if not (0 <= rank < world_size):
-            raise PosrnnError(f"rank {rank} is outside world size {world_size}")
         self.split = split
         try:
             self.ids = np.load(self.root / split / "ids.npy", mmap_mode="r")  # (N_tokens,) uint16
@@ -238,7 +233,6 @@ class LMCorpus:
                 or len(self.offsets) != want["paragraphs"] + 1 or self.offsets[0] != 0
                 or self.offsets[-1] != len(self.ids)):
             raise PosrnnError(f"{self.root / split} does not match {meta_path} (re-run `posrnn lm encode`)")
-        self.index = np.arange(rank, len(self.offsets) - 1, world_size)  # this shard's paragraph numbers
         self.vocab_size: int = self.meta["vocab_size"]
         self.bos_id: int = self.meta["bos_id"]
         self.eos_id: int = self.meta["eos_id"]
@@ -247,23 +241,22 @@ class LMCorpus:
         self.max_tokens: int = self.meta["max_tokens"]
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> np.ndarray:
-        p = self.index[i]
-        return self.ids[self.offsets[p] : self.offsets[p + 1]]
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
     @property
     def lengths(self) -> np.ndarray:
-        """Stored length (BOS and EOS included) of every paragraph in the shard, (N,) int64."""
-        return (self.offsets[1:] - self.offsets[:-1])[self.index]
+        """Stored length (BOS and EOS included) of every paragraph, (N,) int64."""
+        return self.offsets[1:] - self.offsets[:-1]
 
     @property
     def n_tokens(self) -> int:
         return int(self.lengths.sum())
 
     def collate(self, rows: Sequence[int], pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Paragraphs ``rows`` (shard positions) → (ids (B, T_max) int64 padded, lengths (B,) int64)."""
+        """Paragraphs ``rows`` → (ids (B, T_max) int64 padded, lengths (B,) int64)."""
         pad = self.pad_id if pad_id is None else pad_id
         paras = [self[int(r)] for r in rows]
         lengths = np.fromiter((len(p) for p in paras), dtype=np.int64, count=len(paras))  # (B,)
@@ -271,52 +264,3 @@ class LMCorpus:
         for b, p in enumerate(paras):
             out[b, : len(p)] = p
         return torch.from_numpy(out), torch.from_numpy(lengths)
-
-
-def _to(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    device = torch.device(device)
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
-
-
-def sample_batch(
-    corpus: LMCorpus,
-    batch_size: int,
-    generator: torch.Generator,
-    device: torch.device | str = "cpu",
-    pad_id: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch_size`` paragraphs drawn uniformly (with replacement) from the corpus's shard.
-
-    The draw uses only ``generator`` (a CPU ``torch.Generator``), never the global RNG, so a
-    run is reproducible from its seed and resumable from the generator's state. Returns
-    ``ids`` (B, T_max) int64 padded with ``pad_id`` (default the corpus's, ``<unk>``) and
-    ``lengths`` (B,) int64 — a model reads ``ids[:, :-1]`` and predicts ``ids[:, 1:]``
-    for the first ``lengths − 1`` steps of each row.
-    """
-    if len(corpus) == 0:
-        raise PosrnnError(f"the {corpus.split} shard is empty")
-    rows = torch.randint(len(corpus), (batch_size,), generator=generator)  # (B,)
-    ids, lengths = corpus.collate(rows.tolist(), pad_id)
-    return _to(ids, device), _to(lengths, device)
-
-
-def iter_batches(
-    corpus: LMCorpus,
-    batch_size: int,
-    device: torch.device | str = "cpu",
-    pad_id: int | None = None,
-    sort_by_length: bool = False,
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Every paragraph of the shard exactly once, ``batch_size`` at a time, for evaluation.
-
-    In corpus order by default; ``sort_by_length=True`` groups paragraphs of similar length
-    (longest first) to waste less compute on padding — perplexity is a sum over tokens, so the
-    order does not change it. Yields (ids (B, T_max) int64, lengths (B,) int64) as
-    ``sample_batch`` does; the last batch may be smaller.
-    """
-    order = np.argsort(-corpus.lengths, kind="stable") if sort_by_length else np.arange(len(corpus))
-    for start in range(0, len(order), batch_size):
-        ids, lengths = corpus.collate(order[start : start + batch_size].tolist(), pad_id)
-        yield _to(ids, device), _to(lengths, device)

@@ -77,15 +77,6 @@ class RecurrentCore(nn.Module):
         z0 = x1.new_zeros(x1.shape[0], self.state_dim)
         return self.step_fn()(z0, self.input_projection(x1))
 
-    def states_from(self, z1: Tensor, x_rest: Tensor) -> Tensor:
-        """z_2 … z_T from z_1 over the remaining inputs: x_rest (B, T−1, D) → (B, T−1, state_dim)."""
-        step, xp = self.step_fn(), self.input_projection(x_rest)
-        z, out = z1, []
-        for t in range(xp.shape[1]):
-            z = step(z, xp[:, t])
-            out.append(z)
-        return torch.stack(out, dim=1)
-
     def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
         """h_T from z_1 and the remaining inputs: (B, T−1, D) → (B, H)."""
         step, xp = self.step_fn(), self.input_projection(x_rest)
