@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from posrnn_cli.common import experiments as reg
-from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLES, Experiment, resolve
+from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLE_FORMS, Experiment, resolve
 from posrnn_cli.common.sources import closure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_reference_resolves_and_every_link_exists():
     for kind in JOB_KINDS.values():
         assert callable(resolve(kind.plan)) and callable(resolve(kind.run)), kind.name
-    for form in TABLES.values():
+    for form in TABLE_FORMS.values():
         assert callable(resolve(form.build)) and callable(resolve(form.headline)), form.name
     for e in EXPERIMENTS.values():
-        assert e.kind in JOB_KINDS and (e.table is None or e.table in TABLES), e.name
+        assert e.kind in JOB_KINDS and (e.table is None or e.table in TABLE_FORMS), e.name
         assert e.source is None or e.source in EXPERIMENTS, e.name
         assert e.figure is None or callable(resolve(e.figure.draw)), e.name
 

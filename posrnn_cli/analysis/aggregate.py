@@ -30,12 +30,12 @@ import yaml
 from ..common import catalog
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.experiments import EXPERIMENTS, TABLES, resolve
+from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import atomic_write_json, read_json, read_npz, write_csv
 from ..common.stats import pooled
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
-KINDS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
+DUAL_CONDITIONS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
 #: the columns that name a cell in the tables (the rest of the config is constant in a sweep)
 CELL_COLUMNS = (
     ("task", "task.name"), ("model", "model.name"), ("pe", "model.pe"), ("vocab_size", "task.vocab_size"),
@@ -137,7 +137,7 @@ def table_dual(runs: list[Path], n_resamples: int) -> list[dict]:
     for cfg, members in group_runs(runs):
         L = cfg.task.length
         data = [arrays(run / "eval_sequences.npz", ("token_accuracy", "group")) for _, run in members]
-        for k, name in enumerate(KINDS):
+        for k, name in enumerate(DUAL_CONDITIONS):
             for half, keep in (("all", lambda t: t >= 0), ("first", lambda t: t < L / 2), ("second", lambda t: t >= L / 2)):
                 picked = []
                 for a in data:
@@ -274,12 +274,12 @@ def headline_irie(rows: list[dict]) -> dict:
 
 
 def table_form(exp_dir: Path) -> Optional[str]:
-    """The table form an experiment's runs make (a ``TABLES`` key of the experiment registry):
+    """The table form an experiment's runs make (a ``TABLE_FORMS`` key of the experiment registry):
     the one its sweep manifest recorded, else the registry's entry for the directory's name."""
     manifest = Path(exp_dir) / MANIFEST
     if manifest.is_file():
         recorded = read_json(manifest).get("table", "")
-        if recorded is None or recorded in TABLES:
+        if recorded is None or recorded in TABLE_FORMS:
             return recorded
     name = Path(exp_dir).name
     if name not in EXPERIMENTS:
@@ -311,11 +311,11 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         form = table_form(runs_root / name)
         if form is None:
             continue  # an experiment whose runs feed another (lm_data)
-        rows = resolve(TABLES[form].build)(runs, n_resamples)
+        rows = resolve(TABLE_FORMS[form].build)(runs, n_resamples)
         if rows:
             tables[name] = rows
             write_csv(rows, out_dir / f"{name}.csv")
-            atomic_write_json(metrics_dir / f"{name}.json", resolve(TABLES[form].headline)(rows))
+            atomic_write_json(metrics_dir / f"{name}.json", resolve(TABLE_FORMS[form].headline)(rows))
             log = curves(runs)
             if log:
                 write_csv(log, curves_dir / f"{name}.csv")

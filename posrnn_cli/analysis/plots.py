@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from ..common import catalog
 from ..common.experiments import EXPERIMENTS, resolve
 from ..common.io import atomic_write_bytes, atomic_write_text, read_csv
-from .aggregate import KINDS
+from .aggregate import DUAL_CONDITIONS
 
 PE_ORDER = list(catalog.PE_FORMS)
 
@@ -96,11 +96,11 @@ def fig_dual(rows: list[dict], path: Path) -> None:
         width = 0.8 / len(pes)
         for k, pe in enumerate(pes):
             rs = [next(r for r in rows if r["model"] == model and r["pe"] == pe and r["condition"] == c
-                       and r.get("half", "all") == "all") for c in KINDS]
-            xs = [i + (k - (len(pes) - 1) / 2) * width for i in range(len(KINDS))]
+                       and r.get("half", "all") == "all") for c in DUAL_CONDITIONS]
+            xs = [i + (k - (len(pes) - 1) / 2) * width for i in range(len(DUAL_CONDITIONS))]
             ax.bar(xs, [r["token_accuracy"] for r in rs], width, yerr=_err(rs), capsize=3,
                    color=pe_color(pe), label=pe_label(pe))
-        ax.set_xticks(range(len(KINDS)), [f"{c[0]} target\n{c[2]} disturbants" for c in KINDS], fontsize=8)
+        ax.set_xticks(range(len(DUAL_CONDITIONS)), [f"{c[0]} target\n{c[2]} disturbants" for c in DUAL_CONDITIONS], fontsize=8)
         ax.set_ylabel("accuracy on the target token")
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})", fontsize=8)

@@ -6,7 +6,7 @@ Three small tables, each entry in one place:
 * ``JOB_KINDS`` — what a worker does: how the profile section becomes jobs (``plan``), what one
   job runs (``run``) and whether it trains a run directory (``trains``: it then has a config,
   a state — see ``engine.rundir`` — and a training log the sweep's progress reads).
-* ``TABLES`` — what aggregation makes of an experiment's runs: the function that builds the
+* ``TABLE_FORMS`` — what aggregation makes of an experiment's runs: the function that builds the
   table (``build``), the one that reduces it to the headline numbers of ``dvc metrics show``
   (``headline``), and the columns every table of that form holds (``columns``; the scorecard
   refuses a table without them).
@@ -59,7 +59,7 @@ class Figure:
 class Experiment:
     name: str
     kind: str  # a JOB_KINDS key
-    table: Optional[str]  # a TABLES key; None: it makes no table (its runs feed another experiment)
+    table: Optional[str]  # a TABLE_FORMS key; None: it makes no table (its runs feed another experiment)
     stage: str  # the DVC stage that runs it
     about: str
     source: Optional[str] = None  # the experiment whose runs it analyses, extends or reads
@@ -88,7 +88,7 @@ JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
 _A = "posrnn_cli.analysis.aggregate"
 _ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
 
-TABLES: dict[str, TableForm] = {t.name: t for t in (
+TABLE_FORMS: dict[str, TableForm] = {t.name: t for t in (
     TableForm("eval", f"{_A}.table_eval", f"{_A}.headline_eval", ("model", "pe", "vocab_size", *_ACC)),
     TableForm("dual", f"{_A}.table_dual", f"{_A}.headline_dual", ("model", "pe", "vocab_size", "condition", *_ACC)),
     TableForm("stability", f"{_A}.table_stability", f"{_A}.headline_stability",
@@ -146,7 +146,7 @@ def result_tables() -> tuple[str, ...]:
 def required_columns(table: str) -> tuple[str, ...]:
     """The columns the result table ``table`` (an experiment's name) must hold."""
     exp = experiment(table)
-    return TABLES[exp.table].columns if exp.table else ()
+    return TABLE_FORMS[exp.table].columns if exp.table else ()
 
 
 def experiments_of_stage(stage: str) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Optional, TextIO
 
 from ..common.errors import PosrnnError
 from ..common.profiles import load_profile
-from .local import Outcome, cpu_count
+from .local import JobOutcome, cpu_count
 from ..common.experiments import EXPERIMENTS, Experiment, trains
 from .plan import Job, plan
 
@@ -83,7 +83,7 @@ def order(jobs: list[Job]) -> list[Job]:
 
 
 def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOptions,
-              out: TextIO = sys.stdout, runs_root: Optional[Path] = None) -> list[Outcome]:
+              out: TextIO = sys.stdout, runs_root: Optional[Path] = None) -> list[JobOutcome]:
     """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs. Everything
     is checked before the first file is written."""
     prof = load_profile(params, profile)
@@ -96,7 +96,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     if executor not in EXECUTORS:
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
     if opts.dry_run:
-        return [Outcome(j, status(j), 0.0) for j in jobs]
+        return [JobOutcome(j, status(j), 0.0) for j in jobs]
     from .jobs import validate
 
     validate(jobs)
@@ -109,7 +109,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         (runs_root / name).mkdir(parents=True, exist_ok=True)  # every experiment's directory, even an empty grid's
         if EXPERIMENTS[name].table is not None:
             write_manifest(runs_root / name, EXPERIMENTS[name], [j for j in jobs if j.experiment == name])
-    outcomes: list[Outcome] = []
+    outcomes: list[JobOutcome] = []
     for wave in waves(experiments):  # an experiment runs after the one it reads (lm after lm_data)
         wave_jobs = [j for j in jobs if j.experiment in wave]
         if not wave_jobs:
@@ -158,7 +158,7 @@ def _pool(prof: dict, opts: SweepOptions) -> Pool:
     return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers))
 
 
-def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[Outcome]:
+def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[JobOutcome]:
     from .local import run_local
     from .progress import Progress
 
@@ -174,7 +174,7 @@ def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[Ou
                          on_event=progress.event, poll=progress.poll)
 
 
-def _slurm(jobs: list[Job], prof: dict, opts: SweepOptions, executor: str, runs_root: Path, out: TextIO) -> list[Outcome]:
+def _slurm(jobs: list[Job], prof: dict, opts: SweepOptions, executor: str, runs_root: Path, out: TextIO) -> list[JobOutcome]:
     from .slurm import run_slurm
 
     settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}

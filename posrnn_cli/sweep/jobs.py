@@ -189,8 +189,8 @@ def validate(jobs: list[Job]) -> None:
         seen.add(key)
         try:
             check_train_config(cfg.train)
-            if cfg.task.name == "lm" and not Path(cfg.task.data).is_dir():
-                check_model_config(cfg.model)  # the corpus is made by this sweep's lm_data step
+            if cfg.task.data is not None and not Path(cfg.task.data).is_dir():
+                check_model_config(cfg.model)  # the task's data is made by this sweep (lm_data)
                 continue
             task = build_task(cfg.task)
             check_model_config(cfg.model, task.output_start)

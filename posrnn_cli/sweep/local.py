@@ -31,7 +31,7 @@ PRELOAD = ["posrnn_cli.sweep.warm"]
 
 
 @dataclass
-class Outcome:
+class JobOutcome:
     job: Job
     status: str  # done | failed
     seconds: float
@@ -105,8 +105,8 @@ def log_path(job: Job, logs: Path) -> Path:
 
 
 def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per_gpu: int = 1,
-              on_event: Optional[Callable[[str, Job, Optional[Outcome]], None]] = None,
-              poll: Optional[Callable[[dict], None]] = None) -> list[Outcome]:
+              on_event: Optional[Callable[[str, Job, Optional[JobOutcome]], None]] = None,
+              poll: Optional[Callable[[dict], None]] = None) -> list[JobOutcome]:
     """Run ``jobs`` on ``workers`` processes (``gpus`` × ``runs_per_gpu`` slots when GPUs are
     used); ``on_event(kind, job, outcome)`` is called at "start" and "end", ``poll(running)``
     about twice a second with ``{job label: (job, start time)}``."""
@@ -116,7 +116,7 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
     free = deque(range(n_slots))
     pending = deque(jobs)
     running: dict = {}  # sentinel → (process, conn, job, slot, t0)
-    outcomes: list[Outcome] = []
+    outcomes: list[JobOutcome] = []
     try:
         while pending or running:
             while pending and free:
@@ -147,11 +147,11 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
                 free.append(slot)
                 secs = time.perf_counter() - t0
                 if msg is not None and msg[0] == "done":
-                    out = Outcome(job, "done", secs, result=msg[1], log=str(log_path(job, logs)), slot=slot)
+                    out = JobOutcome(job, "done", secs, result=msg[1], log=str(log_path(job, logs)), slot=slot)
                 elif msg is not None:
-                    out = Outcome(job, "failed", secs, error=msg[1], log=str(log_path(job, logs)), slot=slot)
+                    out = JobOutcome(job, "failed", secs, error=msg[1], log=str(log_path(job, logs)), slot=slot)
                 else:
-                    out = Outcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})",
+                    out = JobOutcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})",
                                   log=str(log_path(job, logs)), slot=slot)
                 outcomes.append(out)
                 if on_event:

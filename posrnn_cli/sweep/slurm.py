@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common.errors import PosrnnError
-from .local import Outcome
+from .local import JobOutcome
 from .plan import Job
 
 #: profile ``slurm:`` keys → submitit parameters
@@ -64,7 +64,7 @@ def check_available(cluster: str) -> None:
 
 def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slurm", wait: bool = True,
               on_submit: Optional[Callable[[list], None]] = None,
-              on_poll: Optional[Callable[[list, list], None]] = None, poll_s: float = 5.0) -> list[Outcome]:
+              on_poll: Optional[Callable[[list, list], None]] = None, poll_s: float = 5.0) -> list[JobOutcome]:
     """Submit ``jobs`` as one array; wait for the tasks (unless ``wait`` is False) and return
     their outcomes. ``on_poll(jobs, states)`` sees every task's state at each poll."""
     check_available(cluster)
@@ -105,12 +105,12 @@ def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slu
         except Exception as e:  # noqa: BLE001 - e.g. UncompletedJobError: the task never finished
             exc = e
         if exc is None:
-            outcomes.append(Outcome(job, "done", secs, result=h.result(), log=log))
+            outcomes.append(JobOutcome(job, "done", secs, result=h.result(), log=log))
         else:
             msg = str(exc).strip()
             # a failed task carries its traceback: keep the posrnn error line, else the last line
             lines = [ln for ln in msg.splitlines() if ln.strip()]
             err = next((ln.split("PosrnnError: ", 1)[1] for ln in reversed(lines) if "PosrnnError: " in ln),
                        lines[-1] if lines else type(exc).__name__)
-            outcomes.append(Outcome(job, "failed", secs, error=err[:300], log=log))
+            outcomes.append(JobOutcome(job, "failed", secs, error=err[:300], log=log))
     return outcomes

@@ -168,7 +168,7 @@ class DualFrequencyReverse(ReverseTask):
     """Reverse over a dual-frequency vocabulary: ids ``[0, V/2)`` Frequent, ``[V/2, V)`` Rare;
     a training position is Rare with probability ``rarity``, uniform within its half."""
 
-    KINDS = ("F", "R")  # Frequent ids [0, V/2), Rare ids [V/2, V)
+    FREQUENCY_CLASSES = ("F", "R")  # Frequent ids [0, V/2), Rare ids [V/2, V)
     extendable = False  # the extension's test sets draw ids uniformly
 
     def check(self) -> None:
@@ -217,7 +217,7 @@ class DualFrequencyReverse(ReverseTask):
         cell = torch.zeros(4 * L, dtype=torch.float64).index_add_(0, group, hit)
         cnt = torch.zeros(4 * L, dtype=torch.float64).index_add_(0, group, torch.ones_like(hit))
         acc = (cell / cnt.clamp_min(1)).view(4, L)
-        names = [f"{a}/{b}" for a in self.KINDS for b in self.KINDS]  # target kind / disturbant kind
+        names = [f"{a}/{b}" for a in self.FREQUENCY_CLASSES for b in self.FREQUENCY_CLASSES]  # target kind / disturbant kind
         out = {"dual_frequency": {n: float(cell.view(4, L)[i].sum() / cnt.view(4, L)[i].sum()) for i, n in enumerate(names)},
                "dual_frequency_by_position": {n: acc[i].tolist() for i, n in enumerate(names)}}
         out.update(super().report(pred, batch))
