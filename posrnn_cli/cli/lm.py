@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..common import catalog
 from ..common.errors import PosrnnError
 from .common import JsonOpt, ParamsOpt, SetOpt, cli_errors, console
 from .options import config_options, run_options
@@ -129,6 +130,10 @@ def train_lm(
                         + (f"  loss {last['loss']:.4f}" if last else ""))
 
 
+def _measure(task: str) -> str:
+    return catalog.TASKS[task].measure if task in catalog.TASKS else "accuracy"
+
+
 @lm_app.command("eval", short_help="Test perplexity and the NLL per position.")
 @cli_errors
 def eval_lm(
@@ -145,10 +150,10 @@ def eval_lm(
     from ..engine.evaluate import evaluate
 
     cfg = read_run_config(resolve_checkpoint(run)[1])
-    if cfg is not None and cfg.task.name != "lm":
+    if cfg is not None and _measure(cfg.task.name) != "perplexity":
         raise PosrnnError(f"{run} is a {cfg.task.name!r} run, not a language model; use `posrnn eval`")
     r = evaluate(run, device=device, batch_size=batch_size, n_resamples=1000)
-    if r["task"] != "lm":
+    if _measure(r["task"]) != "perplexity":
         raise PosrnnError(f"{run} is a {r['task']!r} run, not a language model; use `posrnn eval`")
     csv_path = Path(r["run_dir"]) / "nll_by_position.csv"
     summary = {k: r[k] for k in ("run_dir", "step", "model", "pe", "perplexity", "token_nll", "n_tokens", "n_paragraphs")}

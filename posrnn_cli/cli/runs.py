@@ -49,8 +49,8 @@ def train(
         raise PosrnnError(f"--length ({length}) and --max-length ({max_length}) name the same setting; pass one")
     saved = read_run_config(out) if resume and Path(out).is_dir() else None
     cfg = resolve_config(params, config_options(opts), set_, base=saved)  # --resume: the saved run's config, then what is given
-    if cfg.task.name == "continuous" and opts["vocab_size"] is not None:
-        raise PosrnnError("the continuous task has no vocabulary (tokens are vectors); drop --vocab-size and set --dim")
+    if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
+        raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size and set --dim")
     summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
     if json_out:
         typer.echo(json.dumps(summary))
@@ -64,10 +64,15 @@ def train(
     )
 
 
+def _measure(result: dict) -> str:
+    """What an evaluation result reports (the catalogue's ``measure`` of its task)."""
+    return catalog.TASKS[result["task"]].measure if result.get("task") in catalog.TASKS else "accuracy"
+
+
 def _eval_table(results: list[dict], title: str):
     from rich.table import Table
 
-    lm = [r for r in results if r.get("task") == "lm"]
+    lm = [r for r in results if _measure(r) == "perplexity"]
     table = Table(title=title)
     if lm and len(lm) == len(results):
         for col in ("run", "step", "model", "pe", "perplexity", "token NLL", "tokens"):
@@ -79,7 +84,7 @@ def _eval_table(results: list[dict], title: str):
     for col in ("run", "step", "task", "model", "pe", "V", "L", "token acc", "95% CI", "seq acc", "DL"):
         table.add_column(col, justify="left" if col in ("run", "task", "model", "pe") else "right", overflow="fold")
     for r in results:
-        if r.get("task") == "lm":
+        if _measure(r) == "perplexity":
             table.add_row(r["label"], str(r["step"]), "lm", r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
                           "", "", "", f"ppl {r['perplexity']:.2f}")
             continue

@@ -17,6 +17,10 @@ class Entry:
     description: str  # one line for --help
     label: str = ""  # legend text in the figures
     color: str = "#999999"  # colour in the figures
+    #: tasks: the tokens are ids of a vocabulary (task.vocab_size), not vectors
+    vocabulary: bool = True
+    #: tasks: what evaluation reports — "accuracy" (with DL distance), "cosine" or "perplexity"
+    measure: str = "accuracy"
 
 
 TASKS: dict[str, Entry] = {
@@ -25,8 +29,8 @@ TASKS: dict[str, Entry] = {
     "delayed-add": Entry("then fed y_1..y_L; target (x_{L+1-j} + y_j) mod V"),
     "predecessor": Entry("L distinct tokens, one shown again; target its predecessor"),
     "copy": Entry("copy memory: T blank steps (--delay), then target x_1..x_L"),
-    "continuous": Entry("reverse unit vectors in R^d (--dim); loss 1 - cosine"),
-    "lm": Entry("next-token prediction over an encoded corpus (posrnn lm)"),
+    "continuous": Entry("reverse unit vectors in R^d (--dim); loss 1 - cosine", vocabulary=False, measure="cosine"),
+    "lm": Entry("next-token prediction over an encoded corpus (posrnn lm)", measure="perplexity"),
 }
 
 CORES: dict[str, Entry] = {

@@ -38,7 +38,7 @@ def extend_vocab(
     if not task.extendable:
         raise PosrnnError(
             f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} trains "
-            f"{cfg.task.name!r}" + (" with variable length / dual frequency / autoregression" if cfg.task.name == "reverse" else ""))
+            f"{task.describe()}")
     if cfg.model.frozen_vocab is not None:
         raise PosrnnError(f"{run} is already an extended run; extend the original run instead")
     if Path(out).resolve() == Path(run_dir).resolve():

@@ -118,7 +118,7 @@ def check_run(cfg, task) -> None:
     """Refuse runs the analysis is not defined for, with a one-line reason."""
     if not task.fixed_reverse_layout:
         raise PosrnnError(f"stability analysis is defined for fixed-length reverse runs (003 §2.3, §4.3); this run trains "
-                          f"{cfg.task.name!r}" + (" with variable length or autoregression" if cfg.task.name == "reverse" else ""))
+                          f"{task.describe()}")
     if not CORES[cfg.model.name].recurrent_view:
         raise PosrnnError(f"stability needs a recurrent state z_1; the {cfg.model.name} core has none "
                           f"(use {', '.join(k for k, c in CORES.items() if c.recurrent_view)})")
