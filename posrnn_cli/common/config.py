@@ -20,20 +20,43 @@ import yaml
 from .errors import PosrnnError
 
 
+def bounded(default: Any, lo: Optional[float] = None, hi: Optional[float] = None, positive: bool = False,
+            none: Optional[str] = None):
+    """A config field with its bounds beside it (``lo`` … ``hi`` inclusive; ``positive``: > 0),
+    checked by ``check_bounds``; ``none`` says what a None value means (help shows it)."""
+    meta = {k: v for k, v in (("lo", lo), ("hi", hi), ("positive", positive or None), ("none", none)) if v is not None}
+    return field(default=default, metadata=meta)
+
+
+def check_bounds(section: Any, name: str) -> None:
+    """Refuse a value outside its field's declared bounds, with a one-line reason naming the key."""
+    for f in fields(section):
+        value, m = getattr(section, f.name), f.metadata
+        if value is None or not ({"lo", "hi", "positive"} & set(m)):
+            continue
+        key = f"{name}.{f.name}"
+        if m.get("positive") and not value > 0:
+            raise PosrnnError(f"{key} must be positive, got {value}")
+        if "lo" in m and value < m["lo"]:
+            raise PosrnnError(f"{key} must be at least {m['lo']}, got {value}")
+        if "hi" in m and value > m["hi"]:
+            raise PosrnnError(f"{key} must lie in {m.get('lo', 0)} … {m['hi']:,}, got {value}")
+
+
 @dataclass
 class TaskConfig:
     """What the model is asked to do (docs/papers.md, Tasks)."""
 
     name: str = "reverse"
-    vocab_size: int = 256  # V
-    length: int = 64  # L (the maximum length when min_length is set)
-    min_length: Optional[int] = field(default=None, metadata={"none": "none, a fixed L"})  # variable length: L ~ U{min_length … length}
+    vocab_size: int = bounded(256, 2, 2**24)  # V
+    length: int = bounded(64, 1, 100_000)  # L (the maximum length when min_length is set)
+    min_length: Optional[int] = bounded(None, 0, 100_000, none="none, a fixed L")  # variable length: L ~ U{min_length … length}
     rarity: Optional[float] = field(default=None, metadata={"none": "none, uniform ids"})  # dual-frequency vocabulary: P(a position holds a Rare id)
-    delay: int = 60  # copy: T blank steps between input and output phase
-    dim: int = 64  # continuous: tokens are unit vectors in R^dim
+    delay: int = bounded(60, hi=10**6)  # copy: T blank steps between input and output phase
+    dim: int = bounded(64, hi=2**16)  # continuous: tokens are unit vectors in R^dim
     autoregressive: bool = False  # output-phase input = previous target / prediction
-    n_test: int = 1024  # held-out test sequences (per cell for grids)
-    test_seed: int = 1234  # the test set's own seed, shared by every run of a task
+    n_test: int = bounded(1024, 1, 10**7)  # held-out test sequences (per cell for grids)
+    test_seed: int = bounded(1234, 0, 2**63 - 1)  # the test set's own seed, shared by every run of a task
     data: Optional[str] = None  # lm: the encoded corpus directory (posrnn lm encode)
 
 
@@ -42,14 +65,14 @@ class ModelConfig:
     """The network (docs/papers.md, Model)."""
 
     name: str = "lstm"
-    hidden_size: int = 512  # H
-    embed_size: Optional[int] = field(default=None, metadata={"none": "H"})  # E; None = hidden_size
+    hidden_size: int = bounded(512, 1, 2**16)  # H
+    embed_size: Optional[int] = bounded(None, 1, 2**16, none="H")  # E; None = hidden_size
     pe: str = "sinusoidal"
     pe_mode: str = "concat"
-    pe_dim: Optional[int] = None  # None = embed_size
-    layers: int = 1  # transformer blocks
-    heads: int = 8  # transformer attention heads
-    state_size: int = 64  # S4D state N
+    pe_dim: Optional[int] = bounded(None, 1, 2**16, none="E")  # None = embed_size
+    layers: int = bounded(1, 1, 2**16)  # transformer blocks
+    heads: int = bounded(8, 1, 2**16)  # transformer attention heads
+    state_size: int = bounded(64, 1, 2**16)  # S4D state N
     frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property
@@ -65,23 +88,23 @@ class ModelConfig:
 class TrainConfig:
     """The optimisation recipe (docs/papers.md, Training) and where it runs."""
 
-    iterations: int = 300_000
-    batch_size: int = 512
-    lr: float = 1e-3
+    iterations: int = bounded(300_000, 1, 10**12)
+    batch_size: int = bounded(512, 1, 2**24)
+    lr: float = bounded(1e-3, positive=True)
     betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    clip: float = 1.0
-    warmup: Optional[int] = field(default=None, metadata={"none": "1% of the run, at most 1,000"})  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
-    seed: int = 111
-    checkpoint_every: int = 5000
-    log_every: int = 100
-    eval_batch_size: int = 1024
+    eps: float = bounded(1e-9, positive=True)
+    weight_decay: float = bounded(0.0, 0)
+    clip: float = bounded(1.0, positive=True)
+    warmup: Optional[int] = bounded(None, 0, none="1% of the run, at most 1,000")  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
+    seed: int = bounded(111, 0, 2**63 - 1)
+    checkpoint_every: int = bounded(5000, 1)
+    log_every: int = bounded(100, 1)
+    eval_batch_size: int = bounded(1024, 1, 2**24)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    threads: Optional[int] = field(default=None, metadata={"none": "torch's"})  # torch CPU threads; None = torch's default
+    threads: Optional[int] = bounded(None, 1, 4096, none="torch's")  # torch CPU threads; None = torch's default
 
     @property
     def warmup_steps(self) -> int:

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from ..common.config import RunConfig, TrainConfig, dump_yaml
+from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text, remove_stale_temps
 from ..models import build_model, count_parameters
@@ -103,24 +103,14 @@ def make_scheduler(opt: torch.optim.Optimizer, t: TrainConfig) -> torch.optim.lr
 
 
 def check_train_config(t: TrainConfig) -> None:
-    for key in ("iterations", "batch_size", "checkpoint_every", "log_every", "eval_batch_size"):
-        if getattr(t, key) < 1:
-            raise PosrnnError(f"train.{key} must be at least 1, got {getattr(t, key)}")
-    if not 0 <= t.warmup_steps < t.iterations:
+    """The field bounds (declared with ``TrainConfig``), then what relates two fields."""
+    check_bounds(t, "train")
+    if not t.warmup_steps < t.iterations:
         raise PosrnnError(
             f"warm-up ({t.warmup_steps}) must be shorter than the run ({t.iterations} iterations); pass a smaller --warmup"
         )
-    if t.lr <= 0 or t.clip <= 0 or t.eps <= 0:
-        raise PosrnnError("train.lr, train.clip and train.eps must be positive")
-    if t.weight_decay < 0:
-        raise PosrnnError(f"train.weight_decay must be ≥ 0, got {t.weight_decay}")
     if not all(0 <= b < 1 for b in t.betas):
         raise PosrnnError(f"Adam betas must lie in [0, 1), got {list(t.betas)}")
-    for key, top in (("threads", 4096), ("batch_size", 2**24), ("eval_batch_size", 2**24), ("seed", 2**63 - 1),
-                     ("iterations", 10**12)):
-        value = getattr(t, key)
-        if value is not None and not (0 if key == "seed" else 1) <= value <= top:
-            raise PosrnnError(f"train.{key} must lie in {0 if key == 'seed' else 1} … {top:,}, got {value}")
 
 
 # ---- the run directory ------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from torch import Tensor, nn
 
 from ..common import catalog
-from ..common.config import ModelConfig, RunConfig
+from ..common.config import ModelConfig, RunConfig, check_bounds
 from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model
@@ -108,10 +108,7 @@ def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> No
         raise PosrnnError(f"unknown positional encoding {m.pe!r}; choose one of: {', '.join(PE_FORMS)}")
     if m.pe_mode not in catalog.PE_MODES:
         raise PosrnnError(f"unknown --pe-mode {m.pe_mode!r}; choose one of: {', '.join(catalog.PE_MODES)}")
-    for key, value in (("hidden_size", m.hidden_size), ("embed_size", m.E), ("pe_dim", m.P), ("layers", m.layers),
-                       ("heads", m.heads), ("state_size", m.state_size)):
-        if not 0 < value <= 2**16:
-            raise PosrnnError(f"model.{key} must lie in 1 … 65,536, got {value}")
+    check_bounds(m, "model")
     CORES[m.name].check(m)
     PE_FORMS[m.pe].check(m, output_start)
 

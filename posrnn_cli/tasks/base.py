@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..common.config import TaskConfig
+from ..common.config import TaskConfig, check_bounds
 from ..common.errors import PosrnnError
 from .scores import sequence_scores
 
@@ -102,11 +102,6 @@ def first_unique(h: Tensor) -> Tensor:
     return first.sort().values
 
 
-#: the largest values a task accepts (far above any experiment; beyond them sizes overflow)
-LIMITS = {"vocab_size": 2**24, "length": 100_000, "min_length": 100_000, "n_test": 10**7, "delay": 10**6,
-          "dim": 2**16, "test_seed": 2**63 - 1}
-
-
 class Task(abc.ABC):
     """Base class: the reverse-ordering layout ``x_1…x_L, q…q`` with the targets read on the
     L query steps. Subclasses override ``sample`` (and what else differs)."""
@@ -179,16 +174,7 @@ class Task(abc.ABC):
     # ---- validation ----------------------------------------------------------------
     def check(self) -> None:
         c = self.cfg
-        if c.vocab_size < 2:
-            raise PosrnnError(f"vocab_size must be at least 2, got {c.vocab_size}; pass --vocab-size 2 or more")
-        if c.length < 1:
-            raise PosrnnError(f"length must be at least 1, got {c.length}; pass --length 1 or more")
-        if c.n_test < 1:
-            raise PosrnnError(f"task.n_test must be at least 1, got {c.n_test}")
-        for key, top in LIMITS.items():
-            value = getattr(c, key)
-            if value is not None and not -1 < value <= top:
-                raise PosrnnError(f"task.{key} must lie in 0 … {top:,}, got {value}")
+        check_bounds(c, "task")  # the bounds declared with TaskConfig's fields
         if c.autoregressive and not self.supports_autoregressive:
             raise PosrnnError(f"--autoregressive is not defined for task {self.name!r}; drop it")
         if c.min_length is not None and not self.supports_variable_length:
