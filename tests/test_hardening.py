@@ -167,6 +167,7 @@ def test_compare_labels_runs_by_their_paths_and_titles_what_differs(tmp_path):
 
 
 # ---- 9. SIGINT: a checkpoint at the current step, and how to resume ----------------------------------------
+@pytest.mark.slow
 def test_sigint_stops_training_with_a_checkpoint_at_the_current_step(tmp_path):
     run = tmp_path / "run"
     argv = [*POSRNN, "train", *SMALL, "--iterations", "1500", "--checkpoint-every", "1000", "--log-every", "10",
@@ -195,6 +196,7 @@ def test_sigint_stops_training_with_a_checkpoint_at_the_current_step(tmp_path):
 
 
 # ---- kill -9 at random moments ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_training_killed_ten_times_at_random_moments_resumes_bit_exactly(tmp_path):
     """kill -9 of `posrnn train` at ten random moments, each time restarted with --resume (as a
     scheduler would): the final weights equal an uninterrupted run's, bit for bit, and every

@@ -79,6 +79,7 @@ def _worker(rank: int, world: int, port: int, cfg_dict: dict, out: str) -> None:
     torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_match_one_process_with_the_doubled_batch(encoded, tmp_path):
     def cfg(batch):
         return resolve_config(options={

@@ -118,6 +118,7 @@ def posrnn(repo: Path, *args: str) -> str:
 
 
 @pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
+@pytest.mark.slow
 def test_micro_profile_end_to_end_with_dvc(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -170,6 +170,7 @@ def test_a_failing_cell_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
     assert all((tmp_path / "runs" / "t" / "fig2" / f"gru-v4-{pe}-s1" / "eval.json").is_file() for pe in ("none", "sinusoidal"))
 
 
+@pytest.mark.slow
 def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path):
     """kill -9 of `posrnn sweep` (and so of its workers) at ten random moments while it trains;
     a re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
@@ -216,6 +217,7 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
 submitit = pytest.importorskip("submitit")
 
 
+@pytest.mark.slow
 def test_submitit_local_executor_gives_the_same_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     params = scratch(tmp_path, fig2={**TINY, "cells": [{"model": "gru", "vocab": 4}]},
