@@ -51,7 +51,7 @@ def test_original_parameters_stay_bit_identical_and_only_new_ones_train(tmp_path
 def test_new_id_test_set_uses_only_new_ids(tmp_path):
     base = trained(tmp_path)
     extend_vocab(base, 3, tmp_path / "ext", iterations=10, device="cpu", progress=False, sets=["train.warmup=1"])
-    cfg = load_run(tmp_path / "ext")[0]
+    cfg = load_run(tmp_path / "ext").cfg
     t = extension_tasks(cfg.task, cfg.model.frozen_vocab)
     new, old = t["new_ids"].test_set(), t["old_ids"].test_set()
     L = cfg.task.length

@@ -8,12 +8,15 @@ model run also gets ``RUN/nll_by_position.csv``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
+from torch import nn
 
+from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, write_csv, write_npz
 from ..common.stats import summarize
@@ -23,8 +26,20 @@ from .checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
 from .device import resolve_device
 
 
-def load_run(path: Path, step: Optional[int] = None, device: str = "cpu"):
-    """A run directory or checkpoint → ``(cfg, task, model in eval mode, ckpt, ckpt_path, run_dir)``."""
+@dataclass
+class LoadedRun:
+    """A trained run, rebuilt from one of its checkpoints."""
+
+    cfg: RunConfig
+    task: Task
+    model: nn.Module  # in eval mode, on the asked device
+    ckpt: dict  # the checkpoint itself (step, optimiser state, extra, …)
+    ckpt_path: Path
+    run_dir: Path
+
+
+def load_run(path: Path, step: Optional[int] = None, device: str = "cpu") -> LoadedRun:
+    """A run directory or checkpoint (its latest, or ``step``) → the rebuilt run."""
     ckpt_path, run_dir = resolve_checkpoint(Path(path), step)
     ckpt = load_checkpoint(ckpt_path)
     cfg = ckpt["config"]
@@ -35,7 +50,7 @@ def load_run(path: Path, step: Optional[int] = None, device: str = "cpu"):
     except RuntimeError as e:
         raise PosrnnError(f"checkpoint {ckpt_path} does not fit its own config ({str(e).splitlines()[0][:100]}); re-train") from None
     model.to(resolve_device(device)).eval()
-    return cfg, task, model, ckpt, ckpt_path, run_dir
+    return LoadedRun(cfg, task, model, ckpt, ckpt_path, run_dir)
 
 
 @torch.no_grad()
@@ -73,7 +88,9 @@ def evaluate(
 ) -> dict:
     """``posrnn eval``: score a run's latest (or ``step``) checkpoint. With ``write``, the
     files are written only after everything was computed (a failure leaves the old ones)."""
-    cfg, task, model, ckpt, ckpt_path, run_dir = load_run(path, step, device)
+    loaded = load_run(path, step, device)
+    cfg, task, model, ckpt = loaded.cfg, loaded.task, loaded.model, loaded.ckpt
+    ckpt_path, run_dir = loaded.ckpt_path, loaded.run_dir
     if batch_size is not None and batch_size < 1:
         raise PosrnnError(f"--batch-size must be at least 1, got {batch_size}")
     dev = next(model.parameters()).device

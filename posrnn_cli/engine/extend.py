@@ -34,7 +34,9 @@ def extend_vocab(
     (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
     if not 1 <= extra <= 2**24:
         raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
-    cfg, task, model, ckpt, ckpt_path, run_dir = load_run(run, device="cpu")
+    trained = load_run(run, device="cpu")
+    cfg, task, model, ckpt, ckpt_path, run_dir = (trained.cfg, trained.task, trained.model, trained.ckpt, trained.ckpt_path,
+                                                 trained.run_dir)
     if not task.extendable:
         raise PosrnnError(
             f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} trains "

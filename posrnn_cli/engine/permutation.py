@@ -22,7 +22,8 @@ from .evaluate import load_run
 @torch.no_grad()
 def permutation_report(run: Path, device: str = "cpu", n_sequences: int = 256, permutations: int = 8,
                        seed: int = 0, tolerance: float = 1e-4) -> dict:
-    cfg, task, model, ckpt, *_ = load_run(run, device=device)
+    loaded = load_run(run, device=device)
+    cfg, task, model, ckpt = loaded.cfg, loaded.task, loaded.model, loaded.ckpt
     dev = next(model.parameters()).device
     test = task.test_set(dev)
     if test.inputs.dim() != 2:

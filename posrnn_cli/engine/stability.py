@@ -146,7 +146,8 @@ def stability_values(
     dev = resolve_device(device)
     for s, path in steps:
         t0 = time.perf_counter()
-        cfg, task, model, *_ = load_run(path, device=str(dev))
+        run = load_run(path, device=str(dev))
+        cfg, task, model = run.cfg, run.task, run.model
         check_run(cfg, task)
         for name, (trange, drange) in conditions(cfg.task).items():
             gen = torch.Generator().manual_seed(seed)  # the same triplets at every checkpoint

@@ -128,8 +128,8 @@ def run_extend(job: Job) -> dict:
     state = _state(out, cfg, job.force)
     remove_stale_temps(out)
     if state == "done":
-        new_cfg, _, model, *_ = load_run(out, device=cfg.train.device)
-        scores = score_extension(out, model, new_cfg, next(model.parameters()).device)
+        run = load_run(out, device=cfg.train.device)
+        scores = score_extension(out, run.model, run.cfg, next(run.model.parameters()).device)
         return {"training": "skipped (finished)", "token_accuracy": scores["new_ids"]["token_accuracy"]}
     r = extend_vocab(Path(job.options["source"]), job.options["extra_vocab"], out, iterations=cfg.train.iterations,
                      seed=cfg.train.seed, device=cfg.train.device, force=state == "replace", resume=state == "resume",
