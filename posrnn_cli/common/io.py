@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -36,6 +37,12 @@ def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def temp_beside(path: Path) -> Path:
+    """A fresh name in the same convention (``.<name>.<random>.tmp`` beside ``path``) for writers
+    that create the file themselves (SentencePiece, NumPy), before ``os.replace(tmp, path)``."""
+    return Path(path).with_name(f".{Path(path).name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..common.errors import PosrnnError
-from ..common.io import undo_new_dirs
+from ..common.io import temp_beside, undo_new_dirs
 
 SPLITS = ("train", "valid", "test")
 # Our split name → the names other layouts use for it.
@@ -41,12 +40,6 @@ RAW_FILE = {"train": "wiki.train.raw", "valid": "wiki.valid.raw", "test": "wiki.
 
 DEFAULT_DATASET = "Salesforce/wikitext"
 DEFAULT_CONFIG = "wikitext-103-raw-v1"
-
-
-def temp_beside(path: Path) -> Path:
-    """A fresh hidden name in ``path``'s folder, for writing before ``os.replace(tmp, path)``
-    (same file system, so the rename is atomic; created by ``open``, so the umask applies)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from ..common.errors import PosrnnError
-from ..common.io import undo_new_dirs
-from .data import SPLITS, temp_beside
+from ..common.io import temp_beside, undo_new_dirs
+from .data import SPLITS
 from .tokenizer import MAX_VOCAB, MODEL_NAME, load_tokenizer
 
 META_NAME = "meta.json"
@@ -105,7 +105,8 @@ def _encode_split(sp, txt: Path, ids_npy: Path, offsets_npy: Path, max_tokens: i
         if len(offsets) == 1:
             raise PosrnnError(f"{txt} holds no paragraph")
         _raw_to_npy(raw, ids_npy, n_tokens)
-        np.save(offsets_npy, np.asarray(offsets, dtype=np.int64))
+        with open(offsets_npy, "wb") as f:  # a file object: np.save adds no .npy to the temporary name
+            np.save(f, np.asarray(offsets, dtype=np.int64))
     finally:
         raw.unlink(missing_ok=True)
     seconds = time.perf_counter() - t0
@@ -161,7 +162,7 @@ def _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs,
         for split in splits:
             (out / split).mkdir(parents=True, exist_ok=True)
             ids_npy, offsets_npy = out / split / "ids.npy", out / split / "offsets.npy"
-            tmp_ids, tmp_off = temp_beside(ids_npy).with_suffix(".npy"), temp_beside(offsets_npy).with_suffix(".npy")
+            tmp_ids, tmp_off = temp_beside(ids_npy), temp_beside(offsets_npy)  # .tmp names: remove_stale_temps clears them
             finals += [(tmp_ids, ids_npy), (tmp_off, offsets_npy)]
             stats[split] = _encode_split(sp, data_dir / f"{split}.txt", tmp_ids, tmp_off, max_tokens,
                                          batch_paragraphs, threads)

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from ..common.errors import PosrnnError
-from .data import temp_beside
+from ..common.io import temp_beside
 
 MAX_VOCAB = 1 << 16  # ids are stored as uint16 on disk
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
