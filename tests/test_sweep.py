@@ -98,6 +98,12 @@ def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
     ({"fig2": {**TINY, "seeds": ["one"]}}, ["fig2"], "seeds must be integers"),
     ({"fig2": {**TINY, "set": {"train.lr": "fast"}}}, ["fig2"], "train.lr must be of type float"),
     ({"fig3": TINY}, ["fig2"], "unknown section(s) fig3"),
+    ({"dual": TINY, "stability": {"triplets": 1}}, ["stability"], "stability.triplets must be at least 2, got 1"),
+    ({"dual": TINY, "stability": {"chunk": 8}}, ["stability"], "unknown key(s) chunk; use triplets, chunk_size, seed"),
+    ({"fig2": TINY, "extend": {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "seeds": [1]}}, ["extend"],
+     "missing extra_vocab"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 300}}, ["lm_data"], "missing max_tokens"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 70_000, "max_tokens": 64}}, ["lm_data"], "vocab_size must lie in 2 … 65,536"),
 ])
 def test_plan_refuses_bad_profiles_with_one_line(tmp_path, sections, exps, words):
     with pytest.raises(PosrnnError, match=None) as e:

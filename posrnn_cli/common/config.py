@@ -153,7 +153,7 @@ def _number(text: str) -> Optional[float]:
         return None
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
+def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it in canonical form."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -161,12 +161,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(value, inner[0], key)
+        return coerce(value, inner[0], key)
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise PosrnnError(f"{key} must be a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -218,7 +218,7 @@ def set_key(cfg: RunConfig, key: str, value: Any, source: str = "--set") -> None
         raise PosrnnError(
             f"{source}: unknown key {key!r}; valid keys in {section!r}: {', '.join(hints)}"
         )
-    setattr(sec, name, _coerce(value, hints[name], f"{source}: {key}"))
+    setattr(sec, name, coerce(value, hints[name], f"{source}: {key}"))
 
 
 def apply_mapping(cfg: RunConfig, data: Any, source: str) -> RunConfig:

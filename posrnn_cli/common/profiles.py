@@ -18,10 +18,12 @@ edits one profile's value (no YAML anchors, so DVC's rewrite keeps the file vali
 from __future__ import annotations
 
 import re
+import typing
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from .config import load_yaml
+from .config import bounded, check_bounds, coerce, load_yaml
 from .errors import PosrnnError
 
 
@@ -113,3 +115,56 @@ def describe(params: Path) -> list[dict[str, Any]]:
         rows.append({"name": name, "active": name in active, "device": prof.get("device", "auto"),
                      "experiments": exps, "about": prof.get("about", "")})
     return rows
+
+
+# ---- the sections of experiments that are not grids of runs ----------------------------------
+@dataclass
+class StabilitySection:
+    """``stability:`` — the gradient-stability analysis of the dual runs' checkpoints (003 §4.3)."""
+
+    triplets: int = bounded(1024, 2)  # (x, s), (x, s′), (x′, s) triplets per condition and checkpoint
+    chunk_size: int = bounded(64, 1)  # sequences per Jacobian pass
+    seed: int = bounded(0, 0, 2**63 - 1)  # the triplets' seed (the same triplets at every checkpoint)
+
+
+@dataclass
+class ExtendSection:
+    """``extend:`` — vocabulary extension of fig2 runs (000 §4.2); ``cells``, ``pe`` and ``seeds``
+    name the fig2 runs to extend."""
+
+    extra_vocab: int = bounded(None, 1, 2**24)  # new ids (required)
+    iterations: Optional[int] = bounded(None, 1, 10**12, none="the source run's")
+    cells: list = field(default_factory=lambda: [{}])
+    pe: list = field(default_factory=list)
+    seeds: list = field(default_factory=list)
+
+
+@dataclass
+class LmDataSection:
+    """``lm_data:`` — WikiText → paragraphs → SentencePiece → encoded ids (001 §6.5); all required."""
+
+    data_dir: str = None
+    vocab_size: int = bounded(None, 2, 65_536)  # SentencePiece pieces (stored as uint16)
+    max_tokens: int = bounded(None, 2)  # tokens kept per paragraph, BOS and EOS included
+
+
+def read_section(cls: type, data: Any, where: str, required: tuple[str, ...] = ()) -> Any:
+    """A profile section as ``cls``: unknown or missing keys, values of the wrong type and values
+    outside the bounds declared on ``cls``'s fields are refused with one line naming them."""
+    if not isinstance(data, dict):
+        raise PosrnnError(f"{where} must be a mapping")
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(known))
+    missing = [k for k in required if data.get(k) is None]
+    if unknown or missing:
+        raise PosrnnError(f"{where}: " + "; ".join(
+            ([f"unknown key(s) {', '.join(unknown)}"] if unknown else []) + ([f"missing {', '.join(missing)}"] if missing else []))
+            + f"; use {', '.join(known)}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for k, v in data.items():
+        tp = hints[k]
+        values[k] = v if tp is list or typing.get_origin(tp) is list else coerce(v, tp, f"{where}: {k}")
+    section = cls(**values)
+    check_bounds(section, where)
+    return section

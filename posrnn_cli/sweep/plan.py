@@ -32,7 +32,7 @@ from typing import Optional
 from ..common.config import RunConfig, resolve_config, set_key
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, Experiment, experiment, resolve
-from ..common.profiles import load_profile
+from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
 
 #: short key → config key (what experiment sections and cells may set)
 SHORT = {
@@ -179,33 +179,18 @@ def plan(params: Path, profile: str, experiments: list[str], runs_root: Optional
 
 
 def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
-    sec = _section(prof, exp.name, profile)
-    unknown = set(sec) - {"triplets", "chunk_size", "seed"}
-    if unknown:
-        raise PosrnnError(f"profile {profile!r}, stability: unknown key(s) {', '.join(sorted(unknown))}; "
-                          f"use triplets, chunk_size, seed")
-    opts = {"triplets": sec.get("triplets", 1024), "chunk_size": sec.get("chunk_size", 64),
-            "seed": sec.get("seed", 0), "device": prof.get("device", "auto")}
-    for k in ("triplets", "chunk_size", "seed"):
-        if not isinstance(opts[k], int) or isinstance(opts[k], bool):
-            raise PosrnnError(f"profile {profile!r}, stability: {k} must be an integer, got {opts[k]!r}")
-    if opts["triplets"] < 2 or opts["chunk_size"] < 1:
-        raise PosrnnError(f"profile {profile!r}, stability: triplets must be ≥ 2 and chunk_size ≥ 1")
+    sec = read_section(StabilitySection, _section(prof, exp.name, profile), f"profile {profile!r}, {exp.name}")
+    opts = {**asdict(sec), "device": prof.get("device", "auto")}
     sources = train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
     return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
                 {**opts, "source": s.run_dir}, force) for s in sources]
 
 
 def extend_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
-    sec = _section(prof, exp.name, profile)
-    cells, pes, seeds = _grid(sec, exp.name, profile)
-    unknown = set(sec) - {"cells", "pe", "seeds", "extra_vocab", "iterations"}
-    if unknown:
-        raise PosrnnError(f"profile {profile!r}, extend: unknown key(s) {', '.join(sorted(unknown))}; "
-                          f"use cells, pe, seeds, extra_vocab, iterations")
-    extra = sec.get("extra_vocab")
-    if not isinstance(extra, int) or extra < 1:
-        raise PosrnnError(f"profile {profile!r}, extend: extra_vocab must be a positive integer, got {extra!r}")
+    raw = _section(prof, exp.name, profile)
+    sec = read_section(ExtendSection, raw, f"profile {profile!r}, {exp.name}", required=("extra_vocab",))
+    cells, pes, seeds = _grid(raw, exp.name, profile)
+    extra = sec.extra_vocab
     sources = {s.name: s for s in train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)}
     jobs = []
     for cell in cells:
@@ -218,27 +203,19 @@ def extend_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_ro
                                       f"add that cell, pe and seed to {exp.source}")
                 cfg = RunConfig.from_dict(src.config)
                 V = cfg.task.vocab_size
-                options = {"task.vocab_size": V + extra, "model.frozen_vocab": V, "train.iterations": sec.get("iterations")}
+                options = {"task.vocab_size": V + extra, "model.frozen_vocab": V, "train.iterations": sec.iterations}
                 new = resolve_config(base=cfg, options=options)
                 jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), new.to_dict(),
                                 {"source": src.run_dir, "extra_vocab": extra}, force))
     return jobs
 
 
-LM_DATA_KEYS = {"data_dir", "vocab_size", "max_tokens"}
-
-
 def lm_data_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
-    sec = _section(prof, exp.name, profile)
-    if not sec:
+    raw = _section(prof, exp.name, profile)
+    if not raw:
         return []
-    unknown = set(sec) - LM_DATA_KEYS
-    missing = LM_DATA_KEYS - set(sec)
-    if unknown or missing:
-        raise PosrnnError(f"profile {profile!r}, lm_data: needs exactly {', '.join(sorted(LM_DATA_KEYS))}"
-                          + (f"; unknown: {', '.join(sorted(unknown))}" if unknown else "")
-                          + (f"; missing: {', '.join(sorted(missing))}" if missing else ""))
-    return [Job(exp.name, "corpus", exp.kind, str(runs_root / exp.name), None, dict(sec), force)]
+    sec = read_section(LmDataSection, raw, f"profile {profile!r}, {exp.name}", required=("data_dir", "vocab_size", "max_tokens"))
+    return [Job(exp.name, "corpus", exp.kind, str(runs_root / exp.name), None, asdict(sec), force)]
 
 
 def lm_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
