@@ -88,7 +88,7 @@ LOCK_PREFIX: Optional[list[str]] = [] if _blocked([]) else (SETPRIV if shutil.wh
 
 # ---- the tree and its hash ------------------------------------------------------------------------
 def tree_state(root: Path) -> dict[str, str]:
-    """``{relative path: sha256 of its bytes, or "dir"}`` for everything under ``root`` except
+    """``{relative path: sha256 of its bytes, "dir", or "link:TARGET"}`` for everything under ``root`` except
     ``__pycache__`` and the ``.logs`` folders that ``posrnn sweep`` writes."""
     state = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -98,6 +98,9 @@ def tree_state(root: Path) -> dict[str, str]:
         for f in sorted(filenames):
             p = os.path.join(dirpath, f)
             rel = os.path.relpath(p, root)
+            if os.path.islink(p):  # a symlink (a loop, say) is its target's name, never followed
+                state[rel] = "link:" + os.readlink(p)
+                continue
             with open(p, "rb") as fh:
                 state[rel] = hashlib.sha256(rel.encode() + b"\0" + fh.read()).hexdigest()
     return state
@@ -229,6 +232,7 @@ def build_base(base: Path) -> None:
     header, first = table[0].split(","), table[1].split(",")
     first[header.index("token_accuracy")] = "nan"
     (bad / "results-nan" / "fig2.csv").write_text("\n".join([table[0], ",".join(first), *table[2:]]) + "\n")
+    build_hardening(base)
     # an unwritable directory holding a run (itself unwritable) and a params file
     locked = base / "locked"
     shutil.copytree(runs / "syn", locked / "run")
@@ -237,6 +241,106 @@ def build_base(base: Path) -> None:
     scratch_params(locked / "params.yaml")
     (locked / "run").chmod(0o500)
     locked.chmod(0o500)
+
+
+#: a YAML "billion laughs": nine aliases deep, 9^9 values once expanded
+LAUGHS = "[" + ", ".join(f"&l{i} [" + ", ".join([f"*l{i - 1}" if i else "lol"] * 9) + "]" for i in range(9)) + "]"
+
+
+def build_hardening(base: Path) -> None:
+    """The fixtures of the cases where an output could overwrite, or a crafted input crash."""
+    import json
+
+    import numpy as np
+    import torch
+
+    runs, bad = base / "runs", base / "bad"
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        cli(f"train {TINY} --lr 0.05 --out runs/other")  # another run, for a foreign checkpoint
+        cli("extend-vocab runs/syn --extra-vocab 6 --out runs/ext --iterations 2 --device cpu")
+        cli("plot pipeline/results/tables --out pipeline/figures")
+    finally:
+        os.chdir(cwd)
+    ckpt_file = runs / "syn" / "checkpoints" / "step_0000020.pt"
+    ckpt = torch.load(ckpt_file, weights_only=True)
+
+    def crafted(name: str, change) -> None:
+        c = dict(ckpt)
+        change(c)
+        torch.save(c, bad / f"ckpt-{name}.pt")
+        shutil.copytree(runs / "syn", runs / f"crafted-{name}")
+        torch.save(c, runs / f"crafted-{name}" / "checkpoints" / "step_0000020.pt")
+
+    crafted("no-config", lambda c: c.pop("config"))
+    crafted("no-model", lambda c: c.pop("model"))
+    crafted("no-step", lambda c: c.pop("step"))
+    crafted("bad-optimizer", lambda c: c.update(optimizer={"state": 5}))
+    crafted("bad-rng", lambda c: c.update(rng={"device": "cpu", "train": torch.zeros(3), "torch": "x"}))
+    crafted("nan-weights", lambda c: c.update(model={k: v * float("nan") for k, v in c["model"].items()}))
+    crafted("edited-config", lambda c: c.update(config={**c["config"], "train": {**c["config"]["train"], "lr": 0.5}}))
+    # a CSV over a checkpoint; another run's checkpoint in place of the run's own
+    shutil.copytree(runs / "syn", runs / "csv-ckpt")
+    (runs / "csv-ckpt" / "checkpoints" / "step_0000020.pt").write_text("step,loss\n1,0.5\n")
+    shutil.copytree(runs / "syn", runs / "foreign")
+    shutil.copy(runs / "other" / "checkpoints" / "step_0000020.pt", runs / "foreign" / "checkpoints" / "step_0000020.pt")
+    # a config.yaml that is not UTF-8
+    shutil.copytree(runs / "syn", runs / "latin1")
+    (runs / "latin1" / "config.yaml").write_bytes((runs / "syn" / "config.yaml").read_bytes() + b"# caf\xe9\n")
+    # eval.json: not an object, edited after eval, CI bounds swapped
+    for name, edit in (("eval-list", lambda e: [1, 2]), ("eval-edited", lambda e: {**e, "token_accuracy": 0.999}),
+                       ("eval-swapped", lambda e: {**e, "token_accuracy_ci": e["token_accuracy_ci"][::-1]})):
+        shutil.copytree(runs / "syn", runs / name)
+        e = json.loads((runs / "syn" / "eval.json").read_text())
+        (runs / name / "eval.json").write_text(json.dumps(edit(e)))
+    # an extension whose extend.json is corrupt
+    shutil.copytree(runs / "ext", runs / "ext-corrupt")
+    (runs / "ext-corrupt" / "extend.json").write_text('{"new_ids": ')
+    # an encoded corpus whose metadata claims a vocabulary smaller than its ids
+    shutil.copytree(base / "lm" / "enc", bad / "enc-small-vocab")
+    meta = json.loads((bad / "enc-small-vocab" / "meta.json").read_text())
+    (bad / "enc-small-vocab" / "meta.json").write_text(json.dumps({**meta, "vocab_size": 10}))
+    # YAML that expands without bound; params files profile use cannot or can edit
+    (bad / "laughs.yaml").write_text(f"task: {{name: reverse}}\nlaughs: {LAUGHS}\n")
+    params = (base / "params.yaml").read_text()
+    (bad / "params-dup.yaml").write_text(params + '"profile": [t]\n')
+    (bad / "params-commented.yaml").write_text(params.replace("profile:\n- t\n", "profile:\n# the active one\n\n- t\n"))
+    (bad / "loop").symlink_to("loop")
+    # runs roots that aggregate must refuse: a NaN score, non-UTF-8 files, odd log lines, a bad
+    # manifest, and a broken experiment after a good one (the good one's table must not be written)
+    shutil.copytree(runs / "syn", bad / "runs-nan" / "fig2" / "r1")
+    scores = dict(np.load(runs / "syn" / "eval_sequences.npz"))
+    scores["token_accuracy"] = scores["token_accuracy"] * np.nan
+    np.savez(bad / "runs-nan" / "fig2" / "r1" / "eval_sequences.npz", **scores)
+    shutil.copytree(runs / "syn", bad / "runs-latin1" / "fig2" / "r1")
+    (bad / "runs-latin1" / "fig2" / "r1" / "config.yaml").write_bytes(b"task: {name: caf\xe9}\n")
+    shutil.copytree(runs / "syn", bad / "runs-log-latin1" / "fig2" / "r1")
+    (bad / "runs-log-latin1" / "fig2" / "r1" / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 1.0}\n\xff\xfe\n')
+    shutil.copytree(runs / "syn", bad / "runs-oddlog" / "fig2" / "r1")
+    with open(bad / "runs-oddlog" / "fig2" / "r1" / "metrics.jsonl", "a") as f:
+        f.write('[1, 2]\n{"step": "x", "loss": null}\n"text"\n{"step": 30, "loss": 1e999, "accuracy": 0.5}\n')
+    shutil.copytree(runs / "syn", bad / "runs-manifest-names" / "fig2" / "r1")
+    (bad / "runs-manifest-names" / "fig2" / "sweep.json").write_text('{"cells": [{"name": 5}, {"name": ".."}]}')
+    shutil.copytree(base / "pipeline" / "runs" / "fig2", bad / "runs-partial" / "fig2")
+    shutil.copytree(bad / "runs-npz" / "fig2", bad / "runs-partial" / "zz")
+    # tables plot must refuse: a missing column, a repeated header, swapped CIs, a good table beside a broken one
+    table = (base / "pipeline" / "results" / "tables" / "fig2.csv").read_text().splitlines()
+    header = table[0].split(",")
+    for name, lines in (
+        ("results-missing-column", [",".join(h for h in header if h != "token_accuracy")]
+         + [",".join(c for h, c in zip(header, ln.split(",")) if h != "token_accuracy") for ln in table[1:]]),
+        ("results-repeated-header", [table[0] + ",model"] + [ln + ",gru" for ln in table[1:]]),
+        ("results-swapped-ci", [table[0]] + [",".join(
+            ln.split(",")[header.index("token_accuracy_ci_high")] if h == "token_accuracy_ci_low" else
+            ln.split(",")[header.index("token_accuracy_ci_low")] if h == "token_accuracy_ci_high" else c
+            for h, c in zip(header, ln.split(","))) for ln in table[1:]]),
+    ):
+        (bad / name).mkdir()
+        (bad / name / "fig2.csv").write_text("\n".join(lines) + "\n")
+    (bad / "results-partial").mkdir()
+    shutil.copy(base / "pipeline" / "results" / "tables" / "fig2.csv", bad / "results-partial" / "fig2.csv")
+    (bad / "results-partial" / "stability.csv").write_text("model,pe,step\ngru,none,1\n")
 
 
 # ---- the table ------------------------------------------------------------------------------------
@@ -409,6 +513,62 @@ ROWS = [
     row("lm-eval-synthetic-run", "lm eval runs/syn --device cpu"),
     row("lm-eval-corpus-gone", "lm eval runs/lm-orphan --device cpu"),
     row("lm-eval-spaced-run", "lm eval 'runs/ä ö lm' --device cpu", ok=True),
+    # ---- nothing of the user's overwritten: outputs inside a run, equal to an input, odd paths
+    row("stability-out-over-checkpoint", "stability runs/dual --triplets 4 --device cpu --out runs/dual/checkpoints/step_0000020.pt"),
+    row("stability-out-over-config", "stability runs/dual --triplets 4 --device cpu --out runs/dual/config.yaml"),
+    row("stability-out-inside-another-run", "stability runs/dual --triplets 4 --device cpu --out runs/syn/stability.csv"),
+    row("stability-out-over-user-file", "stability runs/dual --triplets 4 --device cpu --out bad/notes.txt"),
+    row("stability-out-symlink-loop", "stability runs/dual --triplets 4 --device cpu --out bad/loop"),
+    row("stability-out-empty", "stability runs/dual --triplets 4 --device cpu --out ''"),
+    row("extend-out-inside-checkpoints", "extend-vocab runs/syn --extra-vocab 2 --out runs/syn/checkpoints --iterations 2 --device cpu"),
+    row("extend-out-inside-run", "extend-vocab runs/syn --extra-vocab 2 --out runs/syn/ext --iterations 2 --device cpu"),
+    row("extend-out-holds-input", "extend-vocab runs/syn --extra-vocab 2 --out runs --iterations 2 --device cpu"),
+    row("extend-out-empty", "extend-vocab runs/syn --extra-vocab 2 --out '' --iterations 2 --device cpu"),
+    row("extend-out-current-dir", "extend-vocab runs/syn --extra-vocab 2 --out . --iterations 2 --device cpu"),
+    row("extend-out-symlink-loop", "extend-vocab runs/syn --extra-vocab 2 --out bad/loop --iterations 2 --device cpu"),
+    row("extend-resume-corrupt-extend-json", "extend-vocab runs/syn --extra-vocab 6 --out runs/ext-corrupt --iterations 2 --resume --device cpu"),
+    # ---- checkpoints that are not what they claim
+    row("eval-checkpoint-without-config", "eval bad/ckpt-no-config.pt --device cpu"),
+    row("eval-checkpoint-without-model", "eval bad/ckpt-no-model.pt --device cpu"),
+    row("eval-checkpoint-without-step", "eval bad/ckpt-no-step.pt --device cpu"),
+    row("eval-checkpoint-nan-weights", "eval runs/crafted-nan-weights --device cpu"),
+    row("eval-checkpoint-config-edited", "eval runs/crafted-edited-config --device cpu"),
+    row("eval-csv-over-checkpoint", "eval runs/csv-ckpt --device cpu"),
+    row("eval-foreign-checkpoint", "eval runs/foreign --device cpu"),
+    row("resume-checkpoint-without-config", f"train {TINY} --iterations 30 --resume --out runs/crafted-no-config"),
+    row("resume-checkpoint-without-model", f"train {TINY} --iterations 30 --resume --out runs/crafted-no-model"),
+    row("resume-checkpoint-without-step", f"train {TINY} --iterations 30 --resume --out runs/crafted-no-step"),
+    # ---- files that are not text, or not what a reader expects
+    row("train-resume-config-not-utf8", "train --resume --out runs/latin1 --device cpu"),
+    row("train-out-config-not-utf8", f"train {TINY} --out runs/latin1"),
+    row("compare-config-not-utf8", "compare runs/latin1 runs/syn --device cpu"),
+    row("compare-eval-json-not-an-object", "compare runs/eval-list runs/syn --device cpu"),
+    row("compare-eval-json-edited", "compare runs/eval-edited runs/syn --device cpu"),
+    row("compare-eval-json-ci-swapped", "compare runs/eval-swapped runs/syn --device cpu"),
+    row("bench-chunk-size-zero", f"{BENCH.replace('--parts train', '--parts stability')} --stability-triplets 4 --chunk-size 0"),
+    row("lm-train-meta-vocab-too-small", LM_TRAIN.replace("lm/enc", "bad/enc-small-vocab")),
+    # ---- YAML that expands without bound
+    row("sweep-params-billion-laughs", "sweep fig2 --params bad/laughs.yaml"),
+    row("profile-list-params-billion-laughs", "profile list --params bad/laughs.yaml"),
+    row("train-params-billion-laughs", f"{SYN_TRAIN} --params bad/laughs.yaml"),
+    row("train-set-billion-laughs", f"{SYN_TRAIN} --set {shlex.quote('task.name=' + LAUGHS)}"),
+    # ---- profile use: a file it cannot edit safely is refused; one with comments in the list is edited
+    row("profile-use-duplicate-key", "profile use t --params bad/params-dup.yaml"),
+    row("profile-use-comment-in-list", "profile use t --params bad/params-commented.yaml", ok=True),
+    # ---- results: nothing half-replaced, nothing non-finite, nothing malformed
+    row("aggregate-out-equals-curves", "aggregate pipeline/runs --out res/t --curves res/t --resamples 10"),
+    row("aggregate-out-inside-runs", "aggregate pipeline/runs --out pipeline/runs/tables --resamples 10"),
+    row("aggregate-nan-score", "aggregate bad/runs-nan --out res/tables --resamples 10"),
+    row("aggregate-config-not-utf8", "aggregate bad/runs-latin1 --out res/tables --resamples 10"),
+    row("aggregate-log-not-utf8", "aggregate bad/runs-log-latin1 --out res/tables --resamples 10"),
+    row("aggregate-odd-log-lines", "aggregate bad/runs-oddlog --out res/tables --resamples 10", ok=True),
+    row("aggregate-manifest-bad-names", "aggregate bad/runs-manifest-names --out res/tables --resamples 10"),
+    row("aggregate-second-experiment-broken", "aggregate bad/runs-partial --out pipeline/results/tables --resamples 10"),
+    row("plot-missing-column", "plot bad/results-missing-column --out figs"),
+    row("plot-repeated-header", "plot bad/results-repeated-header --out figs"),
+    row("plot-ci-swapped", "plot bad/results-swapped-ci --out figs"),
+    row("plot-nan-in-table", "plot bad/results-nan --out figs"),
+    row("plot-second-table-broken", "plot bad/results-partial --out pipeline/figures"),
 ]
 
 

@@ -28,10 +28,10 @@ import numpy as np
 import yaml
 
 from ..common import catalog
-from ..common.config import RunConfig
+from ..common.config import RunConfig, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import atomic_write_json, read_json, read_npz, write_csv
+from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
 from ..common.stats import pooled
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
@@ -55,9 +55,12 @@ def read_config(run: Path) -> RunConfig:
     if not path.is_file():
         raise PosrnnError(f"{run} has no config.yaml; re-run its sweep (posrnn sweep) or dvc repro")
     try:
-        return RunConfig.from_dict(yaml.safe_load(path.read_text()), source=str(path))
+        data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
+    except UnicodeDecodeError:
+        raise PosrnnError(f"{path} is not text (not UTF-8); re-run its sweep") from None
     except yaml.YAMLError:
         raise PosrnnError(f"{path} is not valid YAML; re-run its sweep") from None
+    return RunConfig.from_dict(data, source=str(path))
 
 
 def runs_of(exp_dir: Path) -> list[Path]:
@@ -68,8 +71,11 @@ def runs_of(exp_dir: Path) -> list[Path]:
     if manifest.is_file():
         try:
             names = [c["name"] for c in read_json(manifest)["cells"]]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, IndexError):
             raise PosrnnError(f"{manifest} is not a sweep manifest; re-run the sweep") from None
+        if not all(isinstance(n, str) and n and n not in (".", "..") and "/" not in n and "\\" not in n and "\0" not in n
+                   for n in names):
+            raise PosrnnError(f"{manifest} is not a sweep manifest (a cell name is not a directory name); re-run the sweep")
         return [exp_dir / n for n in names]
     return sorted(p.parent for p in exp_dir.glob("*/config.yaml"))
 
@@ -220,12 +226,19 @@ def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
         path = Path(run) / "metrics.jsonl"
         if not path.is_file():
             continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise PosrnnError(f"{path} is not text (not UTF-8); re-run its sweep") from None
         log = []
-        for line in path.read_text().splitlines():
+        for line in text.splitlines():
             try:
-                log.append(json.loads(line))
+                x = json.loads(line)
             except ValueError:
                 continue  # a line cut by a crash
+            if isinstance(x, dict) and all(isinstance(x.get(k), (int, float)) and not isinstance(x.get(k), bool)
+                                           and np.isfinite(x[k]) for k in ("step", "loss", "accuracy")):
+                log.append(x)  # anything else is not a line `posrnn train` wrote
         stride = max(1, -(-len(log) // max_points))
         keep = log[::stride] + ([log[-1]] if log and (len(log) - 1) % stride else [])
         rows += [{"run": Path(run).name, "step": x["step"], "loss": x["loss"], "accuracy": x["accuracy"]} for x in keep]
@@ -299,9 +312,18 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
     if not runs_root.is_dir():
         what = "is a file, not a directory" if runs_root.exists() else "does not exist"
         raise PosrnnError(f"{runs_root} {what}; pass a profile's run root (runs/<profile>) after running its sweeps")
+    outs = (("--out", out_dir), ("--metrics", metrics_dir), ("--curves", curves_dir))
+    for i, (a, pa) in enumerate(outs):
+        for b, pb in outs[i + 1:]:
+            if same_path(pa, pb):
+                raise PosrnnError(f"{a} and {b} are the same directory ({pa}): one would overwrite the other's tables; "
+                                  f"pass different directories")
+        if same_path(pa, runs_root) or str(Path(pa).resolve()).startswith(str(runs_root.resolve()) + "/"):
+            raise PosrnnError(f"{a} {pa} lies inside the run root {runs_root}; pass a directory outside it")
     present = sorted(d.name for d in runs_root.iterdir() if d.is_dir() and not d.name.startswith("."))
     wanted = experiments or present
     tables: dict[str, list[dict]] = {}
+    files: dict[Path, bytes] = {}
     for name in wanted:
         if name not in present:
             raise PosrnnError(f"no experiment {name!r} under {runs_root}; present: {', '.join(present) or 'none'}")
@@ -313,10 +335,21 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
             continue  # an experiment whose runs feed another (lm_data)
         rows = resolve(TABLE_FORMS[form].build)(runs, n_resamples)
         if rows:
+            check_table(rows, runs_root / name, what=f"{form} table",
+                        fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then re-run their sweep")
             tables[name] = rows
-            write_csv(rows, out_dir / f"{name}.csv")
-            atomic_write_json(metrics_dir / f"{name}.json", resolve(TABLE_FORMS[form].headline)(rows))
+            files[out_dir / f"{name}.csv"] = csv_text(rows).encode()
+            files[metrics_dir / f"{name}.json"] = (json.dumps(resolve(TABLE_FORMS[form].headline)(rows), indent=2) + "\n").encode()
             log = curves(runs)
             if log:
-                write_csv(log, curves_dir / f"{name}.csv")
+                files[curves_dir / f"{name}.csv"] = csv_text(log).encode()
+    # every table is computed before the first is written, and they are swapped in together
+    for path in files:
+        if path.parent.exists() and not path.parent.is_dir():
+            raise PosrnnError(f"{path.parent} is a file, not a directory; pass another output directory")
+    try:
+        write_files_together(files)
+    except OSError as e:
+        raise PosrnnError(f"cannot write the tables ({e.strerror or type(e).__name__}: {e.filename or '?'}); "
+                          f"nothing was replaced") from None
     return tables

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
+from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, resolve
-from ..common.io import atomic_write_bytes, atomic_write_text, read_csv
+from ..common.io import atomic_write_bytes, atomic_write_text, check_table, read_csv, write_files_together
 from .aggregate import DUAL_CONDITIONS
 
 PE_ORDER = list(catalog.PE_FORMS)
@@ -40,11 +41,33 @@ def _plt():
     return plt
 
 
+#: while ``draw_all`` runs: the figures drawn so far (path → bytes), written together at the end
+_pending: Optional[dict] = None
+
+
 def _save(fig, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     _plt().close(fig)
-    atomic_write_bytes(Path(path), buf.getvalue())
+    if _pending is not None:
+        _pending[Path(path)] = buf.getvalue()
+    else:
+        atomic_write_bytes(Path(path), buf.getvalue())
+
+
+_CELL = ("model", "pe", "hidden_size", "length", "iterations", "batch_size")
+_ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
+#: the columns each figure reads from its table
+COLUMNS = {
+    "fig2": (*_CELL, "vocab_size", *_ACC, "damerau_levenshtein", "damerau_levenshtein_ci_low", "damerau_levenshtein_ci_high"),
+    "dual": (*_CELL, "vocab_size", "rarity", "condition", *_ACC),
+    "stability": ("model", "pe", "step", "condition", "pair", "stability", "ci_low", "ci_high"),
+    "forms": (*_CELL, "vocab_size", *_ACC),
+    "double": (*_CELL, "vocab_size", *_ACC),
+    "extend": ("model", "pe", "base_vocab", "extra_vocab", *_ACC),
+    "length": (*_CELL, "vocab_size", *_ACC),
+    "lm": ("model", "pe", "perplexity"),
+}
 
 
 def _err(rows: list[dict], key: str = "token_accuracy", lo: str = None, hi: str = None):
@@ -233,17 +256,43 @@ def draw_length(t: dict, path: Path) -> None:
 
 
 def draw_lm(t: dict, path: Path) -> None:
-    atomic_write_text(path, lm_table(t["lm"]))
+    if _pending is not None:
+        _pending[Path(path)] = lm_table(t["lm"]).encode()
+    else:
+        atomic_write_text(path, lm_table(t["lm"]))
 
 
 def draw_all(results: Path, out_dir: Path) -> list[Path]:
-    """Draw the figure of every experiment whose table exists in ``results``; return the files written."""
+    """Draw the figure of every experiment whose table exists in ``results``, each checked first
+    (``check_table``); every figure is drawn before the first replaces an old one. Returns the files."""
+    global _pending
     results, out_dir = Path(results), Path(out_dir)
-    t = {p.stem: read_csv(p) for p in sorted(results.glob("*.csv"))}
+    t = {}
+    for p in sorted(results.glob("*.csv")):
+        rows = read_csv(p)
+        t[p.stem] = check_table(rows, p, COLUMNS.get(p.stem, ()), what=f"{p.stem} table",
+                                fix="re-run `posrnn aggregate` (or dvc repro) to rewrite it")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass another --out")
+    _pending = {}
+    try:
+        drawn = _draw(t, out_dir)
+        files, _pending = _pending, None
+    finally:
+        _pending = None
+    write_files_together(files)  # every figure drawn before the first replaces an old one
+    return drawn
+
+
+def _draw(t: dict, out_dir: Path) -> list[Path]:
     drawn: list[Path] = []
     for exp in EXPERIMENTS.values():
         if exp.figure is not None and t.get(exp.name):
             path = out_dir / exp.figure.file
-            resolve(exp.figure.draw)(t, path)
+            try:
+                resolve(exp.figure.draw)(t, path)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError, StopIteration, IndexError) as e:
+                raise PosrnnError(f"cannot draw {exp.figure.file} from its table ({type(e).__name__}: {str(e)[:80]}); "
+                                  f"re-run `posrnn aggregate` to rewrite the tables") from None
             drawn.append(path)
     return drawn

@@ -126,21 +126,14 @@ def compare(
     """Evaluate several runs and print them side by side; the title names what differs."""
     from ..common.config import config_diff
     from ..engine.checkpoint import read_run_config, resolve_checkpoint
-    from ..engine.evaluate import evaluate
+    from ..engine.evaluate import cached_eval, evaluate
 
     results, configs = [], []
     for run in runs:
         ckpt, run_dir = resolve_checkpoint(run)
         cfg = read_run_config(run_dir)
-        cached = run_dir / "eval.json"
-        hit = None
-        if cached.is_file():
-            try:
-                hit = json.loads(cached.read_text())
-            except ValueError:
-                hit = None
-        fresh = hit is not None and Path(hit.get("checkpoint", "")).name == ckpt.name and hit.get("step") is not None
-        r = dict(hit) if fresh else evaluate(run, device=device)
+        hit = cached_eval(run_dir, ckpt)
+        r = dict(hit) if hit is not None else evaluate(run, device=device)
         r["label"] = str(run)  # the run as named here, never a cached name
         if cfg is not None:
             r.update({"task": cfg.task.name, "model": cfg.model.name, "pe": cfg.model.pe,
@@ -176,12 +169,12 @@ def stability(
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
     from ..common.io import write_csv
     from ..engine.checkpoint import resolve_checkpoint
-    from ..engine.stability import analyze
+    from ..engine.stability import analyze, check_stability_out
 
     run_dir = resolve_checkpoint(run, checkpoint)[1]
-    csv_path = out or run_dir / "stability.csv"
-    if csv_path.exists() and csv_path.is_dir():
-        raise PosrnnError(f"--out {csv_path} is a directory; pass a file name")
+    csv_path = check_stability_out(out if out is not None else run_dir / "stability.csv", run, run_dir)
+    if plot:
+        check_stability_out(csv_path.with_suffix(".png"), run, run_dir, header=b"\x89PNG")
     c = console()
 
     def tick(step, seconds):

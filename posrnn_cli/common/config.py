@@ -247,10 +247,60 @@ def parse_set(item: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise PosrnnError(f"--set expects KEY=VALUE (e.g. model.hidden_size=64), got {item!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = safe_load_bounded(raw, f"--set {key.strip()}") if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     return key.strip(), value
+
+
+#: the most YAML nodes a document may expand to through its aliases (``&a`` / ``*a``): a params
+#: file is a few hundred; a "billion laughs" document is refused before it is expanded
+MAX_YAML_NODES = 100_000
+
+
+def _expanded_size(node, memo: dict, open_: set, limit: int) -> int:
+    """Nodes of ``node`` once every alias is expanded (memoised per node, so a shared anchor is
+    counted each time it is used but walked once); stops early above ``limit``."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in open_:
+        return limit + 1  # an alias inside its own anchor: infinite
+    open_.add(key)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    else:
+        children = []
+    for child in children:
+        total += _expanded_size(child, memo, open_, limit)
+        if total > limit:
+            break
+    open_.discard(key)
+    memo[key] = total
+    return total
+
+
+def safe_load_bounded(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``, but a document whose aliases expand beyond ``MAX_YAML_NODES``
+    nodes (or refer to themselves) is refused before it is built. The message never shows
+    the value."""
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            if _expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+                raise PosrnnError(f"{source}: its YAML aliases (&/*) expand beyond {MAX_YAML_NODES:,} values; "
+                                  f"write the values out instead of aliasing them")
+            return loader.construct_document(node)
+        except RecursionError:
+            raise PosrnnError(f"{source}: its YAML is nested too deeply to read; flatten it") from None
+    finally:
+        loader.dispose()
 
 
 def load_yaml(path: Path) -> Any:
@@ -259,7 +309,7 @@ def load_yaml(path: Path) -> Any:
         what = "is a directory" if path.is_dir() else "does not exist"
         raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
     try:
-        return yaml.safe_load(path.read_text())
+        return safe_load_bounded(path.read_text(encoding="utf-8"), f"params file {path}")
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:

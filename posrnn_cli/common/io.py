@@ -1,7 +1,12 @@
 """Files: every write is atomic (a temporary file in the same directory, fsync'd, then
 renamed over the target), so a crash or ``kill -9`` never leaves a half-written file where a
-reader would pick it up. Temporary files are named ``.<name>.<random>.tmp``; no reader in
-posrnn looks at such names, and ``remove_stale_temps`` clears them.
+reader would pick it up. Temporary files are named ``.<name>.posrnn-<pid>.<random>.tmp`` after
+the process that writes them: ``remove_stale_temps`` deletes only such names whose process is
+gone, in the one directory it is given, never a pattern swept over a tree.
+
+A directory posrnn writes as a whole (a run, a sweep, a results directory) holds an ownership
+marker, ``.posrnn.json`` (its kind and id): posrnn replaces or deletes files only in a directory
+it recognises as its own.
 
 CSV tables and NumPy ``.npz`` archives are the interface between evaluation, aggregation and
 the figures: aggregation and plotting read only these files.
@@ -12,7 +17,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -21,19 +28,49 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 TEMP_SUFFIX = ".tmp"
+_TEMP_RE = re.compile(r"^\..+\.posrnn-(\d+)\.[^.]+\.tmp$")
+MARKER = ".posrnn.json"
+
+
+def temp_prefix(path: Path) -> str:
+    """The start of a temporary file's name for ``path``: it names this process."""
+    return f".{Path(path).name}.posrnn-{os.getpid()}."
+
+
+def temp_path(path: Path) -> Path:
+    """A fresh temporary name beside ``path``, naming this process."""
+    path = Path(path)
+    return path.with_name(f"{temp_prefix(path)}{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
     """Call ``write(f)`` on a temporary binary file beside ``path``, then rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None:  # a full disk, say: name the file it happened to
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -58,23 +95,106 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def remove_stale_temps(folder: Path) -> int:
-    """Delete ``.*.tmp`` files that an interrupted writer left in ``folder`` (recursively)."""
+    """Delete the temporary files that an interrupted posrnn writer left directly in ``folder``:
+    only names this module makes (``.<name>.posrnn-<pid>.<random>.tmp``) whose process is gone.
+    Nothing else is touched, and sub-directories are not searched."""
     n = 0
     folder = Path(folder)
     if folder.is_dir():
-        for p in folder.rglob(f".*{TEMP_SUFFIX}"):
-            if p.is_file():
+        for p in folder.iterdir():
+            m = _TEMP_RE.match(p.name)
+            if m and not _alive(int(m.group(1))) and p.is_file() and not p.is_symlink():
                 p.unlink(missing_ok=True)
                 n += 1
     return n
+
+
+# ---- ownership -----------------------------------------------------------------------------------
+def read_marker(folder: Path) -> "dict | None":
+    """The ownership marker of ``folder`` (``{"kind": …, "id": …}``), or None when it has none
+    (or one posrnn cannot read: then it is not recognised as posrnn's)."""
+    path = Path(folder) / MARKER
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(data.get("id"), str):
+        return None
+    return data
+
+
+def write_marker(folder: Path, kind: str, ident: "str | None" = None) -> dict:
+    """Mark ``folder`` as a posrnn directory of ``kind`` (a new id unless given); returns the marker."""
+    data = {"kind": kind, "id": ident or uuid.uuid4().hex, "written_by": "posrnn"}
+    atomic_write_text(Path(folder) / MARKER, json.dumps(data) + "\n")
+    return data
+
+
+def same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name the same file or directory (symlinks followed; either may be missing)."""
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies inside ``folder`` or is it (symlinks followed)."""
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def check_out_path(out: Path, option: str = "--out") -> Path:
+    """Refuse an output path that is empty, the current directory or a symlink loop (one line)."""
+    from .errors import PosrnnError
+
+    text = str(out)
+    if text.strip() == "":
+        raise PosrnnError(f"{option} is empty; pass a path")
+    try:
+        os.path.realpath(out, strict=False)
+        Path(out).exists()
+    except (OSError, RuntimeError, ValueError) as e:
+        raise PosrnnError(f"{option} {out} cannot be used ({type(e).__name__}: a symlink loop or a bad name); pass another path") from None
+    if Path(out).is_symlink() and not Path(out).exists():
+        target = os.readlink(out)
+        raise PosrnnError(f"{option} {out} is a symlink to {target}, which does not resolve (a loop or a missing target); pass another path")
+    if same_path(out, os.getcwd()):
+        raise PosrnnError(f"{option} {out} is the current directory; pass a new directory for the output")
+    return Path(out)
+
+
+def write_files_together(files: "Mapping[Path, bytes]") -> None:
+    """Write every ``path: bytes`` so that either all are replaced or none: each is first written
+    to a temporary file beside its target, then all are renamed into place."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(staged[-1][1]) if staged else None) from None
+        raise
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _cell(v: Any) -> Any:
     return f"{v:.6g}" if isinstance(v, float) else v
 
 
-def write_csv(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
-    """Rows → CSV (floats to 6 significant digits; the columns are the union of the rows' keys)."""
+def csv_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Rows → CSV text (floats to 6 significant digits; the columns are the union of the rows' keys)."""
     rows = list(rows)
     buf = io.StringIO()
     fields = list(dict.fromkeys(k for r in rows for k in r))
@@ -82,7 +202,12 @@ def write_csv(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
     w.writeheader()
     for r in rows:
         w.writerow({k: _cell(v) for k, v in r.items()})
-    atomic_write_text(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def write_csv(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
+    """Rows → CSV, written atomically (see ``csv_text``)."""
+    atomic_write_text(path, csv_text(rows))
 
 
 def _parse(v: str) -> Any:
@@ -98,13 +223,62 @@ def _parse(v: str) -> Any:
 
 def read_csv(path: Path) -> list[dict]:
     """CSV → rows, numbers parsed (int, then float), empty cells as None."""
-    try:
-        with open(path, newline="") as f:
-            return [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
-    except (UnicodeDecodeError, csv.Error):
-        from .errors import PosrnnError
+    from .errors import PosrnnError
 
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if not header:
+                raise PosrnnError(f"{path} is empty (no header row); re-run the step that writes it")
+            if len(set(header)) != len(header) or any(not h.strip() for h in header):
+                repeated = sorted({h for h in header if header.count(h) > 1}) or ["(an empty name)"]
+                raise PosrnnError(f"{path} has a malformed header (repeated or empty column: {', '.join(repeated)}); "
+                                  f"re-run the step that writes it")
+            rows = []
+            for n, cells in enumerate(reader, start=2):
+                if not cells:
+                    continue
+                if len(cells) != len(header):
+                    raise PosrnnError(f"{path} line {n} has {len(cells)} cells for {len(header)} columns; "
+                                      f"re-run the step that writes it")
+                rows.append({k: _parse(v) for k, v in zip(header, cells)})
+            return rows
+    except (UnicodeDecodeError, csv.Error, ValueError):
         raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); re-run the step that writes it") from None
+
+
+def check_table(rows: list[dict], path: Path, columns: Iterable[str] = (), what: str = "table",
+                fix: str = "re-run the step that writes it") -> list[dict]:
+    """Validate a result table read by ``read_csv``: at least one row, every column of
+    ``columns`` present, every number finite, and for each ``X`` with ``X_ci_low`` / ``X_ci_high``
+    (or ``ci_low`` / ``ci_high`` beside a single value column named in ``columns`` first)
+    ``ci_low ≤ X ≤ ci_high``. Returns ``rows``; a table that fails is one ``PosrnnError``
+    naming the file, the row and the fix. The analysis (plot, scorecard) calls it on every table."""
+    from .errors import PosrnnError
+
+    if not rows:
+        raise PosrnnError(f"{path} holds no rows (an empty {what}); {fix}")
+    missing = [c for c in columns if c not in rows[0]]
+    if missing:
+        raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)} of a {what}; {fix}")
+    for i, r in enumerate(rows, start=2):
+        for k, v in r.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise PosrnnError(f"{path} line {i}: {k} is {v}, not a finite number; {fix}")
+        for k in r:
+            if not k.endswith("_ci_low") and k != "ci_low":
+                continue
+            stem = k[: -len("ci_low")]
+            hi = stem + "ci_high"
+            value = stem[:-1] if stem else next((c for c in ("stability", "value", "mean") if c in r), None)
+            if hi not in r or value is None or value not in r:
+                continue
+            lo_v, v, hi_v = r[k], r[value], r[hi]
+            if all(isinstance(x, (int, float)) for x in (lo_v, v, hi_v)) and not lo_v <= v <= hi_v:
+                raise PosrnnError(f"{path} line {i}: {value} = {v} lies outside its CI [{lo_v}, {hi_v}] "
+                                  f"(bounds swapped or edited?); {fix}")
+    return rows
 
 
 def write_npz(path: Path, arrays: Mapping[str, Any]) -> None:

@@ -10,8 +10,8 @@ settings, ``micro`` for the tests), kept side by side in ``params.yaml``::
 Every DVC stage is a ``foreach`` over ``profile``, so each profile has its own stages
 (``train@lite``, ``train@micro``), its own entries in ``dvc.lock`` and its own directories
 (``runs/<name>``, ``results/<name>``, ``figures/<name>``): profiles never overwrite each
-other, and switching back to one finds it up to date. ``posrnn profile use NAME`` rewrites
-the one ``profile:`` line and nothing else; ``dvc exp run -S profiles.lite.fig2.iterations=8000``
+other, and switching back to one finds it up to date. ``posrnn profile use NAME`` edits
+the one ``profile:`` value in place and nothing else; ``dvc exp run -S profiles.lite.fig2.iterations=8000``
 edits one profile's value (no YAML anchors, so DVC's rewrite keeps the file valid).
 """
 
@@ -69,10 +69,32 @@ def load_profile(params: Path, name: str) -> dict:
     return prof
 
 
+def _top_entries(text: str, params: Path) -> list:
+    """The top-level ``(key node, value node)`` pairs of ``text``, as YAML composed them (so a
+    quoted ``"profile":`` key is found as well as a plain one)."""
+    import yaml
+
+    from .config import MAX_YAML_NODES, _expanded_size
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+    except yaml.YAMLError:
+        raise PosrnnError(f"{params} is not valid YAML; fix it before choosing a profile") from None
+    finally:
+        loader.dispose()
+    if not isinstance(node, yaml.MappingNode) or _expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+        raise PosrnnError(f"{params} is not a mapping of sections; restore it from git (git checkout {params})")
+    return node.value
+
+
 def use_profile(params: Path, names: list[str]) -> str:
-    """Make ``names`` the active profile(s): rewrite the top-level ``profile:`` entry of
-    ``params`` (one line, or the block-style list DVC writes after ``dvc exp run -S``) and
-    nothing else. The new file is checked before it replaces the old one. Returns the line."""
+    """Make ``names`` the active profile(s): edit the value of the top-level ``profile:`` entry
+    of ``params`` in place (a flow list ``[a, b]``, a single name, or the block-style list DVC
+    writes after ``dvc exp run -S``) and nothing else: the rest of the file, its comments (the
+    one on the ``profile:`` line too), its line endings, its mode and, for a symlink, the link
+    itself are kept. The new text is parsed and compared before it replaces the old (a file it
+    cannot edit safely is refused). Returns the new entry as one line."""
     import yaml
 
     params = Path(params)
@@ -81,28 +103,76 @@ def use_profile(params: Path, names: list[str]) -> str:
     for n in names:
         if n not in known:
             raise PosrnnError(f"unknown profile {n!r}; choose one of: {', '.join(known)}")
-    lines = params.read_text().splitlines(keepends=True)
-    starts = [i for i, ln in enumerate(lines) if re.match(r"^profile\s*:", ln)]
-    if len(starts) > 1:
-        raise PosrnnError(f"{params} has {len(starts)} top-level `profile:` entries; keep one")
+    raw = params.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PosrnnError(f"params file {params} is not text (not UTF-8); pass a YAML file") from None
+    newline = "\r\n" if "\r\n" in text else "\n"
+    entries = [(k, v) for k, v in _top_entries(text, params) if isinstance(k, yaml.ScalarNode) and k.value == "profile"]
+    if len(entries) > 1:
+        raise PosrnnError(f"{params} has {len(entries)} top-level `profile:` entries (DVC refuses a repeated key); keep one")
     line = f"profile: [{', '.join(names)}]"
-    if starts:
-        i = j = starts[0]
-        j += 1
-        while j < len(lines) and lines[j].strip() and lines[j][0] in " \t-":  # the entry's own lines
-            j += 1
-        new = "".join(lines[:i]) + line + "\n" + "".join(lines[j:])
+    flow = f"[{', '.join(names)}]"
+    if not entries:
+        new = text + ("" if text.endswith(("\n", "\r")) or not text else newline) + line + newline
     else:
-        new = "".join(lines).rstrip("\n") + "\n" + line + "\n"
-    check = yaml.safe_load(new)
-    if check.get("profile") != names or {k: v for k, v in check.items() if k != "profile"} != \
-            {k: v for k, v in data.items() if k != "profile"}:
+        key, value = entries[0]
+        a, b = value.start_mark.index, value.end_mark.index
+        if isinstance(value, yaml.SequenceNode) and not value.flow_style:
+            # a block list: replace the items, keep any comment line between them (before the new items)
+            indent = " " * value.start_mark.column
+            span = text[a:b]
+            comments = [ln.strip() if ln.strip().startswith("#") else "#" + ln.split(" #", 1)[1]
+                        for ln in span.splitlines() if ln.strip().startswith("#") or " #" in ln]
+            end_ws = len(span) - len(span.rstrip())  # the line break(s) after the last item stay
+            items = [f"- {n}" for n in names]
+            body = (newline + indent).join([*comments, *items])
+            new = text[:a] + body + span[len(span) - end_ws:] + text[b:]
+        elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode) and value.value == ""):
+            raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
+                              f"set it by hand to {line}")
+        elif isinstance(value, yaml.ScalarNode) and value.value == "" and a == b:
+            new = text[:a] + " " + flow + text[b:] if not text[a - 1:a].isspace() else text[:a] + flow + text[b:]
+        else:
+            new = text[:a] + flow + text[b:]
+    try:
+        check = yaml.safe_load(new)
+    except yaml.YAMLError:
+        check = None
+    if not isinstance(check, dict) or check.get("profile") != names or \
+            {k: v for k, v in check.items() if k != "profile"} != {k: v for k, v in data.items() if k != "profile"}:
         raise PosrnnError(f"could not rewrite the `profile:` entry of {params} safely; set it by hand to {line}")
-    if new != "".join(lines):
-        from .io import atomic_write_text
-
-        atomic_write_text(params, new)
+    if new != text:
+        replace_in_place(params, new.encode("utf-8"))
     return line
+
+
+def replace_in_place(path: Path, data: bytes) -> None:
+    """Replace the bytes of ``path`` atomically, keeping its mode and, when ``path`` is a symlink,
+    the link (the file it points to is replaced)."""
+    import os
+    import stat
+
+    from .io import temp_path
+
+    target = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    tmp = temp_path(target)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except PermissionError:
+        raise PosrnnError(f"cannot write {path} (permission denied); make it writable or choose the profile by hand") from None
+    except OSError as e:
+        raise PosrnnError(f"cannot write {path} ({e.strerror or type(e).__name__}); nothing was changed") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def describe(params: Path) -> list[dict[str, Any]]:

@@ -5,22 +5,32 @@ training log), ``checkpoints/step_NNNNNNN.pt`` and, after ``eval``, ``eval.json`
 A checkpoint is a plain dict of tensors and Python scalars (loadable with
 ``torch.load(weights_only=True)``) that also holds the full config, so every later
 command rebuilds the run from the checkpoint alone.
+
+A checkpoint proves what it is: it records its run's identity, the digest of its config and
+the id of the run directory's ownership marker (``.posrnn.json``). Loading checks the digest
+against the config it holds and the step against the file name; ``check_belongs`` refuses a
+checkpoint of another run (another id, or a config that contradicts the run's ``config.yaml``).
+No checkpoint holding a non-finite tensor is ever written (``NonFiniteState``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from ..common.config import RunConfig
+from ..common.config import RUNTIME_KEYS, RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write
-from .rundir import CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
+from ..common.io import MARKER, atomic_write, check_out_path, inside, read_marker, same_path
+from .rundir import _STEP_RE, CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
 
 FORMAT = "posrnn-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: the run identity; version 1 (without it) is still read
+READABLE = (1, 2)
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
@@ -31,31 +41,144 @@ def checkpoint_path(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / CKPT_DIR / f"step_{step:07d}.pt"
 
 
+class NonFiniteState(PosrnnError):
+    """A state to be checkpointed holds a NaN or an infinity: it is not written."""
+
+    exit_code = 1
+
+
+def config_digest(config: dict) -> str:
+    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
+    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
+    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def non_finite(state: Any, prefix: str = "") -> list[str]:
+    """The names of the floating tensors in ``state`` (nested dicts and lists) with a NaN or an infinity."""
+    bad = []
+    if isinstance(state, torch.Tensor):
+        if (state.is_floating_point() or state.is_complex()) and not bool(torch.isfinite(state).all()):
+            bad.append(prefix or "tensor")
+    elif isinstance(state, dict):
+        for k, v in state.items():
+            bad += non_finite(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(state, (list, tuple)):
+        for i, v in enumerate(state):
+            bad += non_finite(v, f"{prefix}[{i}]")
+    elif isinstance(state, float) and state != state or state in (float("inf"), float("-inf")):
+        bad.append(prefix)
+    return bad
+
+
 def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
+    """Write the checkpoint of ``step`` atomically, with the run's identity. A state holding a
+    non-finite tensor (weights, optimizer moments) is refused and nothing is written."""
     path = checkpoint_path(run_dir, step)
-    atomic_torch_save({"format": FORMAT, "version": VERSION, "step": step, **state}, path)
+    bad = non_finite({k: state.get(k) for k in ("model", "optimizer")})
+    if bad:
+        raise NonFiniteState(f"step {step}: {len(bad)} tensor(s) of the model or optimizer hold non-finite values "
+                             f"(first: {bad[0]}), so no checkpoint was written for it")
+    marker = read_marker(run_dir)
+    identity = {"config_digest": config_digest(state["config"]), "run_id": marker["id"] if marker else None}
+    atomic_torch_save({"format": FORMAT, "version": VERSION, "step": step, **state, "identity": identity}, path)
     return path
 
 
+def _refuse(path: Path, what: str) -> PosrnnError:
+    return PosrnnError(f"{path} was refused: {what}; use a checkpoint written by `posrnn train`, "
+                       f"or resume from an earlier checkpoint")
+
+
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load and validate a checkpoint (``weights_only=True``: tensors and plain data only)."""
+    """Load and validate a checkpoint (``weights_only=True``: tensors and plain data only): its
+    format, config, step, weights and identity, each refused in one line when wrong."""
     path = Path(path)
     if not path.is_file():
         raise PosrnnError(f"checkpoint {path} does not exist; train first or pass an existing checkpoint")
     try:
+        is_zip = zipfile.is_zipfile(path)
+    except OSError as e:
+        raise PosrnnError(f"cannot read {path} ({e.strerror or type(e).__name__})") from None
+    if not is_zip:
+        raise PosrnnError(f"{path} is not a posrnn checkpoint (not a torch archive: truncated, or another kind of "
+                          f"file), so it was refused; use a checkpoint written by `posrnn train`")
+    try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises several types for truncated/corrupt/foreign files
-        if "weights only" in str(e).lower() or "weights_only" in str(e):
+        text = str(e)
+        if "Unsupported global" in text or "GLOBAL" in text or "Unsupported operand" in text:
             raise PosrnnError(f"{path} was refused: it holds Python objects that a posrnn checkpoint never contains, "
                               f"so it was not loaded; use a checkpoint written by `posrnn train`") from None
         raise PosrnnError(f"{path} is not a readable posrnn checkpoint (truncated or corrupt), so it was refused; "
                           f"delete it and resume from an earlier checkpoint, or re-train") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise PosrnnError(f"{path} is not a posrnn checkpoint; pass a file written by `posrnn train`")
-    if ckpt.get("version") != VERSION:
-        raise PosrnnError(f"checkpoint {path} has format version {ckpt.get('version')}, this posrnn reads {VERSION}")
-    ckpt["config"] = RunConfig.from_dict(ckpt["config"], source=str(path))
+    if ckpt.get("version") not in READABLE:
+        raise PosrnnError(f"checkpoint {path} has format version {ckpt.get('version')!r}, this posrnn reads "
+                          f"{', '.join(map(str, READABLE))}")
+    if not isinstance(ckpt.get("config"), dict):
+        raise _refuse(path, "it holds no config")
+    raw_config = ckpt["config"]
+    ckpt["config"] = RunConfig.from_dict(raw_config, source=f"the config inside {path}")
+    step = ckpt.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise _refuse(path, f"its step is {step!r}, not a count of iterations")
+    m = _STEP_RE.match(path.name)
+    if m and int(m.group(1)) != step:
+        raise _refuse(path, f"it holds step {step}, but its name says step {int(m.group(1))} (renamed or copied?)")
+    model = ckpt.get("model")
+    if not isinstance(model, dict) or not model or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                            for k, v in model.items()):
+        raise _refuse(path, "it holds no model weights")
+    bad = non_finite(model)
+    if bad:
+        raise _refuse(path, f"{len(bad)} of its weights hold non-finite values (first: {bad[0]})")
+    identity = ckpt.get("identity")
+    if ckpt["version"] >= 2:
+        if not isinstance(identity, dict) or not isinstance(identity.get("config_digest"), str):
+            raise _refuse(path, "it records no run identity")
+        if identity["config_digest"] != config_digest(raw_config):
+            raise _refuse(path, "its config does not match the digest it was written with (edited?)")
     return ckpt
+
+
+def check_resumable(ckpt: dict, path: Path) -> None:
+    """The parts only a resumption reads: optimizer, scheduler and RNG states of the right kinds."""
+    opt = ckpt.get("optimizer")
+    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list):
+        raise _refuse(path, "its optimizer state is missing or malformed")
+    if not isinstance(ckpt.get("scheduler"), dict):
+        raise _refuse(path, "its learning-rate schedule state is missing or malformed")
+    rng = ckpt.get("rng")
+    if not isinstance(rng, dict) or not isinstance(rng.get("device"), str) or not all(
+            isinstance(rng.get(k), torch.Tensor) and rng[k].dtype == torch.uint8 for k in ("train", "torch")):
+        raise _refuse(path, "its random-number-generator state is missing or malformed")
+    if not isinstance(ckpt.get("extra", {}), dict):
+        raise _refuse(path, "its extra information is malformed")
+    bad = non_finite(opt)
+    if bad:
+        raise _refuse(path, f"its optimizer state holds non-finite values (first: {bad[0]})")
+
+
+def check_belongs(ckpt: dict, path: Path, run_dir: Path, allow: frozenset[str] = frozenset({"train.iterations"})) -> None:
+    """Refuse a checkpoint that is not the run's own: another run id than the run directory's
+    marker, or a config that contradicts the run's ``config.yaml`` (beyond ``allow``: a run
+    trained longer keeps its earlier checkpoints)."""
+    run_dir = Path(run_dir)
+    marker = read_marker(run_dir)
+    identity = ckpt.get("identity") or {}
+    if marker and identity.get("run_id") and identity["run_id"] != marker["id"]:
+        raise PosrnnError(f"{path} belongs to another run (run id {identity['run_id'][:8]}…, while {run_dir} is "
+                          f"{marker['id'][:8]}…), so it was refused; remove it from {run_dir / CKPT_DIR}")
+    saved = read_run_config(run_dir)
+    if saved is not None:
+        diff = [k for k in config_diff(saved, ckpt["config"]) if k not in allow]
+        if diff:
+            a, b = saved.flat(), ckpt["config"].flat()
+            shown = ", ".join(f"{k}: config.yaml {a[k]!r} vs checkpoint {b[k]!r}" for k in diff[:3])
+            raise PosrnnError(f"{path} does not belong to the run in {run_dir} ({shown}), so it was refused; "
+                              f"remove it from {run_dir / CKPT_DIR} or pass the run it came from")
 
 
 def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Path]:
@@ -77,3 +200,76 @@ def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Pa
         if s == step:
             return p, path
     raise PosrnnError(f"run {path} has no checkpoint at step {step}; available: {', '.join(str(s) for s, _ in ckpts)}")
+
+
+# ---- where outputs may go ----------------------------------------------------------------------
+#: the files of a run directory that only training and evaluation write
+RUN_OWN = ("config.yaml", "metrics.jsonl", CKPT_DIR, MARKER)
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a run directory: posrnn's marker says so, or it holds a config.yaml
+    beside checkpoints/ or metrics.jsonl (a run written before the marker existed)."""
+    path = Path(path)
+    try:
+        marker = read_marker(path)
+        if marker is not None:
+            return marker["kind"] == "run"
+        return (path / "config.yaml").is_file() and ((path / CKPT_DIR).is_dir() or (path / "metrics.jsonl").is_file())
+    except OSError:
+        return False
+
+
+def enclosing_run(path: Path) -> Optional[Path]:
+    """The run directory that ``path`` lies inside (strictly below it), or None."""
+    import os
+
+    p = Path(os.path.realpath(path))
+    for parent in p.parents:
+        if is_run_dir(parent):
+            return parent
+    return None
+
+
+def check_out_dir(out: Path, inputs: tuple = (), option: str = "--out") -> Path:
+    """Refuse, in one line, an output directory that is empty, the current directory, inside a
+    run, equal to an input, or one that holds an input."""
+    check_out_path(out, option)
+    run = enclosing_run(out)
+    if run is not None:
+        raise PosrnnError(f"{option} {out} lies inside the run {run}; pass a directory outside every run")
+    for i in inputs:
+        if same_path(out, i) or inside(i, out):
+            raise PosrnnError(f"{option} {out} {'is' if same_path(out, i) else 'holds'} the input {i}; pass another directory")
+    return Path(out)
+
+
+def check_out_file(out: Path, inputs: tuple = (), run_dir: Optional[Path] = None, header: bytes = b"",
+                   option: str = "--out") -> Path:
+    """Refuse, in one line, an output file that is an input, one of a run's own files, inside a
+    run other than ``run_dir`` (or inside any run's checkpoints/), or an existing file that does
+    not begin with ``header`` (so a file posrnn did not write is never overwritten)."""
+    check_out_path(out, option)
+    out = Path(out)
+    if out.is_dir():
+        raise PosrnnError(f"{option} {out} is a directory; pass a file name")
+    for i in inputs:
+        if same_path(out, i):
+            raise PosrnnError(f"{option} {out} is the input {i}; pass another file name")
+    run = enclosing_run(out)
+    if run is not None:
+        if run_dir is None or not same_path(run, run_dir) or not same_path(out.parent, run):
+            raise PosrnnError(f"{option} {out} lies inside the run {run}" + (f" (its {CKPT_DIR}/)" if CKPT_DIR in out.parts else "")
+                              + "; pass a file outside it")
+        if out.name in RUN_OWN or out.name.startswith(("eval", "extend", "nll_by_position")):
+            raise PosrnnError(f"{option} {out} is one of the run's own files; pass another file name")
+    if out.exists():
+        try:
+            with open(out, "rb") as f:
+                first = f.read(len(header))
+        except OSError as e:
+            raise PosrnnError(f"cannot read {out} ({e.strerror or type(e).__name__}); pass another file name") from None
+        if not header or first != header:
+            raise PosrnnError(f"{option} {out} exists and is not a file this command writes; "
+                              f"pass a new file name (posrnn never overwrites a file it did not write)")
+    return out

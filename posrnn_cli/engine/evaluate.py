@@ -8,9 +8,12 @@ model run also gets ``RUN/nll_by_position.csv``.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -22,7 +25,7 @@ from ..common.io import atomic_write_json, write_csv, write_npz
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
-from .checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
+from .checkpoint import CKPT_DIR, check_belongs, list_checkpoints, load_checkpoint, resolve_checkpoint
 from .device import resolve_device
 
 
@@ -42,13 +45,16 @@ def load_run(path: Path, step: Optional[int] = None, device: str = "cpu") -> Loa
     """A run directory or checkpoint (its latest, or ``step``) → the rebuilt run."""
     ckpt_path, run_dir = resolve_checkpoint(Path(path), step)
     ckpt = load_checkpoint(ckpt_path)
+    if Path(ckpt_path).parent.name == CKPT_DIR:
+        check_belongs(ckpt, ckpt_path, run_dir)
     cfg = ckpt["config"]
     task = build_task(cfg.task)
     model = build_model(cfg, task)
     try:
         model.load_state_dict(ckpt["model"])
-    except RuntimeError as e:
-        raise PosrnnError(f"checkpoint {ckpt_path} does not fit its own config ({str(e).splitlines()[0][:100]}); re-train") from None
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+        raise PosrnnError(f"checkpoint {ckpt_path} does not fit its own config ({first}); re-train") from None
     model.to(resolve_device(device)).eval()
     return LoadedRun(cfg, task, model, ckpt, ckpt_path, run_dir)
 
@@ -117,5 +123,65 @@ def evaluate(
             rows = [{"position": i, "nll": float(nll), "tokens": int(n)}
                     for i, (nll, n) in enumerate(zip(result["nll_by_position"], result["tokens_by_position"]))]
             write_csv(rows, run_dir / ("nll_by_position.csv" if latest else f"nll_by_position_step{int(ckpt['step']):07d}.csv"))
-        atomic_write_json(run_dir / f"{name}.json", result)
+        atomic_write_json(run_dir / f"{name}.json", {**result, "digest": eval_digest(result)})
     return result
+
+
+def eval_digest(result: dict) -> str:
+    """sha256 of an evaluation's JSON (without its own digest): an edited eval.json no longer matches."""
+    body = {k: v for k, v in result.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _finite_numbers(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return True
+    if isinstance(value, (int, float)):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_finite_numbers(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite_numbers(v) for v in value.values())
+    return False
+
+
+def check_eval(data: Any, path: Path) -> dict:
+    """Validate an ``eval.json``: a mapping with the run's fields, finite numbers, each ``X_ci``
+    a pair with ``low ≤ X ≤ high`` and the digest ``evaluate`` wrote. One line when not."""
+    fix = f"re-run `posrnn eval {Path(path).parent}`"
+    if not isinstance(data, dict):
+        raise PosrnnError(f"{path} is not an evaluation (not a JSON object); {fix}")
+    for key, kind in (("step", int), ("checkpoint", str), ("task", str), ("model", str), ("pe", str)):
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise PosrnnError(f"{path} is not an evaluation ({key} is missing or of the wrong type); {fix}")
+    if not _finite_numbers(data):
+        raise PosrnnError(f"{path} holds a non-finite or non-numeric value; {fix}")
+    for key, ci in data.items():
+        if not key.endswith("_ci"):
+            continue
+        value = data.get(key[:-3])
+        if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci)
+                and isinstance(value, (int, float)) and ci[0] <= value <= ci[1]):
+            raise PosrnnError(f"{path}: {key} is not a CI around {key[:-3]} (low ≤ value ≤ high); {fix}")
+    if data.get("digest") != eval_digest(data):
+        raise PosrnnError(f"{path} does not match the digest `posrnn eval` wrote into it (edited?); {fix}")
+    return data
+
+
+def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:
+    """The run's ``eval.json`` when it is the evaluation of ``ckpt_path`` (checked by
+    ``check_eval``), None when there is none or it scores another checkpoint (or predates the
+    digest): then the run is evaluated afresh. A malformed or edited one is refused."""
+    path = Path(run_dir) / "eval.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise PosrnnError(f"{path} is not valid JSON (truncated or corrupt); re-run `posrnn eval {run_dir}`") from None
+    if isinstance(data, dict) and "digest" not in data:
+        return None
+    data = check_eval(data, path)
+    if Path(data["checkpoint"]).name != Path(ckpt_path).name:
+        return None
+    return {k: v for k, v in data.items() if k != "digest"}

@@ -17,10 +17,11 @@ import torch
 
 from ..common.config import resolve_config
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_json, write_npz
+from ..common.io import atomic_write_json, read_json, same_path, write_npz
 from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
+from .checkpoint import check_out_dir
 from .evaluate import evaluate_model, load_run
 from .train import Trainer, check_fast_paths, check_train_config, open_run
 
@@ -43,8 +44,9 @@ def extend_vocab(
             f"{task.describe()}")
     if cfg.model.frozen_vocab is not None:
         raise PosrnnError(f"{run} is already an extended run; extend the original run instead")
-    if Path(out).resolve() == Path(run_dir).resolve():
+    if same_path(out, run_dir):
         raise PosrnnError("--out must differ from the trained run (the trained run is never modified)")
+    check_out_dir(out, inputs=(run, run_dir))
     V = cfg.task.vocab_size
     new_cfg = resolve_config(base=cfg, options={"task.vocab_size": V + extra, "model.frozen_vocab": V,
                                                 "train.iterations": iterations, "train.seed": seed,
@@ -56,6 +58,8 @@ def extend_vocab(
     dev = resolve_device(new_cfg.train.device)
     check_fast_paths(new_cfg.train, dev)
     combined = build_task(new_cfg.task)
+    if (Path(out) / "extend.json").is_file() and not force:
+        read_extend_json(Path(out) / "extend.json")  # a corrupt summary is refused before anything is written
     resume_from, _ = open_run(Path(out), new_cfg, resume=resume, force=force)
     setup_threads(new_cfg.train.threads)
 
@@ -91,13 +95,17 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
     if old_before is not None:
         scores["old_ids_before"] = old_before
     path = Path(out) / "extend.json"
-    info = {}
-    if path.is_file():
-        import json
-
-        info = json.loads(path.read_text())
+    info = read_extend_json(path) if path.is_file() else {}
     info.update({"vocab_size": cfg.model.frozen_vocab, "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab,
                  "model": cfg.model.name, "pe": cfg.model.pe, "iterations": cfg.train.iterations, **scores})
     write_npz(Path(out) / "extend_sequences.npz", {k: np.asarray(v) for k, v in per_seq.items()})
     atomic_write_json(path, info)
     return scores
+
+
+def read_extend_json(path: Path) -> dict:
+    """An extension's ``extend.json``: a JSON object, refused in one line when it is not."""
+    info = read_json(path)
+    if not isinstance(info, dict):
+        raise PosrnnError(f"{path} is not an extension summary (not a JSON object); remove it and re-run extend-vocab --resume")
+    return info

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..common.config import RunConfig, config_diff
+from ..common.config import RunConfig, config_diff, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text
 
@@ -40,16 +40,24 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def read_run_config(run_dir: Path) -> Optional[RunConfig]:
-    """The config saved in a run directory, or None when there is none."""
+    """The config saved in a run directory, or None when there is none. One that is not UTF-8,
+    not YAML, not a mapping of sections, or whose aliases expand without bound is refused."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return None
     import yaml
 
     try:
-        return RunConfig.from_dict(yaml.safe_load(path.read_text()), source=str(path))
+        data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
+    except UnicodeDecodeError:
+        raise PosrnnError(f"{path} is not text (not UTF-8); it is not a config posrnn wrote: restore or remove it") from None
     except yaml.YAMLError:
         raise PosrnnError(f"{path} is not valid YAML; fix or remove it") from None
+    except OSError as e:
+        raise PosrnnError(f"cannot read {path} ({e.strerror or type(e).__name__})") from None
+    if not isinstance(data, dict) or not data:
+        raise PosrnnError(f"{path} is not a run's config (not a mapping of sections); restore or remove it")
+    return RunConfig.from_dict(data, source=str(path))
 
 
 @dataclass(frozen=True)

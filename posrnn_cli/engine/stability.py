@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from ..common.errors import PosrnnError
 from ..common.stats import bootstrap_ci
 from ..models import CORES
-from .checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
+from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, resolve_checkpoint
 from .device import resolve_device
 from .evaluate import load_run
 
@@ -109,6 +109,8 @@ def pair_stabilities(model: nn.Module, tri: Triplets, query_id: int, chunk_size:
         with torch.no_grad():
             return model.encoder(inputs)  # (B 2L D)
 
+    if not isinstance(chunk_size, int) or not 1 <= chunk_size <= 10**6:
+        raise PosrnnError(f"the chunk size (sequences per Jacobian pass) must lie in 1 … 1,000,000, got {chunk_size}")
     dev = next(model.parameters()).device
     J = {k: jacobians(model.core, encode(getattr(tri, k).to(dev)), chunk_size) for k in ("xs", "xs2", "x2s")}
     return {"common_target": stability(J["xs"], J["xs2"]).cpu(), "common_suffix": stability(J["xs"], J["x2s"]).cpu()}
@@ -168,3 +170,14 @@ def analyze(run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk
         rows.append({"model": cfg.model.name, "pe": cfg.model.pe, "step": s, "condition": cond, "pair": pair,
                      "stability": float(v.mean()), "ci_low": lo, "ci_high": hi, "n_seeds": 1, "n_triplets": len(v)})
     return rows
+
+
+#: how every stability CSV begins (``posrnn stability`` overwrites only such a file)
+CSV_HEADER = b"model,pe,step,condition,pair,stability,"
+
+
+def check_stability_out(out: Path, run: Path, run_dir: Path, header: bytes = CSV_HEADER) -> Path:
+    """Where ``posrnn stability --out`` may write: not the analysed checkpoint or a run's own
+    file, not inside another run or any checkpoints/, and over an existing file only when it is
+    a stability CSV (refused in one line otherwise)."""
+    return check_out_file(out, inputs=(run,), run_dir=run_dir, header=header)

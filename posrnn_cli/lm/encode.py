@@ -234,6 +234,16 @@ class LMCorpus:
                 or len(self.offsets) != want["paragraphs"] + 1 or self.offsets[0] != 0
                 or self.offsets[-1] != len(self.ids)):
             raise PosrnnError(f"{self.root / split} does not match {meta_path} (re-run `posrnn lm encode`)")
+        V = self.meta["vocab_size"]
+        specials = [self.meta.get(k) for k in ("bos_id", "eos_id", "unk_id", "pad_id", "max_tokens")]
+        if not isinstance(V, int) or isinstance(V, bool) or not 2 <= V <= 2**16 or not all(
+                isinstance(x, int) and not isinstance(x, bool) and -1 <= x for x in specials):
+            raise PosrnnError(f"{meta_path} is not an encoded corpus's metadata (vocab_size or special ids malformed); "
+                              f"re-run `posrnn lm encode`")
+        top = int(self.ids.max()) if len(self.ids) else -1
+        if top >= V or any(x >= V for x in specials[:4]):
+            raise PosrnnError(f"{meta_path} says vocab_size {V}, but {self.root / split} holds token id {max(top, *specials[:4])} "
+                              f"(the metadata does not match the corpus); re-run `posrnn lm encode`")
         self.vocab_size: int = self.meta["vocab_size"]
         self.bos_id: int = self.meta["bos_id"]
         self.eos_id: int = self.meta["eos_id"]
