@@ -777,3 +777,68 @@ def test_train_set_any_value(kv, set_workdir):
     key, value = kv
     check_train_set(set_workdir, key, value)
 
+
+
+# ---- property: random bytes in any file of a run ---------------------------------------------------------
+#: (command, the run files it reads): each read file, overwritten with random bytes, must be refused
+#: in one line with the tree unchanged, or give exactly the clean run's result
+READS = {
+    "eval": ("checkpoints/step_0000020.pt", "config.yaml"),
+    "compare": ("checkpoints/step_0000020.pt", "config.yaml", "eval.json"),
+}
+CORRUPTIONS = st.sampled_from(sorted((c, f) for c, files in READS.items() for f in files))
+
+
+def run_in(workdir: Path, argv: list[str]):
+    from typer.testing import CliRunner
+
+    from posrnn_cli.cli import app
+
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        return CliRunner().invoke(app, argv)
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.fixture(scope="module")
+def clean_results(base, tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("clean")
+    shutil.copytree(base / "runs" / "syn", work / "run")
+    out = {}
+    for cmd in READS:
+        r = run_in(work, [cmd, "run", "--device", "cpu", "--json"])
+        assert r.exit_code == 0, r.output
+        out[cmd] = r.stdout
+    return out
+
+
+def scores(out: str) -> list:
+    """A command's --json output without the paths it names."""
+    import json
+
+    data = json.loads(out)
+    return [{k: v for k, v in r.items() if k not in ("run_dir", "checkpoint", "label", "digest")}
+            for r in (data if isinstance(data, list) else [data])]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(corruption=CORRUPTIONS, data=st.binary(max_size=200))
+def test_random_bytes_in_a_run_file_are_refused_or_harmless(corruption, data, base, clean_results, tmp_path_factory):
+    cmd, name = corruption
+    work = tmp_path_factory.mktemp("bytes")
+    shutil.copytree(base / "runs" / "syn", work / "run")
+    (work / "run" / name).write_bytes(data)
+    before = tree_state(work)
+    r = run_in(work, [cmd, "run", "--device", "cpu", "--json"])
+    shown = f"posrnn {cmd} run with {len(data)} random bytes in {name}: exit {r.exit_code}\n{r.output[-1500:]}"
+    assert r.exception is None or isinstance(r.exception, SystemExit), f"{shown}\n{type(r.exception).__name__}: {r.exception}"
+    assert "Traceback" not in r.output, shown
+    if r.exit_code == 0:  # harmless bytes: exactly the clean result
+        assert scores(r.stdout) == scores(clean_results[cmd]), shown
+    else:
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), shown
+        assert before == tree_state(work), f"the tree changed ({tree_diff(before, tree_state(work))}): {shown}"
+    shutil.rmtree(work)

@@ -227,3 +227,142 @@ def test_training_killed_ten_times_at_random_moments_resumes_bit_exactly(tmp_pat
     assert same_weights(weights(straight), weights(run))
     assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == \
         [json.loads(x)["step"] for x in (straight / "metrics.jsonl").read_text().splitlines()]
+
+
+# ---- profile use edits one value in place ---------------------------------------------------------------
+PROFILES_TEXT = "profiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("x: 1  # keep me\nprofile: [lite]  # the active one\n" + PROFILES_TEXT,
+     "x: 1  # keep me\nprofile: [micro]  # the active one\n" + PROFILES_TEXT),
+    ('"profile": [lite]\n' + PROFILES_TEXT, '"profile": [micro]\n' + PROFILES_TEXT),
+    ("profile:\n# pick one\n\n- lite\n" + PROFILES_TEXT, "profile:\n# pick one\n\n- micro\n" + PROFILES_TEXT),
+    ("profile:\n  - lite\n  - micro\n" + PROFILES_TEXT, "profile:\n  - micro\n" + PROFILES_TEXT),
+    ("profile: lite\n" + PROFILES_TEXT, "profile: [micro]\n" + PROFILES_TEXT),
+    (("profile: [lite] # c\n" + PROFILES_TEXT).replace("\n", "\r\n"),
+     ("profile: [micro] # c\n" + PROFILES_TEXT).replace("\n", "\r\n")),
+], ids=["comments", "quoted-key", "block-list-with-comment-and-blank", "indented-block-list", "scalar", "crlf"])
+def test_profile_use_edits_the_one_value_in_place(tmp_path, text, expected):
+    from posrnn_cli.common.profiles import use_profile
+
+    params = tmp_path / "params.yaml"
+    params.write_bytes(text.encode())
+    use_profile(params, ["micro"])
+    assert params.read_bytes().decode() == expected
+
+
+def test_profile_use_keeps_the_mode_and_the_symlink(tmp_path):
+    real = tmp_path / "real" / "params.yaml"
+    real.parent.mkdir()
+    real.write_text("profile: [lite]\n" + PROFILES_TEXT)
+    real.chmod(0o644)
+    link = tmp_path / "params.yaml"
+    link.symlink_to(real)
+    code, out = cli("profile", "use", "micro", "--params", str(link))
+    assert code == 0, out
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text().startswith("profile: [micro]\n") and (real.stat().st_mode & 0o777) == 0o644
+    assert not [p for p in real.parent.iterdir() if p.name != "params.yaml"]  # no temporary file left
+
+
+def test_profile_use_refuses_a_repeated_key_and_leaves_the_file(tmp_path):
+    params = tmp_path / "params.yaml"
+    text = "profile: [lite]\n'profile': [lite]\n" + PROFILES_TEXT
+    params.write_text(text)
+    code, out = cli("profile", "use", "micro", "--params", str(params))
+    assert code == 1 and out.startswith("error: ") and "2 top-level" in out and len(out.splitlines()) == 1
+    assert params.read_text() == text
+
+
+# ---- YAML aliases are bounded before they expand ------------------------------------------------------
+def test_a_billion_laughs_is_refused_at_once_without_showing_the_value():
+    from posrnn_cli.common.config import resolve_config
+    from posrnn_cli.common.errors import PosrnnError
+
+    laughs = "[" + ", ".join(f"&l{i} [" + ", ".join([f"*l{i - 1}" if i else "lol"] * 9) + "]" for i in range(9)) + "]"
+    start = time.perf_counter()
+    with pytest.raises(PosrnnError) as e:
+        resolve_config(sets=[f"task.name={laughs}"])
+    assert time.perf_counter() - start < 2 and "expand beyond" in str(e.value) and "lol" not in str(e.value)
+    with pytest.raises(PosrnnError, match="expand beyond"):
+        resolve_config(sets=["task.name=&a [*a]"])  # an alias inside its own anchor
+    assert resolve_config(sets=["train.betas=[0.9, 0.99]"]).train.betas == (0.9, 0.99)  # ordinary values still read
+
+
+# ---- temporary files: only posrnn's, only dead writers' ---------------------------------------------
+def test_train_into_a_directory_leaves_unrelated_files_alone(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "notes").mkdir(parents=True)
+    mine = {proj / ".draft.tmp": b"my draft", proj / "notes" / ".x.tmp": b"another", proj / "README": b"hello",
+            proj / ".config.yaml.posrnn-99999999.abcd.tmp": b"not posrnn's pid: it cannot exist"}
+    for p, data in mine.items():
+        p.write_bytes(data)
+    code, out = cli("train", *SMALL, "--iterations", "5", "--out", str(proj))
+    assert code == 0, out
+    assert all(p.read_bytes() == data for p, data in mine.items() if "99999999" not in p.name)
+
+
+def test_remove_stale_temps_removes_only_dead_writers_temporaries(tmp_path):
+    from posrnn_cli.common.io import remove_stale_temps, temp_path
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    ours = temp_path(tmp_path / "config.yaml")
+    gone = tmp_path / f".config.yaml.posrnn-{pid}.1a2b3c4d.tmp"
+    other = [tmp_path / ".draft.tmp", tmp_path / ".x.posrnn-.tmp", tmp_path / "sub" / gone.name]
+    other[-1].parent.mkdir()
+    for p in (ours, gone, *other):
+        p.write_text("x")
+    assert remove_stale_temps(tmp_path) == 1
+    assert not gone.exists() and ours.exists() and all(p.exists() for p in other)
+
+
+def test_a_failed_write_names_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from posrnn_cli.common.io import atomic_write_text
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as e:
+        atomic_write_text(tmp_path / "table.csv", "a,b\n")
+    assert e.value.filename == str(tmp_path / "table.csv") and e.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- checkpoints prove what they are ------------------------------------------------------------------
+def test_a_checkpoint_records_its_config_digest_and_refuses_an_edit(tmp_path):
+    from posrnn_cli.common.errors import PosrnnError
+    from posrnn_cli.engine.checkpoint import config_digest
+
+    run = tmp_path / "run"
+    assert cli("train", *SMALL, "--iterations", "4", "--out", str(run))[0] == 0
+    path = list_checkpoints(run)[-1][1]
+    shutil.copy(path, path.with_name("step_0000003.pt"))  # a checkpoint renamed to another step
+    with pytest.raises(PosrnnError, match="its name says step 3"):
+        load_checkpoint(path.with_name("step_0000003.pt"))
+    raw = torch.load(path, weights_only=True)
+    assert raw["identity"]["config_digest"] == config_digest(raw["config"])
+    raw["config"]["train"]["lr"] = 0.5
+    torch.save(raw, path)
+    with pytest.raises(PosrnnError, match="digest"):
+        load_checkpoint(path)
+
+
+def test_no_checkpoint_with_a_non_finite_value_is_written(tmp_path):
+    from posrnn_cli.common.errors import PosrnnError
+    from posrnn_cli.engine.checkpoint import save_checkpoint
+
+    with pytest.raises(PosrnnError, match="non-finite"):
+        save_checkpoint(tmp_path, 1, {"config": {}, "model": {"w": torch.tensor([1.0, float("inf")])}, "optimizer": {}})
+    assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
+    run = tmp_path / "run"
+    code, out = cli("train", *SMALL, "--iterations", "3", "--checkpoint-every", "1", "--set", "train.weight_decay=3e38",
+                    "--out", str(run))
+    assert code != 0 and out.startswith("error: ") and len(out.splitlines()) == 1, out
+    assert "finite weights" not in out
+    for _, p in list_checkpoints(run):
+        assert all(torch.isfinite(v).all() for v in torch.load(p, weights_only=True)["model"].values())

@@ -25,7 +25,8 @@ from ..common.io import atomic_write_json, write_csv, write_npz
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
-from .checkpoint import CKPT_DIR, check_belongs, list_checkpoints, load_checkpoint, resolve_checkpoint
+from .checkpoint import (CKPT_DIR, check_belongs, config_digest, list_checkpoints, load_checkpoint, read_run_config,
+                         resolve_checkpoint)
 from .device import resolve_device
 
 
@@ -105,6 +106,8 @@ def evaluate(
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(ckpt_path),
+        "checkpoint_sha256": file_sha256(ckpt_path),
+        "config_digest": config_digest(cfg.to_dict()),
         "step": int(ckpt["step"]),
         "task": cfg.task.name,
         "model": cfg.model.name,
@@ -123,8 +126,18 @@ def evaluate(
             rows = [{"position": i, "nll": float(nll), "tokens": int(n)}
                     for i, (nll, n) in enumerate(zip(result["nll_by_position"], result["tokens_by_position"]))]
             write_csv(rows, run_dir / ("nll_by_position.csv" if latest else f"nll_by_position_step{int(ckpt['step']):07d}.csv"))
-        atomic_write_json(run_dir / f"{name}.json", {**result, "digest": eval_digest(result)})
+    result["digest"] = eval_digest(result)
+    if write:
+        atomic_write_json(run_dir / f"{name}.json", result)
     return result
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def eval_digest(result: dict) -> str:
@@ -169,9 +182,10 @@ def check_eval(data: Any, path: Path) -> dict:
 
 
 def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:
-    """The run's ``eval.json`` when it is the evaluation of ``ckpt_path`` (checked by
-    ``check_eval``), None when there is none or it scores another checkpoint (or predates the
-    digest): then the run is evaluated afresh. A malformed or edited one is refused."""
+    """The run's ``eval.json`` when it is the evaluation of ``ckpt_path`` as it is now (its name
+    and sha256; the file checked by ``check_eval``), None when there is none or it scores another
+    checkpoint (or predates the digest): then the run is evaluated afresh. A malformed or edited
+    one is refused."""
     path = Path(run_dir) / "eval.json"
     if not path.is_file():
         return None
@@ -182,6 +196,9 @@ def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:
     if isinstance(data, dict) and "digest" not in data:
         return None
     data = check_eval(data, path)
-    if Path(data["checkpoint"]).name != Path(ckpt_path).name:
-        return None
-    return {k: v for k, v in data.items() if k != "digest"}
+    if Path(data["checkpoint"]).name != Path(ckpt_path).name or data.get("checkpoint_sha256") != file_sha256(ckpt_path):
+        return None  # it scores another checkpoint, or the checkpoint changed since
+    saved = read_run_config(run_dir)
+    if saved is not None and data.get("config_digest") != config_digest(saved.to_dict()):
+        return None  # config.yaml changed since: evaluating afresh checks it against the checkpoint
+    return data
