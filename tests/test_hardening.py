@@ -193,6 +193,39 @@ def test_sigint_stops_training_with_a_checkpoint_at_the_current_step(tmp_path):
     r = subprocess.run([*POSRNN, "train", "--out", str(run), "--resume"], env=ENV, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert same_weights(weights(straight), weights(run))
+    # and the log is the uninterrupted one: the partial sums since the last line were in the checkpoint
+    assert log_figures(run) == log_figures(straight)
+
+
+def log_figures(run: Path) -> list[tuple]:
+    return [(x["step"], x["loss"], x["accuracy"], x["grad_norm"], x["lr"])
+            for x in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())]
+
+
+# ---- one process per run directory ------------------------------------------------------------------------
+def test_a_second_process_on_a_running_run_gets_one_line_naming_the_holder(tmp_path):
+    run = tmp_path / "run"
+    argv = [*POSRNN, "train", *SMALL, "--iterations", "100000", "--checkpoint-every", "100", "--log-every", "10"]
+    p = subprocess.Popen([*argv, "--out", str(run)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not list_checkpoints(run):
+            time.sleep(0.05)
+        assert p.poll() is None, p.stderr.read()
+        for second in (["train", *SMALL, "--iterations", "20", "--force", "--out", str(run)],
+                       ["train", "--out", str(run), "--resume"],
+                       ["extend-vocab", str(run), "--extra-vocab", "6", "--out", str(run), "--device", "cpu"],
+                       ["stability", str(run), "--triplets", "4", "--device", "cpu"]):
+            r = subprocess.run([*POSRNN, *second], env=ENV, capture_output=True, text=True, timeout=120)
+            lines = r.stderr.strip().splitlines()
+            assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), (second, r.stderr)
+            if second[0] != "extend-vocab":  # (which refuses its own run as --out first)
+                assert f"pid {p.pid}" in lines[0] and "in use by another process" in lines[0], lines[0]
+        assert p.poll() is None  # the first one goes on
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+    assert p.returncode == 130 and not (run / ".lock").exists()
 
 
 # ---- kill -9 at random moments ------------------------------------------------------------------------------

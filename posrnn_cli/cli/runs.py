@@ -169,6 +169,7 @@ def stability(
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
     from ..common.io import write_csv
     from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.rundir import run_lock
     from ..engine.stability import analyze, check_stability_out
 
     run_dir = resolve_checkpoint(run, checkpoint)[1]
@@ -181,12 +182,13 @@ def stability(
         if not json_out:
             c.print(f"checkpoint {step}: {seconds:.1f}s ({3 * triplets / max(seconds, 1e-9):.0f} sequences/s)")
 
-    rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed, on_checkpoint=tick)
-    write_csv(rows, csv_path)
-    if plot:
-        from ..analysis.plots import fig_stability
+    with run_lock(run_dir, f"posrnn stability {run}"):  # no training or second analysis of this run meanwhile
+        rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed, on_checkpoint=tick)
+        write_csv(rows, csv_path)
+        if plot:
+            from ..analysis.plots import fig_stability
 
-        fig_stability(rows, csv_path.with_suffix(".png"))
+            fig_stability(rows, csv_path.with_suffix(".png"))
     if json_out:
         typer.echo(json.dumps(rows))
         return

@@ -23,7 +23,8 @@ from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir
 from .evaluate import evaluate_model, load_run
-from .train import Trainer, check_fast_paths, check_train_config, open_run
+from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
+                    settle)
 
 
 def extend_vocab(
@@ -58,29 +59,39 @@ def extend_vocab(
     dev = resolve_device(new_cfg.train.device)
     check_fast_paths(new_cfg.train, dev)
     combined = build_task(new_cfg.task)
-    if (Path(out) / "extend.json").is_file() and not force:
-        read_extend_json(Path(out) / "extend.json")  # a corrupt summary is refused before anything is written
-    resume_from, _ = open_run(Path(out), new_cfg, resume=resume, force=force)
-    setup_threads(new_cfg.train.threads)
+    check_machine(new_cfg.train, combined, dev)
+    out = Path(out)
+    with owned_run_dir(out, f"posrnn extend-vocab --out {out}"):
+        if (out / "extend.json").is_file() and not force:
+            read_extend_json(out / "extend.json")  # a corrupt summary is refused before anything is written
+        resume_from, res = open_run(out, new_cfg, resume=resume, force=force)
+        setup_threads(new_cfg.train.threads)
 
-    model.to(dev)
-    batch = new_cfg.train.eval_batch_size
-    before_old, _ = evaluate_model(tests["old_ids"], OldIdsView(model, V, extra), dev, batch)
-    torch.manual_seed(new_cfg.train.seed)
-    new_params = extend_model(model, V, extra)
-    model.to(dev)
-    held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(), combined.test_set()]).to(dev))
-    trainer = Trainer(new_cfg, Path(out), model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
-                      params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"])})
-    if resume_from is not None:
-        trainer.load(resume_from)
-    summary = trainer.fit(progress=progress)
-    model.eval()
-    result = {
-        "run_dir": str(out), "extended_from": str(ckpt_path), "vocab_size": V, "extra_vocab": extra,
-        "model": cfg.model.name, "pe": cfg.model.pe, "iterations": new_cfg.train.iterations, "seconds": summary["seconds"],
-    }
-    return {**result, **score_extension(Path(out), model, new_cfg, dev, old_before=before_old)}
+        model.to(dev)
+        batch = new_cfg.train.eval_batch_size
+        before_old, _ = evaluate_model(tests["old_ids"], OldIdsView(model, V, extra), dev, batch)
+        torch.manual_seed(new_cfg.train.seed)
+        new_params = extend_model(model, V, extra)
+        model.to(dev)
+        held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(), combined.test_set()]).to(dev))
+        trainer = Trainer(new_cfg, out, model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
+                          params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"])})
+        if resume_from is not None:
+            trainer.load(resume_from, res.checkpoint)
+        replacing = begin_run(out, new_cfg, force)  # every check passed: config.yaml is written only now
+        try:
+            summary = trainer.fit(progress=progress)
+            model.eval()
+            result = {
+                "run_dir": str(out), "extended_from": str(ckpt_path), "vocab_size": V, "extra_vocab": extra,
+                "model": cfg.model.name, "pe": cfg.model.pe, "iterations": new_cfg.train.iterations, "seconds": summary["seconds"],
+            }
+            scores = score_extension(out, model, new_cfg, dev, old_before=before_old)
+        except BaseException as e:
+            settle(replacing, e)
+            raise
+        settle(replacing, None)
+    return {**result, **scores}
 
 
 def score_extension(out: Path, model, cfg, device: torch.device, old_before: Optional[dict] = None) -> dict:

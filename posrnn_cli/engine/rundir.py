@@ -14,19 +14,24 @@ one with a config and says what it holds for it:
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from ..common.config import RunConfig, config_diff, safe_load_bounded
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text
+from ..common.io import MARKER, atomic_write_text
 
 CKPT_DIR = "checkpoints"
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
+#: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
+REPLACED = (*RUN_FILES, MARKER, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 STATES = ("new", "resume", "done", "different")
 _STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 
@@ -158,10 +163,118 @@ def truncate_log(path: Path, step: int) -> None:
     if not path.is_file():
         return
     lines = []
-    for ln in path.read_text().splitlines():
+    for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
-            if ln.strip() and json.loads(ln)["step"] <= step:
+            x = json.loads(ln)
+            if isinstance(x, dict) and isinstance(x.get("step"), int) and x["step"] <= step:
                 lines.append(ln)
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut by a crash
+        except ValueError:
+            continue  # a line cut by a crash (or anything else train never writes)
     atomic_write_text(path, "".join(ln + "\n" for ln in lines))
+
+
+# ---- one process per run directory -----------------------------------------------------------------
+LOCK = ".lock"
+_held: dict[str, int] = {}  # run directories this process holds (realpath → depth), so a sweep job may train its run
+
+
+def _holder(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        text = ""
+    return text.splitlines()[0][:200] if text else "a process that did not say which"
+
+
+@contextmanager
+def run_lock(run_dir: Path, what: str = "posrnn"):
+    """Hold ``run_dir``'s lock (an flock on ``run_dir/.lock``, which names its holder) for the
+    block; another process gets one line naming the holder. Re-entrant within one process. The
+    lock file is removed again on release; ``run_dir`` must exist."""
+    run_dir = Path(run_dir)
+    key = os.path.realpath(run_dir)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    path = run_dir / LOCK
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise PosrnnError(f"cannot lock {run_dir} ({e.strerror or type(e).__name__}: {path}); "
+                              f"check its permissions") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(path)
+            os.close(fd)
+            raise PosrnnError(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it") from None
+        try:  # the file may have been removed by its last holder between our open and flock: retry then
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}: {what}\n".encode())
+    except OSError:
+        pass  # the holder's name is a courtesy; the flock is what excludes
+    _held[key] = 1
+    try:
+        yield
+    finally:
+        del _held[key]
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def holding(run_dir: Path) -> bool:
+    """Whether this process holds ``run_dir``'s lock."""
+    return os.path.realpath(run_dir) in _held
+
+
+# ---- replacing a run only on success -------------------------------------------------------------------
+class Replacement:
+    """``--force``: the old run's files move into ``run_dir/.posrnn-replaced-<pid>/`` while the
+    new run trains; ``commit()`` deletes them once it has finished, ``rollback()`` removes
+    whatever the new run wrote and moves them back, byte-identical."""
+
+    def __init__(self, run_dir: Path, names: tuple[str, ...]):
+        self.run_dir = Path(run_dir)
+        self.aside = self.run_dir / f".posrnn-replaced-{os.getpid()}"
+        self.names = names
+        self.moved: list[str] = []
+
+    def start(self) -> None:
+        present = [n for n in self.names if (self.run_dir / n).exists() or (self.run_dir / n).is_symlink()]
+        if not present:
+            return
+        self.aside.mkdir()
+        for n in present:
+            os.rename(self.run_dir / n, self.aside / n)
+            self.moved.append(n)
+
+    def commit(self) -> None:
+        if self.aside.exists():
+            shutil.rmtree(self.aside)
+
+    def rollback(self) -> None:
+        for n in self.names:
+            p = self.run_dir / n
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+        for n in self.moved:
+            os.rename(self.aside / n, self.run_dir / n)
+        if self.aside.exists():
+            shutil.rmtree(self.aside)

@@ -35,14 +35,15 @@ from torch import nn
 
 from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text, remove_stale_temps
+from ..common.io import atomic_write_text, check_out_path, read_marker, remove_stale_temps, write_marker
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
-from .checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from .checkpoint import (CKPT_DIR, NonFiniteState, check_belongs, check_resumable, enclosing_run, list_checkpoints,
+                         load_checkpoint, save_checkpoint)
 from .device import check_amp, join_process_group, local_device, resolve_device, setup_threads, world
 from .graphed import GraphedStep, graph_lr
 from .progress_bar import ProgressBar
-from .rundir import Resumption, clear_run_dir, prepare_run_dir, truncate_log
+from .rundir import REPLACED, Replacement, Resumption, prepare_run_dir, run_lock, truncate_log
 
 class TrainingStopped(PosrnnError):
     """The run stopped before its last iteration (a signal, or a non-finite value)."""
@@ -115,18 +116,75 @@ def check_train_config(t: TrainConfig) -> None:
 
 # ---- the run directory ------------------------------------------------------------------
 def open_run(out_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[Optional[dict], Resumption]:
-    """Everything before the first step, in the order that keeps the disk safe: check the
-    directory, load the checkpoint (a corrupt one is an error, nothing changed), then clear
-    (``force``) and write ``config.yaml``. Returns (checkpoint or None, resumption)."""
+    """Check the directory and load the checkpoint to resume from, changing nothing: a
+    checkpoint that is corrupt, malformed for resuming, or another run's (another run id, or a
+    config that contradicts config.yaml) is refused here. Returns (checkpoint or None, resumption)."""
     out_dir = Path(out_dir)
     res = prepare_run_dir(out_dir, cfg, resume, force)
-    ckpt = load_checkpoint(res.checkpoint) if res.checkpoint else None
-    if force:
-        clear_run_dir(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out_dir)
-    atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
+    ckpt = None
+    if res.checkpoint:
+        ckpt = load_checkpoint(res.checkpoint)
+        check_resumable(ckpt, res.checkpoint)
+        check_belongs(ckpt, res.checkpoint, out_dir)
     return ckpt, res
+
+
+def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacement]:
+    """After every check has passed: move a run being replaced (``force``) aside, mark the
+    directory as a run's (a new run id unless it has one), clear dead writers' temporary files
+    and write ``config.yaml``. Returns the replacement to commit or roll back."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    replacing = None
+    if force:
+        replacing = Replacement(out_dir, REPLACED)
+        replacing.start()
+    try:
+        marker = read_marker(out_dir)
+        if marker is None or marker["kind"] != "run":
+            write_marker(out_dir, "run")
+        remove_stale_temps(out_dir)
+        remove_stale_temps(out_dir / CKPT_DIR)
+        atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
+    except BaseException:
+        if replacing is not None:
+            replacing.rollback()
+        raise
+    return replacing
+
+
+def check_out_dir_of_run(out_dir: Path) -> Path:
+    """A run's --out: not empty, not the current directory, not a symlink loop, not inside another run."""
+    check_out_path(out_dir)
+    run = enclosing_run(out_dir)
+    if run is not None:
+        raise PosrnnError(f"--out {out_dir} lies inside the run {run}; pass a directory outside every run")
+    return Path(out_dir)
+
+
+def check_machine(t: TrainConfig, task, device: torch.device) -> None:
+    """Batch and thread counts this machine can honour, refused in one line before anything runs."""
+    import os
+
+    if t.threads is not None and device.type == "cpu":
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        if t.threads > cores:
+            raise PosrnnError(f"train.threads ({t.threads}) exceeds the {cores} CPU core(s) this process may use; "
+                              f"more threads than cores only slows torch down: pass --threads {cores} or fewer")
+    steps = int(getattr(task, "max_steps", 0) or 1)
+    for key in ("batch_size", "eval_batch_size"):
+        tokens = getattr(t, key) * steps
+        if tokens > MAX_TOKENS_PER_BATCH:
+            raise PosrnnError(f"train.{key} {getattr(t, key):,} × {steps} steps per sequence = {tokens:,} tokens per batch, "
+                              f"beyond the {MAX_TOKENS_PER_BATCH:,} one step can take in reasonable time and memory; "
+                              f"lower it")
+
+
+#: the most tokens (sequences × steps) one batch may hold: 256× the paper's 512 × 128
+MAX_TOKENS_PER_BATCH = 2**24
 
 
 # ---- the loop --------------------------------------------------------------------------
@@ -183,6 +241,9 @@ class Trainer:
             self.graphed = GraphedStep(self)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.step = 0
+        # the log's running sums since its last line: checkpointed, so a resumed run logs what an uninterrupted one does
+        self.log_sums = torch.zeros(4, device=self.device, dtype=torch.float64)  # loss, correct, count, grad norm
+        self.log_since = 0
 
     def state(self) -> dict:
         return {
@@ -193,20 +254,30 @@ class Trainer:
             "rng": {"device": self.device.type, "train": self.generator.get_state(), "torch": torch.get_rng_state()},
             "n_parameters": count_parameters(self.module),
             "extra": self.extra,
+            "log": {"sums": self.log_sums.detach().cpu().clone(), "since": self.log_since},
         }
 
-    def load(self, ckpt: dict) -> None:
+    def load(self, ckpt: dict, path: Optional[Path] = None) -> None:
         if ckpt["rng"]["device"] != self.device.type:
             raise PosrnnError(
                 f"the checkpoint's run used device type {ckpt['rng']['device']!r}; resume it with --device {ckpt['rng']['device']}"
             )
-        self.module.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scheduler.load_state_dict(ckpt["scheduler"])
+        try:
+            self.module.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.scheduler.load_state_dict(ckpt["scheduler"])
+            self.generator.set_state(ckpt["rng"]["train"])
+            torch.set_rng_state(ckpt["rng"]["torch"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+            raise PosrnnError(f"checkpoint {path or 'to resume'} does not fit this run ({first}), so it was refused; "
+                              f"resume from an earlier checkpoint or re-train") from None
+        log = ckpt.get("log") or {}
+        if self.world_size == 1 and isinstance(log.get("sums"), torch.Tensor) and log["sums"].shape == (4,) \
+                and isinstance(log.get("since"), int) and log["since"] >= 0:
+            self.log_sums, self.log_since = log["sums"].to(self.device, torch.float64), log["since"]
         if self.graphed is not None:
             graph_lr(self.optimizer, self.device)  # the checkpoint's lr tensor was loaded on the CPU
-        self.generator.set_state(ckpt["rng"]["train"])
-        torch.set_rng_state(ckpt["rng"]["torch"])
         self.step = int(ckpt["step"])
         self.extra = {**ckpt.get("extra", {}), **self.extra}
 
@@ -234,7 +305,13 @@ class Trainer:
 
     def save(self) -> None:
         if self.is_main:
-            save_checkpoint(self.run_dir, self.step, self.state())
+            try:
+                save_checkpoint(self.run_dir, self.step, self.state())
+            except NonFiniteState as e:
+                ckpts = list_checkpoints(self.run_dir)
+                kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else "no checkpoint had been written yet"
+                raise TrainingStopped(f"{e}; the run stopped there and {kept}; lower train.lr or train.weight_decay, "
+                                      f"then --resume or --force") from None
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
@@ -242,23 +319,22 @@ class Trainer:
         if self.is_main:
             truncate_log(log_path, self.step)
         start_step, t0 = self.step, time.perf_counter()
-        sums = torch.zeros(4, device=self.device, dtype=torch.float64)  # loss, correct, count, grad norm
+        sums = self.log_sums  # loss, correct, count, grad norm since the last log line (in place)
         counter = torch.full((), self.step, device=self.device, dtype=torch.long)  # the step, on the device
         first_bad = torch.full((), -1, device=self.device, dtype=torch.long)  # first step with a non-finite value
-        since = 0
         last: dict = {}
         saved_step = self.step
 
-        def kept() -> str:
-            return (f"its last checkpoint (step {saved_step}) is intact" if list_checkpoints(self.run_dir)
+        def kept() -> str:  # every checkpoint was checked for non-finite values when it was written
+            return (f"its last checkpoint (step {saved_step}) is kept" if list_checkpoints(self.run_dir)
                     else "no checkpoint had been written yet")
 
         def check_finite() -> None:  # one host sync
             bad = int(first_bad)
             if bad >= 0:
                 raise TrainingStopped(
-                    f"non-finite loss or gradient at step {bad}: the run stopped there and {kept()}, with finite "
-                    f"weights; lower train.lr or train.clip, then --resume or --force"
+                    f"non-finite loss or gradient at step {bad}: the run stopped there and {kept()}; "
+                    f"lower train.lr or train.clip, then --resume or --force"
                 )
 
         bar = ProgressBar(progress and self.is_main, t.iterations, self.step)
@@ -280,7 +356,8 @@ class Trainer:
                 first_bad = torch.where(bad & (first_bad < 0), counter, first_bad)
                 sums += torch.stack([loss.double(), n_ok.double(), n.double(), gnorm.double()])
                 self.step += 1
-                since += 1
+                self.log_since += 1
+                since = self.log_since
                 if self.step % t.log_every == 0 or self.step == t.iterations:
                     if self.world_size > 1:
                         torch.distributed.all_reduce(sums)  # the global batch's figures
@@ -298,7 +375,7 @@ class Trainer:
                         with open(log_path, "a") as f:
                             f.write(json.dumps(last) + "\n")
                     sums.zero_()
-                    since = 0
+                    self.log_since = 0
                     update(self.step, last)
                 if self.step % t.checkpoint_every == 0 or self.step == t.iterations:
                     check_finite()
@@ -362,12 +439,68 @@ def train(
     task.rank, task.world_size = rank, world_size
     device = local_device(resolve_device(cfg.train.device), world_size)
     check_fast_paths(cfg.train, device, world_size)
-    new_dir = rank == 0 and not out_dir.exists()
-    if rank == 0:
-        ckpt, res = open_run(out_dir, cfg, resume, force)
-    else:  # rank 0 did the checks
+    check_machine(cfg.train, task, device)
+    if rank != 0:  # rank 0 did the checks and owns the directory
         ckpts = list_checkpoints(out_dir) if resume else []
         ckpt, res = (load_checkpoint(ckpts[-1][1]) if ckpts else None), Resumption()
+        return _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress)
+    with owned_run_dir(out_dir, f"posrnn train --out {out_dir}"):
+        ckpt, res = open_run(out_dir, cfg, resume, force)
+        replacing = None
+        try:
+            summary = _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress,
+                                start=lambda: begin_run(out_dir, cfg, force))
+            replacing = summary.pop("_replacing", None)
+        except BaseException as e:
+            settle(getattr(e, "_replacing", None), e)
+            raise
+        settle(replacing, None)
+    return summary
+
+
+@contextmanager
+def owned_run_dir(out_dir: Path, what: str):
+    """The life of a command that writes a run directory: ``out_dir`` is checked
+    (``check_out_dir_of_run``), created if missing and locked for the whole block (another
+    process gets one line naming the holder). If the block fails before the run's first
+    checkpoint, the directories it created are removed again (parents included)."""
+    out_dir = Path(out_dir)
+    check_out_dir_of_run(out_dir)
+    top = _first_missing(out_dir)
+    try:
+        if top is not None:
+            out_dir.mkdir(parents=True)
+        with run_lock(out_dir, what):
+            yield
+    except BaseException as e:
+        if top is not None and top.is_dir() and not (isinstance(e, Interrupted) or list_checkpoints(out_dir)):
+            shutil.rmtree(top, ignore_errors=True)  # failed before its first checkpoint: leave no trace
+        raise
+
+
+def settle(replacing: Optional[Replacement], error: Optional[BaseException]) -> None:
+    """``--force``: keep the new run once it finished (or was interrupted with a checkpoint to
+    resume from); on any failure bring the old run back, byte-identical."""
+    if replacing is None:
+        return
+    if error is None or isinstance(error, Interrupted):
+        replacing.commit()
+    else:
+        replacing.rollback()
+
+
+def _first_missing(path: Path) -> Optional[Path]:
+    """The highest directory on the way to ``path`` that does not exist yet (``path`` itself
+    when only it is missing), or None when ``path`` exists."""
+    path = Path(path)
+    top = None
+    p = path
+    while not (p.exists() or p.is_symlink()) and p != p.parent:
+        top, p = p, p.parent
+    return top
+
+
+def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress, start=None) -> dict:
     setup_threads(cfg.train.threads)
     model.to(device)
     if task.holds_out:
@@ -382,16 +515,17 @@ def train(
         wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     trainer = Trainer(cfg, out_dir, wrapped, task, sample, device)
     if ckpt is not None:
-        trainer.load(ckpt)
+        trainer.load(ckpt, res.checkpoint)
     if res.extended_from is not None:
         trainer.extra.setdefault("extensions", []).append(
             {"at_step": trainer.step, "iterations_before": res.extended_from, "iterations_after": cfg.train.iterations})
+    replacing = start() if start is not None else None  # every check passed: config.yaml is written only now
     try:
         summary = trainer.fit(stop_after=stop_after, progress=progress)
-    except TrainingStopped as e:
-        if new_dir and not isinstance(e, Interrupted) and not list_checkpoints(out_dir):
-            shutil.rmtree(out_dir, ignore_errors=True)  # failed before its first checkpoint: leave no trace
+    except BaseException as e:
+        e._replacing = replacing
         raise
     summary["n_parameters"] = count_parameters(model)
     summary["world_size"] = world_size
+    summary["_replacing"] = replacing
     return summary

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,18 +29,14 @@ LOCK = ".lock"
 
 @contextmanager
 def locked(run_dir: Path):
-    """Hold ``run_dir/.lock`` (an flock) for the duration; refuse if another process holds it."""
+    """Hold ``run_dir``'s lock (``engine.rundir.run_lock``: the one ``posrnn train`` takes, so the
+    job's own training re-enters it) for the duration; another process gets one line naming it."""
+    from ..engine.rundir import run_lock
+
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    f = open(run_dir / LOCK, "a")
-    try:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PosrnnError(f"{run_dir} is being written by another process (another sweep?); wait for it or stop it") from None
+    with run_lock(run_dir, f"posrnn sweep job {run_dir.name}"):
         yield
-    finally:
-        f.close()
 
 
 def _state(run_dir: Path, cfg: RunConfig, force: bool) -> str:
