@@ -239,6 +239,9 @@ def build_base(base: Path) -> None:
     (locked / "run" / "eval.json").unlink()
     (locked / "run" / "eval_sequences.npz").unlink()
     scratch_params(locked / "params.yaml")
+    two = yaml.safe_load((locked / "params.yaml").read_text())
+    two["profiles"]["u"] = two["profiles"]["t"]  # a second profile, so that `profile use u` must write
+    (locked / "params.yaml").write_text(yaml.safe_dump(two, sort_keys=False, allow_unicode=True))
     (locked / "run").chmod(0o500)
     locked.chmod(0o500)
 
@@ -443,7 +446,7 @@ ROWS = [
     row("profile-use-unknown", "profile use nope"),
     row("profile-use-params-missing", "profile use t --params bad/missing.yaml"),
     row("profile-use-params-list", "profile use t --params bad/list.yaml"),
-    row("profile-use-unwritable", "profile use t --params locked/params.yaml", locked=True),
+    row("profile-use-unwritable", "profile use u --params locked/params.yaml", locked=True),
     row("profile-list-params-empty", "profile list --params bad/empty.yaml"),
     row("profile-list-params-is-directory", "profile list --params bad/dir.yaml"),
     row("profile-list-params-binary", "profile list --params bad/corrupt.pt"),
