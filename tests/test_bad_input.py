@@ -574,7 +574,7 @@ ROWS = [
     row("profile-use-comment-in-list", "profile use t --params bad/params-commented.yaml", ok=True),
     # ---- results: nothing half-replaced, nothing non-finite, nothing malformed
     row("aggregate-out-equals-curves", "aggregate pipeline/runs --out res/t --curves res/t --resamples 10"),
-    row("aggregate-out-inside-runs", "aggregate pipeline/runs --out pipeline/runs/tables --resamples 10"),
+    row("aggregate-out-is-run-root", "aggregate pipeline/runs --out pipeline/runs --resamples 10"),
     row("aggregate-nan-score", "aggregate bad/runs-nan --out res/tables --resamples 10"),
     row("aggregate-config-not-utf8", "aggregate bad/runs-latin1 --out res/tables --resamples 10"),
     row("aggregate-log-not-utf8", "aggregate bad/runs-log-latin1 --out res/tables --resamples 10"),
