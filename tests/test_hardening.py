@@ -203,6 +203,7 @@ def log_figures(run: Path) -> list[tuple]:
 
 
 # ---- one process per run directory ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_second_process_on_a_running_run_gets_one_line_naming_the_holder(tmp_path):
     run = tmp_path / "run"
     argv = [*POSRNN, "train", *SMALL, "--iterations", "100000", "--checkpoint-every", "100", "--log-every", "10"]
