@@ -1,6 +1,7 @@
-"""Aggregation: every experiment of a profile into one table, seeds pooled, with 95% bootstrap
-CIs (docs/papers.md, Metrics). It reads result files only — the runs' ``config.yaml`` and the score files that
-evaluation wrote — and imports no training code.
+"""Aggregation: every experiment of a profile into one table, with each seed's value and a 95%
+CI that resamples seeds, then sequences within each seed (``common.stats.hierarchical``). It
+reads result files only — the runs' ``config.yaml`` and the score files that evaluation wrote —
+and imports no training code.
 
 Layout::
 
@@ -11,10 +12,13 @@ Layout::
     results/<profile>/tables/<experiment>.csv     one row per cell (per condition, step, …)
     results/<profile>/metrics/<experiment>.json   the headline numbers (``dvc metrics show``)
 
-A *cell* is a run's config without its seed: runs that differ only in ``train.seed`` are
-pooled — their per-sequence scores are concatenated and bootstrapped together. Which table an
-experiment makes, and its headline numbers, are declared in the experiment registry
-(``common.experiments``) and recorded in the experiment's ``sweep.json``.
+A *cell* is a run's config without its seed: runs that differ only in ``train.seed`` form one
+row. The row lists its seeds (``seeds``, ascending) and, for each measure ``m``, the mean over
+seeds (``m``), each seed's mean in the same order (``m_by_seed``) and the hierarchical 95% CI
+(``m_ci_low``, ``m_ci_high``): the scorecard reads the per-seed values, so a reader can check
+the sign of an effect on every seed. Which table an experiment makes, and its headline numbers,
+are declared in the experiment registry (``common.experiments``) and recorded in the
+experiment's ``sweep.json``.
 """
 
 from __future__ import annotations
@@ -32,21 +36,24 @@ from ..common.config import RunConfig, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
-from ..common.stats import pooled
+from ..common.stats import hierarchical
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
 DUAL_CONDITIONS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
 #: the columns that name a cell in the tables (the rest of the config is constant in a sweep)
 CELL_COLUMNS = (
     ("task", "task.name"), ("model", "model.name"), ("pe", "model.pe"), ("vocab_size", "task.vocab_size"),
-    ("length", "task.length"), ("min_length", "task.min_length"), ("rarity", "task.rarity"),
+    ("length", "task.length"), ("min_length", "task.min_length"), ("rarity", "task.rarity"), ("delay", "task.delay"),
     ("hidden_size", "model.hidden_size"), ("layers", "model.layers"), ("iterations", "train.iterations"),
-    ("batch_size", "train.batch_size"),
+    ("batch_size", "train.batch_size"), ("warmup", "train.warmup"),
 )
 #: config keys that do not split a cell (a run's seed and where it ran)
 IGNORED = {"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
            "train.checkpoint_every", "task.data"}
 MANIFEST = "sweep.json"
+#: the position ranges of the dual table, as fractions of L: all, halves, quarters
+POSITIONS = {"all": (0, 1), "first": (0, 0.5), "second": (0.5, 1),
+             "q1": (0, 0.25), "q2": (0.25, 0.5), "q3": (0.5, 0.75), "q4": (0.75, 1)}
 
 
 # ---- reading runs ---------------------------------------------------------------------------
@@ -95,6 +102,12 @@ def group_runs(runs: Iterable[Path]) -> list[tuple[RunConfig, list[tuple[int, Pa
     for run in runs:
         cfg = read_config(run)
         groups.setdefault(cell_of(cfg), (cfg, []))[1].append((cfg.train.seed, run))
+    for cfg, members in groups.values():
+        members.sort(key=lambda m: m[0])
+        seeds = [s for s, _ in members]
+        if len(set(seeds)) != len(seeds):
+            raise PosrnnError(f"two runs of one cell share a seed ({', '.join(str(r) for _, r in members)}); "
+                              f"remove the copy or re-run the sweep")
     return list(groups.values())
 
 
@@ -114,89 +127,125 @@ def need(path: Path, what: str) -> Path:
 
 
 def seeds_columns(members: list[tuple[int, Path]]) -> dict:
-    return {"seeds": " ".join(str(s) for s, _ in sorted(members)), "n_seeds": len(members)}
+    return {"seeds": " ".join(str(s) for s, _ in members), "n_seeds": len(members)}
+
+
+def by_seed(values: Iterable[float]) -> str:
+    """Per-seed values as one cell, in the order of the row's ``seeds``."""
+    return " ".join(f"{float(v):.6g}" for v in values)
 
 
 def with_ci(prefix: str, s: dict) -> dict:
-    return {prefix: s["mean"], f"{prefix}_ci_low": s["ci_low"], f"{prefix}_ci_high": s["ci_high"]}
+    return {prefix: s["mean"], f"{prefix}_by_seed": by_seed(s["by_seed"]), f"{prefix}_ci_low": s["ci_low"],
+            f"{prefix}_ci_high": s["ci_high"]}
 
 
 # ---- the tables -------------------------------------------------------------------------------
 def table_eval(runs: list[Path], n_resamples: int) -> list[dict]:
-    """One row per cell: token / sequence accuracy and DL distance, seeds pooled, 95% CIs."""
+    """One row per cell: token / sequence accuracy and DL distance (each seed and their mean, 95% CIs)."""
     rows = []
     for cfg, members in group_runs(runs):
         data = [arrays(run / "eval_sequences.npz", METRICS) for _, run in members]
         row = {**cell_columns(cfg), **seeds_columns(members)}
         for m in METRICS:
-            s = pooled([a[m] for a in data], n_resamples)
+            s = hierarchical([a[m] for a in data], n_resamples)
             row.update(with_ci(m, s))
         row["n_sequences"] = s["n"]
+        reports = [read_json(run / "eval.json") if (run / "eval.json").is_file() else {} for _, run in members]
+        if reports and all(isinstance(r.get("non_decreasing_share"), (int, float)) for r in reports):
+            share = [float(r["non_decreasing_share"]) for r in reports]  # the sort diagnostic (000 App. C.2)
+            row.update({"non_decreasing_share": float(np.mean(share)), "non_decreasing_share_by_seed": by_seed(share)})
         rows.append(row)
     return rows
 
 
 def table_dual(runs: list[Path], n_resamples: int) -> list[dict]:
-    """One row per (cell, target kind / disturbant kind, half): accuracy on the target token,
-    over all target positions and over those in the first / second half of the input."""
+    """One row per (cell, target kind / disturbant kind, positions): accuracy on the target
+    token over all target positions (``half`` = all), those in the first / second half of the
+    input (first, second) and in each quarter (q1 … q4)."""
     rows = []
     for cfg, members in group_runs(runs):
         L = cfg.task.length
         data = [arrays(run / "eval_sequences.npz", ("token_accuracy", "group")) for _, run in members]
         for k, name in enumerate(DUAL_CONDITIONS):
-            for half, keep in (("all", lambda t: t >= 0), ("first", lambda t: t < L / 2), ("second", lambda t: t >= L / 2)):
+            for half, (lo, hi) in POSITIONS.items():
                 picked = []
                 for a in data:
                     group = a["group"]
-                    picked.append(a["token_accuracy"][(group // L == k) & keep(group % L)])
-                s = pooled(picked, n_resamples)
+                    t = group % L
+                    picked.append(a["token_accuracy"][(group // L == k) & (t >= lo * L) & (t < hi * L)])
+                s = hierarchical(picked, n_resamples)
                 rows.append({**cell_columns(cfg), "condition": name, "half": half, **with_ci("token_accuracy", s),
                              **seeds_columns(members), "n_sequences": s["n"]})
     return rows
 
 
 def table_stability(runs: list[Path], n_resamples: int) -> list[dict]:
-    """One row per (cell, checkpoint step, condition, pair): mean stability over the pooled
-    triplets of all seeds, with its 95% CI."""
+    """One row per (cell, checkpoint step, condition, pair): mean stability over the seeds (each
+    seed's mean over its triplets), each seed's value and the hierarchical 95% CI."""
     rows = []
     for cfg, members in group_runs(runs):
         values: dict[str, list] = defaultdict(list)
-        for _, run in members:
+        seeds: dict[str, list] = defaultdict(list)
+        for seed, run in members:
             for key, v in read_npz(need(run / "stability_values.npz", "stability values")).items():
                 values[key].append(v)
+                seeds[key].append(seed)
         for key in sorted(values, key=lambda k: (int(k.split("|")[0]), k)):
             step, cond, pair = key.split("|")
-            s = pooled(values[key], n_resamples)
+            s = hierarchical(values[key], n_resamples)
             rows.append({**cell_columns(cfg), "step": int(step), "condition": cond, "pair": pair,
-                         "stability": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
+                         "stability": s["mean"], "stability_by_seed": by_seed(s["by_seed"]), "ci_low": s["ci_low"],
+                         "ci_high": s["ci_high"], "seeds": " ".join(map(str, seeds[key])),
                          "n_seeds": len(values[key]), "n_triplets": s["n"]})
     return rows
 
 
 def table_extend(runs: list[Path], n_resamples: int) -> list[dict]:
-    """One row per extended cell: accuracy on sequences of new ids only (seeds pooled)."""
+    """One row per extended cell: accuracy on sequences of new ids only."""
     rows = []
     for cfg, members in group_runs(runs):
         scores = [arrays(run / "extend_sequences.npz", METRICS) for _, run in members]
         row = {**cell_columns(cfg), "base_vocab": cfg.model.frozen_vocab,
                "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab, **seeds_columns(members)}
         for m in METRICS:
-            row.update(with_ci(m, pooled([sc[m] for sc in scores], n_resamples)))
+            row.update(with_ci(m, hierarchical([sc[m] for sc in scores], n_resamples)))
         rows.append(row)
     return rows
 
 
+def early_loss(run: Path, fraction: float = 0.25) -> Optional[float]:
+    """Mean training loss logged over the first ``fraction`` of a run's iterations, or ``None``
+    without a log: how fast a model learns early on (001 §6.5)."""
+    path = Path(run) / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    limit = fraction * read_config(run).train.iterations
+    losses = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            x = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash
+        if isinstance(x, dict) and isinstance(x.get("loss"), (int, float)) and x.get("step", limit + 1) <= limit:
+            losses.append(float(x["loss"]))
+    return float(np.mean(losses)) if losses else None
+
+
 def table_lm(runs: list[Path], n_resamples: int) -> list[dict]:
-    """One row per language-model run: test perplexity (the paper's Table 1 reports min / mean
-    / max over seeds, so the seeds are listed, not pooled)."""
+    """One row per language-model cell: test perplexity, mean over seeds, with each seed's value
+    and its min / max (the paper's Table 1 reports min / mean / max over seeds), and the mean
+    training loss over the first quarter of training (``early_train_loss``)."""
     rows = []
-    for run in runs:
-        cfg = read_config(run)
-        r = read_json(need(run / "eval.json", "evaluation"))
-        rows.append({"model": cfg.model.name, "pe": cfg.model.pe, "seed": cfg.train.seed, "hidden_size": cfg.model.hidden_size,
-                     "iterations": cfg.train.iterations, "batch_size": cfg.train.batch_size, "vocab_size": cfg.task.vocab_size,
-                     "max_tokens": cfg.task.length, "perplexity": r["perplexity"], "token_nll": r["token_nll"],
-                     "n_tokens": r["n_tokens"]})
+    for cfg, members in group_runs(runs):
+        ppl = [float(read_json(need(run / "eval.json", "evaluation"))["perplexity"]) for _, run in members]
+        early = [early_loss(run) for _, run in members]
+        row = {**cell_columns(cfg), "max_tokens": cfg.task.length, **seeds_columns(members),
+               "perplexity": float(np.mean(ppl)), "perplexity_by_seed": by_seed(ppl),
+               "perplexity_min": min(ppl), "perplexity_max": max(ppl)}
+        if all(e is not None for e in early):
+            row.update({"early_train_loss": float(np.mean(early)), "early_train_loss_by_seed": by_seed(early)})
+        rows.append(row)
     return rows
 
 
@@ -207,10 +256,11 @@ def table_irie(runs: list[Path], n_resamples: int) -> list[dict]:
     for cfg, members in group_runs(runs):
         data = [arrays(run / "eval_sequences.npz", ("token_accuracy",)) for _, run in members]
         perms = [read_json(need(run / "permutation.json", "permutation report")) for _, run in members]
-        s = pooled([a["token_accuracy"] for a in data], n_resamples)
-        sens = pooled([np.asarray(p["sensitive"], dtype=float) for p in perms], n_resamples)
+        s = hierarchical([a["token_accuracy"] for a in data], n_resamples)
+        sens = hierarchical([np.asarray(p["sensitive"], dtype=float) for p in perms], n_resamples)
         rows.append({**cell_columns(cfg), **seeds_columns(members), "n_sequences": s["n"], **with_ci("token_accuracy", s),
                      "permutation_sensitive_share": sens["mean"],
+                     "permutation_sensitive_share_by_seed": by_seed(sens["by_seed"]),
                      "max_logit_change": max(p["max_logit_change"] for p in perms),
                      "tolerance": perms[0]["tolerance"], "permutations": perms[0]["permutations"]})
     return rows

@@ -1,6 +1,6 @@
 """The figures, drawn from the aggregated tables (``results/<profile>/*.csv``) with
-matplotlib's Agg backend. Every error bar / band is the 95% bootstrap CI over the pooled
-seeds that ``posrnn aggregate`` computed. A figure is drawn only when its table exists.
+matplotlib's Agg backend. Every error bar / band is the hierarchical 95% bootstrap CI (seeds,
+then sequences within each seed) that ``posrnn aggregate`` computed. A figure is drawn only when its table exists.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _pe_sorted(pes) -> list[str]:
 
 def _setting(r: dict, seeds: bool = True) -> str:
     s = f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
-    return s + (f", seeds pooled: {r.get('n_seeds', '?')}" if seeds else "")
+    return s + (f", seeds: {r.get('n_seeds', '?')}" if seeds else "")
 
 
 def fig_vocab(rows: list[dict], path: Path) -> None:
@@ -104,7 +104,7 @@ def fig_vocab(rows: list[dict], path: Path) -> None:
             ax.set_xscale("log", base=2)
             ax.grid(alpha=0.3)
         axes[0][j].legend(fontsize=8)
-    fig.suptitle("Reverse ordering: accuracy vs vocabulary size (95% bootstrap CI, seeds pooled)", fontsize=10)
+    fig.suptitle("Reverse ordering: accuracy vs vocabulary size (mean over seeds, 95% CI resampling seeds then sequences)", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
 
@@ -157,7 +157,7 @@ def fig_stability(rows: list[dict], path: Path) -> None:
             if j == 0:
                 ax.set_ylabel("gradient stability")
     axes[0][0].legend(title="target/disturbant", fontsize=7, title_fontsize=7)
-    fig.suptitle("Gradient stability over training (row-wise Jacobian similarity, 95% bootstrap CI over pooled triplets × seeds)",
+    fig.suptitle("Gradient stability over training (row-wise Jacobian similarity, 95% CI resampling seeds then triplets)",
                  fontsize=9)
     fig.tight_layout()
     _save(fig, path)
@@ -193,7 +193,7 @@ def fig_length(rows: list[dict], path: Path) -> None:
     ax.set_xlabel("input length L")
     ax.set_ylabel("token accuracy")
     ax.set_title(f"Length sweep, V = {r0['vocab_size']} ({model_label(r0['model'])}, H={r0['hidden_size']}, "
-                 f"{r0['iterations']:,} it, seeds pooled: {r0['n_seeds']})", fontsize=8)
+                 f"{r0['iterations']:,} it, seeds: {r0['n_seeds']})", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -206,12 +206,11 @@ def _same_setting(a: dict, b: dict) -> bool:
 
 
 def lm_table(rows: list[dict]) -> str:
-    lines = ["| model | PE | seeds | test perplexity (min / mean / max) |", "|---|---|---|---|"]
-    by = defaultdict(list)
+    lines = ["| model | PE | seeds | test perplexity (min / mean / max) | per seed |", "|---|---|---|---|---|"]
     for r in rows:
-        by[(r["model"], r["pe"])].append(r["perplexity"])
-    for (model, pe), v in by.items():
-        lines.append(f"| {model} | {pe_label(pe)} | {len(v)} | {min(v):.2f} / {sum(v) / len(v):.2f} / {max(v):.2f} |")
+        per_seed = ", ".join(f"{s}: {float(v):.2f}" for s, v in zip(str(r["seeds"]).split(), str(r["perplexity_by_seed"]).split()))
+        lines.append(f"| {r['model']} | {pe_label(r['pe'])} | {r['n_seeds']} | {float(r['perplexity_min']):.2f} / "
+                     f"{float(r['perplexity']):.2f} / {float(r['perplexity_max']):.2f} | {per_seed} |")
     return "\n".join(lines) + "\n"
 
 

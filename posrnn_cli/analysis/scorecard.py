@@ -1,32 +1,40 @@
-"""The reproduction scorecard: every headline claim of the papers (SPEC §6, and Irie's note)
-against what one profile of the pipeline measured, with a verdict from a test declared in
-advance as data.
+"""The reproduction scorecard: every claim of the papers (docs/papers.md lists the versions
+000–004) against what one profile of the pipeline measured, with a verdict from a test declared
+in advance as data.
 
-``claims.yaml`` (beside this module) lists the claims: an id, the claim, the paper's figure,
-the aggregated tables it reads, a test kind with its parameters, and the test stated in plain
-words. The test kinds are the functions in ``TESTS`` below; the YAML only names them. A test
-reads ``results/<profile>/<table>.csv`` (written by the aggregate stage) and returns one of
-``VERDICTS``:
+``claims.yaml`` (beside this module) lists the claims: an id, the claim, the paper's words and
+section, the aggregated tables it reads, the *regime* the paper states it at, the models it
+names, a test kind with its parameters, and the test in plain words. The test kinds are the
+functions in ``TESTS`` below; the YAML only names them. A claim that no profile can measure yet
+says why in ``unscored`` instead of a test.
 
-- ``reproduced``: the declared test passed (with the paper's figure where SPEC gives one);
-- ``direction only``: the sign agrees but the size or the significance the test asks for
-  does not (each kind says what that means for it);
-- ``not reproduced``: the measurement contradicts the claim;
-- ``not measured in this profile``: the table, or the rows the claim needs, are absent.
+How a claim is scored:
+
+- **Seeds are the unit of replication.** Every table row lists its seeds and each seed's value.
+  Two arms are compared only on identical seed sets and training budgets (iterations, batch
+  size, warm-up); otherwise the claim is not measured, with the reason. A difference is read per
+  seed (paired), and its 95% interval is Student's t over the seeds
+  (``common.stats.t_interval``). With fewer than ``MIN_SEEDS`` seeds per arm the verdict is
+  ``too few seeds``, never ``reproduced``.
+- **Regime.** ``regime`` is a filter on the table rows (e.g. L = 64, H = 512, V in the paper's
+  range). The *verdict* is read on the cells inside it; cells outside it give an *indication*,
+  shown beside the verdict and counted apart, never as reproduced or refuted.
+- **Models.** A claim that names several models is scored on each; a model with no cell makes
+  the claim *partial*, counted apart.
+- **Fair tests.** "Reproduced" and "not reproduced" need the interval of the difference to lie
+  on one side of the claim's bound; an interval across it is ``inconclusive``. "Direction only"
+  means the difference is shown (its interval excludes 0) but the size the paper states is not.
+  A contrast claim is scored only where its baseline effect is shown; a null claim needs an
+  equivalence margin and a power guard (the reference learned something, and the interval is
+  narrower than the margin); a decay speed needs at least 5 checkpoints, the first at step 0.
 
 Everything here reads CSV files only: no torch, no training code, so the pipeline stage that
 writes the scorecard depends on the result tables alone.
 
-Conventions shared by the kinds:
-
-- a *filter* maps a column to a value, a list of values (any of them) or ``{min, max}`` (an
-  inclusive numeric range); ``null`` matches an empty cell;
-- rows of two *arms* (e.g. ``pe: sinusoidal`` vs ``pe: none``) are paired on the ``match``
-  columns; by default all the cell columns the rows share, less those the arms set. Where a
-  claim reads several tables, a cell found in an earlier table wins over a later one;
-- "non-overlapping CIs" means the lower bound of one 95% CI lies above the upper bound of the
-  other; for a difference of differences, the 95% interval is the normal approximation
-  ``diff ± sqrt(Σ half-width²)`` built from the four rows' CIs (independent test sets).
+Filters: a filter maps a column to a value, a list of values (any of them) or ``{min, max}``
+(an inclusive numeric range); ``null`` matches an empty cell. Rows of two *arms* (e.g.
+``pe: sinusoidal`` vs ``pe: none``) are paired on the ``match`` columns; by default all the cell
+columns the rows share, less those the arms set.
 """
 
 from __future__ import annotations
@@ -42,44 +50,54 @@ import yaml
 
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text, read_csv
+from posrnn_cli.common.stats import t_interval
 
 CLAIMS_PATH = Path(__file__).with_name("claims.yaml")
 
 REPRODUCED = "reproduced"
-NOT_REPRODUCED = "not reproduced"
 DIRECTION_ONLY = "direction only"
-NOT_MEASURED = "not measured in this profile"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, DIRECTION_ONLY, NOT_MEASURED)
+TOO_FEW_SEEDS = "too few seeds"
+INCONCLUSIVE = "inconclusive"
+NOT_REPRODUCED = "not reproduced"
+NOT_MEASURED = "not measured"
+VERDICTS = (REPRODUCED, DIRECTION_ONLY, TOO_FEW_SEEDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_MEASURED)
+#: the two scopes of a claim: its verdict at the papers' regime, and an indication outside it
+SCOPES = ("at_regime", "indication")
+SCOPE_NAMES = {"at_regime": "at the papers' regime", "indication": "indication off the papers' regime"}
+#: seeds per arm a verdict needs
+MIN_SEEDS = 3
+#: the training budget two compared arms must share
+BUDGET_COLUMNS = ("iterations", "batch_size", "warmup")
 
 EVAL_TABLES = ("fig2", "forms", "double", "length", "sort", "copy", "s4d", "varlen")
 TABLES = EVAL_TABLES + ("dual", "stability", "extend", "lm", "irie")
 
-_ACC = ["token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high"]
+_ACC = ["token_accuracy", "token_accuracy_by_seed", "token_accuracy_ci_low", "token_accuracy_ci_high"]
 #: columns a table must have to be read at all (a table without them is malformed)
 REQUIRED_COLUMNS: dict[str, list[str]] = {
-    **{t: ["model", "pe", "vocab_size", *_ACC] for t in EVAL_TABLES},
-    "extend": ["model", "pe", "vocab_size", *_ACC],
-    "dual": ["model", "pe", "vocab_size", "condition", *_ACC],
-    "stability": ["model", "pe", "step", "condition", "pair", "stability", "ci_low", "ci_high"],
-    "lm": ["model", "pe", "seed", "perplexity"],
-    "irie": ["layers", "pe", *_ACC, "permutation_sensitive_share", "max_logit_change", "tolerance"],
+    **{t: ["model", "pe", "vocab_size", "seeds", *_ACC] for t in EVAL_TABLES},
+    "extend": ["model", "pe", "vocab_size", "seeds", *_ACC],
+    "dual": ["model", "pe", "vocab_size", "condition", "half", "seeds", *_ACC],
+    "stability": ["model", "pe", "step", "condition", "pair", "seeds", "stability", "stability_by_seed", "ci_low",
+                  "ci_high"],
+    "lm": ["model", "pe", "seeds", "perplexity", "perplexity_by_seed"],
+    "irie": ["layers", "pe", "seeds", *_ACC, "permutation_sensitive_share", "max_logit_change", "tolerance"],
 }
 #: of those, the ones that must hold a finite number in every row
-NUMERIC_COLUMNS = {"vocab_size", "step", "seed", "layers", "token_accuracy", "token_accuracy_ci_low",
+NUMERIC_COLUMNS = {"vocab_size", "step", "layers", "token_accuracy", "token_accuracy_ci_low",
                    "token_accuracy_ci_high", "stability", "ci_low", "ci_high", "perplexity",
                    "permutation_sensitive_share", "max_logit_change", "tolerance"}
-#: a column absent from an older table is read as this value
-COLUMN_DEFAULTS = {"half": "all"}
 
 #: columns that name a cell (a config without its seed), whatever their type
 KEY_COLUMNS = {"task", "model", "pe", "vocab_size", "length", "min_length", "rarity", "hidden_size", "layers",
-               "heads", "iterations", "batch_size", "condition", "half", "step", "pair", "base_vocab",
-               "extra_vocab", "max_tokens", "seed", "combine", "embed_size"}
+               "heads", "delay", "iterations", "batch_size", "warmup", "condition", "half", "step", "pair", "base_vocab",
+               "extra_vocab", "max_tokens", "combine", "embed_size"}
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional
 VALUE_COLUMNS = {"token_accuracy", "sequence_accuracy", "damerau_levenshtein", "stability", "ci_low", "ci_high",
-                 "seeds", "n_seeds", "n_sequences", "n_triplets", "n_tokens", "perplexity", "token_nll",
-                 "permutation_sensitive_share", "max_logit_change", "tolerance"}
+                 "seeds", "n_seeds", "n_sequences", "n_triplets", "n_tokens", "perplexity", "perplexity_min",
+                 "perplexity_max", "token_nll", "early_train_loss", "non_decreasing_share",
+                 "permutation_sensitive_share", "max_logit_change", "tolerance", "permutations"}
 
 _FIX = "re-run the aggregate stage for this profile (dvc repro) to rewrite it"
 
@@ -107,17 +125,55 @@ def _key_columns(rows: list[dict]) -> list[str]:
     for c in cols:
         if c in KEY_COLUMNS:
             out.append(c)
-        elif c in VALUE_COLUMNS or c.endswith("_ci_low") or c.endswith("_ci_high") or c.startswith("_"):
+        elif (c in VALUE_COLUMNS or c.endswith("_ci_low") or c.endswith("_ci_high") or c.endswith("_by_seed")
+              or c.startswith("_")):
             continue
         elif all(v is None or isinstance(v, (str, int)) for v in (r.get(c) for r in rows)):
             out.append(c)
     return out
 
 
+def _seed_list(v: Any) -> list[int]:
+    """A row's ``seeds`` cell ("111 222 333", or one number) as a list of ints."""
+    try:
+        out = [int(s) for s in str(v).split()] if v is not None else []
+    except ValueError:
+        return []
+    return out
+
+
+def _float_list(v: Any) -> Optional[list[float]]:
+    try:
+        out = [float(s) for s in str(v).split()] if v is not None else []
+    except ValueError:
+        return None
+    return out if out and all(math.isfinite(x) for x in out) else None
+
+
+def _check_row(path: Path, i: int, r: dict) -> None:
+    """A row's seeds, per-seed values and CIs: well formed, finite, low ≤ value ≤ high."""
+    seeds = _seed_list(r.get("seeds"))
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise PosrnnError(f"{path}: row {i + 2} has seeds = {r.get('seeds')!r}, not distinct integers; {_FIX}")
+    for c in [c for c in r if c.endswith("_by_seed")]:
+        vals = _float_list(r[c])
+        if vals is None or len(vals) != len(seeds):
+            raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not one finite number per seed; {_FIX}")
+    for c in r:
+        if c.endswith("_ci_low") or c == "ci_low":
+            metric = "stability" if c == "ci_low" else c[: -len("_ci_low")]
+            hi = "ci_high" if c == "ci_low" else f"{metric}_ci_high"
+            lo_v, v, hi_v = r.get(c), r.get(metric), r.get(hi)
+            if _is_number(lo_v) and _is_number(v) and _is_number(hi_v) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
+                raise PosrnnError(f"{path}: row {i + 2} has {metric} = {v} outside its CI [{lo_v}, {hi_v}] "
+                                  f"(bounds swapped?); {_FIX}")
+
+
 def load_table(results_dir: Path, name: str) -> Optional[Table]:
     """``results_dir/<name>.csv`` as a ``Table`` (rows tagged with ``_table``), or ``None`` when
-    the file is absent. A file that cannot be read, lacks a required column, holds a
-    non-numeric measurement or names the same cell twice raises ``PosrnnError``."""
+    the file is absent. A file that cannot be read, is empty, lacks a required column, holds a
+    non-numeric measurement, per-seed values that do not match its seeds, a value outside its
+    CI, or names the same cell twice raises ``PosrnnError``."""
     path = Path(results_dir) / f"{name}.csv"
     if not path.exists():
         return None
@@ -127,20 +183,21 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
         raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); {_FIX}") from None
     except (OSError, ValueError, TypeError, csv.Error) as e:  # ValueError covers undecodable bytes
         raise PosrnnError(f"cannot read {path} ({type(e).__name__}: {e}); {_FIX}") from None
+    if not raw:
+        raise PosrnnError(f"{path} is empty (no rows); {_FIX}")
     rows = []
     for i, r in enumerate(raw):
         if None in r:
             raise PosrnnError(f"{path}: row {i + 2} has more cells than the header; {_FIX}")
-        row = {**{k: v for k, v in COLUMN_DEFAULTS.items() if k not in r}, **r, "_table": name}
-        rows.append(row)
-    if rows:
-        missing = [c for c in REQUIRED_COLUMNS.get(name, []) if c not in rows[0]]
-        if missing:
-            raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)}; {_FIX}")
-        for i, r in enumerate(rows):
-            for c in REQUIRED_COLUMNS.get(name, []):
-                if c in NUMERIC_COLUMNS and not _is_number(r[c]):
-                    raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not a finite number; {_FIX}")
+        rows.append({**r, "_table": name})
+    missing = [c for c in REQUIRED_COLUMNS.get(name, []) if c not in rows[0]]
+    if missing:
+        raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)}; {_FIX}")
+    for i, r in enumerate(rows):
+        for c in REQUIRED_COLUMNS.get(name, []):
+            if c in NUMERIC_COLUMNS and not _is_number(r[c]):
+                raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not a finite number; {_FIX}")
+        _check_row(path, i, r)
     keys = _key_columns(rows)
     seen: dict[tuple, int] = {}
     for i, r in enumerate(rows):
@@ -153,9 +210,11 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
 
 @dataclass
 class TableSet:
-    """The tables of one results directory, each read once on first use."""
+    """The tables of one results directory, each read once on first use; ``keep`` narrows the
+    rows a test sees (to one model, inside or outside a claim's regime)."""
 
     results_dir: Path
+    keep: Optional[Callable[[dict], bool]] = None
     _cache: dict[str, Optional[Table]] = field(default_factory=dict)
 
     def table(self, name: str) -> Optional[Table]:
@@ -163,23 +222,23 @@ class TableSet:
             self._cache[name] = load_table(self.results_dir, name)
         return self._cache[name]
 
+    def view(self, keep: Callable[[dict], bool]) -> "TableSet":
+        """The same tables (read once), rows narrowed by ``keep`` as well."""
+        outer = self.keep
+        return TableSet(self.results_dir, keep if outer is None else (lambda r: outer(r) and keep(r)), self._cache)
+
     def rows(self, names: Iterable[str]) -> tuple[list[dict], list[str]]:
-        """Rows of ``names`` concatenated in that order, and the cell columns they all share.
-        An absent or empty table makes the claim unmeasured."""
+        """Rows of ``names`` concatenated in that order (those ``keep`` passes), and the cell
+        columns they all share. An absent table makes the claim unmeasured."""
         rows: list[dict] = []
         common: Optional[list[str]] = None
         for n in names:
             t = self.table(n)
             if t is None:
                 raise _NotMeasured(f"{n}.csv is absent")
-            if not t.rows:
-                raise _NotMeasured(f"{n}.csv has no rows")
-            rows += t.rows
+            rows += [r for r in t.rows if self.keep is None or self.keep(r)]
             common = t.key_columns if common is None else [c for c in common if c in t.key_columns]
         return rows, common or []
-
-    def path(self, name: str) -> Path:
-        return Path(self.results_dir) / f"{name}.csv"
 
 
 # ---- filters, values, cells -----------------------------------------------------------------
@@ -239,42 +298,8 @@ def _num(row: dict, col: str) -> float:
     return float(v)
 
 
-def _ci_columns(row: dict, metric: str) -> tuple[str, str]:
-    if f"{metric}_ci_low" in row:
-        return f"{metric}_ci_low", f"{metric}_ci_high"
-    return "ci_low", "ci_high"
-
-
-@dataclass(frozen=True)
-class Est:
-    """A point estimate with its 95% CI, and where it came from."""
-
-    value: float
-    low: float
-    high: float
-    row: dict
-
-    @property
-    def half(self) -> float:
-        return (self.high - self.low) / 2
-
-
-def _est(row: dict, metric: str) -> Est:
-    lo, hi = _ci_columns(row, metric)
-    return Est(_num(row, metric), _num(row, lo), _num(row, hi), row)
-
-
-def _above(a: Est, b: Est) -> bool:
-    """``a`` ahead of ``b`` with non-overlapping 95% CIs."""
-    return a.low > b.high
-
-
 def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
-
-
-def _fmt_est(e: Est, digits: int = 3) -> str:
-    return f"{_fmt(e.value, digits)} [{_fmt(e.low, digits)}, {_fmt(e.high, digits)}]"
 
 
 _PE_NAMES = {"none": "vanilla", "sinusoidal": "PE", "dummy": "double vanilla"}
@@ -305,22 +330,6 @@ def _label(row: dict, skip: Iterable[str] = ()) -> str:
         if col not in skip and v is not None and not (col == "half" and v == "all"):
             parts.append(fmt.format(v))
     return " ".join(parts)
-
-
-def _seeds_of(row: dict) -> str:
-    """"seeds 111 222 333", or "3 seeds" where a table records only the count."""
-    if row.get("seeds") not in (None, ""):
-        return f"seeds {row['seeds']}"
-    if row.get("n_seeds") is not None:
-        return f"{row['n_seeds']} seed{'s' if row['n_seeds'] != 1 else ''}"
-    return "seeds not recorded"
-
-
-def _seeds_note(rows: Iterable[dict]) -> str:
-    seen = list(dict.fromkeys(_seeds_of(r) for r in rows))
-    if len(seen) == 1:
-        return seen[0]
-    return "seeds differ between rows: " + " | ".join(seen)
 
 
 def _require(rows: list[dict], filt: Optional[dict], tables: Iterable[str]) -> list[dict]:
@@ -387,7 +396,7 @@ def _differing(filters: list[dict]) -> set[str]:
     return {c for c in cols if any(c not in f or f[c] != filters[0].get(c) for f in filters)}
 
 
-_ORDER = {REPRODUCED: 0, DIRECTION_ONLY: 1, NOT_REPRODUCED: 2}
+_ORDER = {REPRODUCED: 0, DIRECTION_ONLY: 1, TOO_FEW_SEEDS: 2, INCONCLUSIVE: 3, NOT_REPRODUCED: 4}
 
 
 def _worst(verdicts: Iterable[str]) -> str:
@@ -398,127 +407,198 @@ def _as_list(x: Any) -> list:
     return x if isinstance(x, list) else [x]
 
 
+# ---- per-seed values: the unit of replication ---------------------------------------------------
+@dataclass(frozen=True)
+class Seeded:
+    """A measure per seed (seed → value): one table row's values, or a combination of rows on
+    the same seeds. ``a - b`` pairs seeds, and refuses arms on different seeds or, for two
+    single rows, different training budgets."""
+
+    values: dict
+    rows: tuple
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(self.values)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean([self.values[s] for s in self.seeds]))
+
+    def interval(self) -> tuple[float, float, float]:
+        """Mean and 95% t-interval over the seeds (nan bounds with one seed)."""
+        return t_interval([self.values[s] for s in self.seeds])
+
+    def _pair(self, other: "Seeded", op: Callable[[float, float], float]) -> "Seeded":
+        if set(self.values) != set(other.values):
+            raise _NotMeasured(f"arms ran on different seeds ({_who(self)}: seeds {_seed_text(self)}; {_who(other)}: "
+                               f"seeds {_seed_text(other)}); arms are compared only on identical seed sets")
+        if len(self.rows) == 1 and len(other.rows) == 1:
+            a, b = self.rows[0], other.rows[0]
+            for c in BUDGET_COLUMNS:
+                if c in a and c in b and a[c] != b[c]:
+                    raise _NotMeasured(f"training budgets differ ({_who(self)}: {c} {a[c]}; {_who(other)}: {c} {b[c]}); "
+                                       f"arms are compared only at equal budgets")
+        return Seeded({s: op(self.values[s], other.values[s]) for s in self.values}, self.rows + other.rows)
+
+    def __sub__(self, other: "Seeded") -> "Seeded":
+        return self._pair(other, lambda x, y: x - y)
+
+    def map(self, f: Callable[[float], float]) -> "Seeded":
+        return Seeded({s: f(v) for s, v in self.values.items()}, self.rows)
+
+
+def _seed_text(sd: Seeded) -> str:
+    return " ".join(map(str, sd.seeds))
+
+
+def _who(sd: Seeded) -> str:
+    r = sd.rows[0]
+    return f"{_label(r)} {_pe_name(r.get('pe'))}".strip()
+
+
+def _seeded(row: dict, metric: str) -> Seeded:
+    """A row's per-seed values of ``metric`` (the ``<metric>_by_seed`` column)."""
+    col = f"{metric}_by_seed"
+    if col not in row:
+        raise _NotMeasured(f"{row.get('_table')}.csv has no per-seed {metric}")
+    seeds, vals = _seed_list(row.get("seeds")), _float_list(row.get(col))
+    if not seeds or vals is None or len(vals) != len(seeds):
+        raise PosrnnError(f"results table {row.get('_table')}.csv: {col} does not hold one value per seed; {_FIX}")
+    return Seeded(dict(zip(seeds, vals)), (row,))
+
+
+def _side(sd: Seeded, bound: float = 0.0) -> str:
+    """Where the seed-level interval lies against ``bound``: "above", "below" or "across".
+    With one seed the point value decides (such verdicts end as "too few seeds")."""
+    m, lo, hi = sd.interval()
+    if sd.n < 2:
+        return "above" if m > bound else "below" if m < bound else "across"
+    return "above" if lo > bound else "below" if hi < bound else "across"
+
+
+def _fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:
+    m, lo, hi = sd.interval()
+    f = f"{{:{'+' if sign else ''}.{digits}f}}"
+    per = ", ".join(f.format(sd.values[s]) for s in sd.seeds)
+    ci = f" [{f.format(lo)}, {f.format(hi)}]" if sd.n >= 2 else ""
+    return f"{f.format(m)}{ci} (per seed {per})"
+
+
+def _sd_dict(sd: Optional[Seeded]) -> Optional[dict]:
+    if sd is None:
+        return None
+    m, lo, hi = sd.interval()
+    return {"mean": m, "ci_low": None if math.isnan(lo) else lo, "ci_high": None if math.isnan(hi) else hi,
+            "seeds": sd.seeds, "by_seed": [sd.values[s] for s in sd.seeds]}
+
+
+def _seeds_note(sds: Iterable[Seeded]) -> str:
+    sets = list(dict.fromkeys(_seed_text(s) for s in sds))
+    return "seeds " + " | ".join(sets) if sets else "no seeds"
+
+
 @dataclass
 class Outcome:
+    """What a test kind found: its verdict, the measurement in words, why, the numbers, and the
+    fewest seeds any compared arm had."""
+
     verdict: str
     measured: str
     reason: str
     details: dict
+    n_seeds: int
+
+
+def _min_n(sds: Iterable[Seeded]) -> int:
+    return min((s.n for s in sds), default=0)
 
 
 # ---- the test kinds -------------------------------------------------------------------------
 def check_threshold(claim: dict, ts: TableSet) -> Outcome:
-    """The PE model reaches the paper's figure (``metric ≥ threshold``) in every cell of the
-    selected range measured at the paper's setting. Direction only: in every considered cell
-    the PE model is ahead of its baseline (vanilla) with non-overlapping CIs, but some cell is
-    below the figure or no cell was run at the paper's setting."""
+    """The selected (PE) model reaches the paper's figure: the seed-level interval of ``metric``
+    lies above ``threshold`` in every selected cell. Direction only: short of that, but ahead of
+    its ``baseline`` (vanilla) in every cell, the interval of the paired difference above 0.
+    Not reproduced: some cell's interval lies below the figure (or the baseline is ahead)."""
     p = claim["params"]
     metric, thr = p.get("metric", "token_accuracy"), float(p["threshold"])
     rows, keys = ts.rows(claim["tables"])
-    arms = {"pe": p["select"], "base": {**p["select"], **p["baseline"]}}
+    arms = {"pe": p["select"]}
+    if p.get("baseline"):
+        arms["base"] = {**p["select"], **p["baseline"]}
     match, cells = _cells(rows, keys, arms, p.get("match"))
-    pe_cells = {k: c for k, c in cells.items() if "pe" in c}
-    if not pe_cells:
+    cells = {k: c for k, c in cells.items() if "pe" in c}
+    if not cells:
         raise _NotMeasured(f"no row of {'/'.join(claim['tables'])} matches {_describe_filter(p['select'])}")
-    setting = p.get("paper_setting") or {}
-    at_paper = {k: c for k, c in pe_cells.items() if _matches(c["pe"], setting)}
-    considered = at_paper or pe_cells
     comps = []
-    for k, c in sorted(considered.items(), key=lambda kv: _natural(kv[0])):
-        pe = _est(c["pe"], metric)
-        base = _est(c["base"], metric) if "base" in c else None
-        comps.append({"cell": _label(c["pe"], skip=["pe"]), "pe": pe, "base": base,
-                      "meets": pe.value >= thr, "ahead": base is not None and _above(pe, base)})
-    meets = all(x["meets"] for x in comps)
-    ahead = all(x["ahead"] for x in comps)
-    setting_txt = _describe_filter(setting)
-    if at_paper and meets:
-        verdict, reason = REPRODUCED, f"≥ {thr:g} in every cell at the paper's setting ({setting_txt})"
-    elif ahead:
-        verdict = DIRECTION_ONLY
-        if not at_paper:
-            reason = (f"no cell at the paper's setting ({setting_txt}); PE ahead of the baseline with "
-                      f"non-overlapping CIs in every cell measured")
-        else:
-            reason = f"PE ahead of the baseline with non-overlapping CIs, but below {thr:g} in some cell"
+    for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0])):
+        pe = _seeded(c["pe"], metric)
+        diff = pe - _seeded(c["base"], metric) if "base" in c else None
+        comps.append({"cell": _label(c["pe"], skip=["pe"]), "pe": pe, "diff": diff, "level": _side(pe, thr),
+                      "ahead": _side(diff) if diff is not None else None})
+    if all(x["level"] == "above" for x in comps):
+        verdict, reason = REPRODUCED, f"above {thr:g} in every cell"
+    elif p.get("baseline") and all(x["ahead"] == "above" for x in comps):
+        verdict, reason = DIRECTION_ONLY, f"ahead of the baseline in every cell, but not above {thr:g} in every cell"
+    elif any(x["level"] == "below" or x["ahead"] == "below" for x in comps):
+        verdict, reason = NOT_REPRODUCED, f"below {thr:g} (or behind the baseline) in some cell"
     else:
-        verdict = NOT_REPRODUCED
-        lacking = [x["cell"] for x in comps if not x["meets"]]
-        reason = (f"below {thr:g} at {', '.join(lacking)}" if lacking and at_paper else
-                  "PE not ahead of the baseline with non-overlapping CIs in every cell")
-        if any(x["base"] is None for x in comps):
-            reason += " (baseline row missing for some cell)"
-    measured = "; ".join(
-        f"{x['cell']}: PE {_fmt_est(x['pe'])}" + (f" vs {_pe_name(x['base'].row.get('pe'))} {_fmt_est(x['base'])}"
-                                                  if x["base"] else "")
-        for x in comps)
-    measured += f"; {_seeds_note([x['pe'].row for x in comps] + [x['base'].row for x in comps if x['base']])}"
-    details = {"metric": metric, "threshold": thr, "at_paper_setting": bool(at_paper),
-               "cells": [{"cell": x["cell"], "pe": _est_dict(x["pe"]), "baseline": _est_dict(x["base"]),
-                          "meets_threshold": x["meets"], "ahead": x["ahead"]} for x in comps]}
-    return Outcome(verdict, measured, reason, details)
+        verdict, reason = INCONCLUSIVE, f"the interval crosses {thr:g} in some cell"
+    if any(x["diff"] is None for x in comps) and p.get("baseline"):
+        reason += " (baseline row missing for some cell)"
+    measured = "; ".join(f"{x['cell']}: {_fmt_sd(x['pe'])}" + (f", ahead of the baseline by {_fmt_sd(x['diff'], sign=True)}"
+                                                            if x["diff"] is not None else "") for x in comps)
+    sds = [x["pe"] for x in comps] + [x["diff"] for x in comps if x["diff"] is not None]
+    details = {"metric": metric, "threshold": thr, "cells": [
+        {"cell": x["cell"], "value": _sd_dict(x["pe"]), "difference": _sd_dict(x["diff"]), "level": x["level"],
+         "ahead": x["ahead"]} for x in comps]}
+    return Outcome(verdict, measured + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
-def _est_dict(e: Optional[Est]) -> Optional[dict]:
-    if e is None:
-        return None
-    return {"value": e.value, "ci_low": e.low, "ci_high": e.high, "seeds": _seeds_of(e.row),
-            "table": e.row.get("_table")}
-
-
-def check_decline(claim: dict, ts: TableSet) -> Outcome:
-    """The selected model's metric falls as V grows: at the largest V it lies below the
-    smallest V's with non-overlapping CIs, in every group of cells that differ only in V.
-    Direction only: lower at the largest V, CIs overlapping."""
-    p = claim["params"]
-    metric = p.get("metric", "token_accuracy")
-    rows, keys = ts.rows(claim["tables"])
-    sel = _require(rows, p["select"], claim["tables"])
+def _groups_by_vocab(claim: dict, rows: list[dict], keys: list[str], sel: dict) -> dict[tuple, list[dict]]:
     group_cols = [c for c in keys if c != "vocab_size"]
     groups: dict[tuple, list[dict]] = {}
-    for r in sel:
+    for r in _require(rows, sel, claim["tables"]):
         groups.setdefault(tuple(r.get(c) for c in group_cols), []).append(r)
     groups = {g: sorted(rs, key=lambda r: _num(r, "vocab_size")) for g, rs in groups.items() if len(rs) >= 2}
     if not groups:
-        raise _NotMeasured(f"fewer than two vocabulary sizes for {_describe_filter(p['select'])}")
-    verdicts, parts, cells = [], [], []
+        raise _NotMeasured(f"fewer than two vocabulary sizes for {_describe_filter(sel)}")
+    return groups
+
+
+def _by_interval(sd: Seeded, above: str = REPRODUCED) -> str:
+    return {"above": above, "below": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(sd)]
+
+
+def check_decline(claim: dict, ts: TableSet) -> Outcome:
+    """The selected model's metric falls as V grows: the paired difference (smallest V − largest
+    V) has its seed-level interval above 0, in every group of cells that differ only in V."""
+    p = claim["params"]
+    metric = p.get("metric", "token_accuracy")
+    rows, keys = ts.rows(claim["tables"])
+    groups = _groups_by_vocab(claim, rows, keys, p["select"])
+    verdicts, parts, cells, sds = [], [], [], []
     for g, rs in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
-        first, last = _est(rs[0], metric), _est(rs[-1], metric)
-        v = REPRODUCED if last.high < first.low else DIRECTION_ONLY if last.value < first.value else NOT_REPRODUCED
+        first, last = _seeded(rs[0], metric), _seeded(rs[-1], metric)
+        drop = first - last
+        v = _by_interval(drop)
         verdicts.append(v)
-        middle = "".join(f" → V={r['vocab_size']} {_fmt(_num(r, metric))}" for r in rs[1:-1])
-        parts.append(f"{_label(rs[0], skip=['vocab_size', 'pe'])} {_pe_name(rs[0].get('pe'))}: "
-                     f"V={rs[0]['vocab_size']} {_fmt_est(first)}{middle} → V={rs[-1]['vocab_size']} {_fmt_est(last)}")
-        cells.append({"cell": _label(rs[0], skip=["vocab_size"]), "verdict": v,
-                      "series": [{"vocab_size": r["vocab_size"], **_est_dict(_est(r, metric))} for r in rs]})
+        sds += [first, last, drop]
+        series = " → ".join(f"V={r['vocab_size']} {_fmt(_num(r, metric))}" for r in rs)
+        parts.append(f"{_label(rs[0], skip=['vocab_size', 'pe'])} {_pe_name(rs[0].get('pe'))}: {series}; "
+                     f"drop {_fmt_sd(drop, sign=True)}")
+        cells.append({"cell": _label(rs[0], skip=["vocab_size"]), "verdict": v, "drop": _sd_dict(drop),
+                      "series": [{"vocab_size": r["vocab_size"], "value": _num(r, metric)} for r in rs]})
     verdict = _worst(verdicts)
-    reason = {REPRODUCED: "lower at the largest V with non-overlapping CIs in every group",
-              DIRECTION_ONLY: "lower at the largest V, but the CIs overlap in some group",
-              NOT_REPRODUCED: "not lower at the largest V in some group"}[verdict]
-    measured = "; ".join(parts) + f"; {_seeds_note(r for rs in groups.values() for r in rs)}"
-    return Outcome(verdict, measured, reason, {"metric": metric, "groups": cells})
-
-
-def _comparisons(claim: dict, ts: TableSet, better: dict, worse_list: list[dict], where: str,
-                 tables: Optional[list[str]] = None, select: Optional[dict] = None,
-                 match: Optional[list[str]] = None) -> list[tuple[dict, Est, Est, dict]]:
-    metric = claim["params"].get("metric", "token_accuracy")
-    tables = tables or claim["tables"]
-    rows, keys = ts.rows(tables)
-    rows = _require(rows, select, tables)
-    out = []
-    for worse in worse_list:
-        m, cells = _cells(rows, keys, {"better": better, "worse": worse}, match)
-        cells = _complete(cells, ["better", "worse"])
-        if where == "largest_vocab":
-            cells = _largest_vocab(m, cells)
-        if not cells:
-            raise _NotMeasured(f"no cell has both {_describe_filter({**(select or {}), **better})} and "
-                               f"{_describe_filter({**(select or {}), **worse})}")
-        for k in sorted(cells, key=_natural):
-            c = cells[k]
-            out.append((c["better"], _est(c["better"], metric), _est(c["worse"], metric), worse))
-    return out
+    reason = {REPRODUCED: "lower at the largest V in every group, the interval of the drop above 0",
+              INCONCLUSIVE: "the interval of the drop crosses 0 in some group",
+              NOT_REPRODUCED: "higher at the largest V in some group"}[verdict]
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, {"metric": metric, "groups": cells},
+                   _min_n(sds))
 
 
 def _arm_name(row: dict, filt: dict) -> str:
@@ -528,71 +608,147 @@ def _arm_name(row: dict, filt: dict) -> str:
     return ", ".join(f"{c}={row.get(c)}" for c in filt)
 
 
+def _pairs_of(claim: dict, ts: TableSet, better: Any, worse: Any, where: str = "all", select: Optional[dict] = None,
+              match: Optional[list[str]] = None) -> list[tuple[dict, dict, dict, dict]]:
+    """Every (better row, worse row, better filter, worse filter) of the compared cells."""
+    tables = claim["tables"]
+    rows, keys = ts.rows(tables)
+    rows = _require(rows, select, tables)
+    out = []
+    for b in _as_list(better):
+        for w in _as_list(worse):
+            m, cells = _cells(rows, keys, {"better": b, "worse": w}, match)
+            cells = _complete(cells, ["better", "worse"])
+            if where == "largest_vocab":
+                cells = _largest_vocab(m, cells)
+            elif where == "last_step":
+                cells = _keep_steps(cells, m, "last")
+            if not cells:
+                raise _NotMeasured(f"no cell has both {_describe_filter({**(select or {}), **b})} and "
+                                   f"{_describe_filter({**(select or {}), **w})}")
+            out += [(cells[k]["better"], cells[k]["worse"], b, w) for k in sorted(cells, key=_natural)]
+    return out
+
+
 def check_ahead(claim: dict, ts: TableSet) -> Outcome:
-    """The ``better`` arm is ahead of every ``worse`` arm with non-overlapping 95% CIs in every
-    compared cell (all cells, or each group's largest V). Direction only: ahead in every
-    cell, but the CIs overlap somewhere."""
+    """The ``better`` arm(s) ahead of the ``worse`` arm(s) in every compared cell (all cells, or
+    each group's largest V): the seed-level interval of the paired difference above 0 (below 0
+    with ``lower_is_better``). With ``min_difference``, a shown difference smaller than that is
+    direction only."""
     p = claim["params"]
-    worse_list = _as_list(p["worse"])
-    comps = _comparisons(claim, ts, p["better"], worse_list, p.get("where", "all"), select=p.get("select"),
-                         match=p.get("match"))
-    sig = [_above(b, w) for _, b, w, _ in comps]
-    point = [b.value > w.value for _, b, w, _ in comps]
-    verdict = REPRODUCED if all(sig) else DIRECTION_ONLY if all(point) else NOT_REPRODUCED
-    reason = {REPRODUCED: "ahead with non-overlapping CIs in every compared cell",
-              DIRECTION_ONLY: "ahead in every compared cell, but the CIs overlap in some",
-              NOT_REPRODUCED: "not ahead in some compared cell"}[verdict]
-    arm_cols = set(p["better"]) | {c for w in worse_list for c in w}
-    parts = [f"{_label(r, skip=arm_cols)}: {_arm_name(b.row, p['better'])} {_fmt_est(b)} vs "
-             f"{_arm_name(w.row, wf)} {_fmt_est(w)}" for r, b, w, wf in comps]
-    measured = "; ".join(parts) + f"; {_seeds_note([x for _, b, w, _ in comps for x in (b.row, w.row)])}"
-    details = {"metric": p.get("metric", "token_accuracy"),
-               "comparisons": [{"cell": _label(r, skip=arm_cols), "better": _est_dict(b), "worse": _est_dict(w),
-                                "difference": b.value - w.value, "non_overlapping": s}
-                               for (r, b, w, _), s in zip(comps, sig)]}
-    return Outcome(verdict, measured, reason, details)
+    metric, low = p.get("metric", "token_accuracy"), bool(p.get("lower_is_better", False))
+    size = p.get("min_difference")
+    comps = []
+    for br, wr, bf, wf in _pairs_of(claim, ts, p["better"], p["worse"], p.get("where", "all"), p.get("select"),
+                                    p.get("match")):
+        b, w = _seeded(br, metric), _seeded(wr, metric)
+        lead = w - b if low else b - w
+        v = _by_interval(lead)
+        if v == REPRODUCED and size is not None and lead.mean < float(size):
+            v = DIRECTION_ONLY
+        comps.append((br, bf, wf, b, w, lead, v))
+    verdict = _worst(c[-1] for c in comps)
+    reason = {REPRODUCED: "ahead in every compared cell, the interval of the paired difference above 0",
+              DIRECTION_ONLY: f"ahead in every compared cell, but by less than {size} somewhere",
+              INCONCLUSIVE: "the interval of the difference crosses 0 in some compared cell",
+              NOT_REPRODUCED: "behind in some compared cell, the interval of the difference below 0"}[verdict]
+    arm_cols = {c for f in _as_list(p["better"]) + _as_list(p["worse"]) for c in f}
+    parts = [f"{_label(br, skip=arm_cols)}: {_arm_name(b.rows[0], bf)} {_fmt(b.mean)} vs {_arm_name(w.rows[0], wf)} "
+             f"{_fmt(w.mean)}, lead {_fmt_sd(lead, sign=True)}" for br, bf, wf, b, w, lead, _ in comps]
+    sds = [x for c in comps for x in c[3:6]]
+    details = {"metric": metric, "lower_is_better": low, "comparisons": [
+        {"cell": _label(br, skip=arm_cols), "better": _sd_dict(b), "worse": _sd_dict(w), "lead": _sd_dict(lead),
+         "verdict": v} for br, bf, wf, b, w, lead, v in comps]}
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+
+
+def check_trend(claim: dict, ts: TableSet) -> Outcome:
+    """The ``better`` arm's lead over the ``worse`` arm grows with V: per seed, the lead at the
+    largest V minus the lead at the smallest V, its interval above 0 in every group of cells
+    that differ only in V."""
+    p = claim["params"]
+    metric = p.get("metric", "token_accuracy")
+    rows, keys = ts.rows(claim["tables"])
+    arms = {"better": p["better"], "worse": p["worse"]}
+    m, cells = _cells(_require(rows, p.get("select"), claim["tables"]), keys, arms)
+    cells = _complete(cells, arms)
+    if "vocab_size" not in m:
+        raise _NotMeasured("the rows have no vocabulary sizes to compare")
+    i = m.index("vocab_size")
+    groups: dict[tuple, list] = {}
+    for k, c in cells.items():
+        groups.setdefault(k[:i] + k[i + 1:], []).append((k[i], c))
+    groups = {g: sorted(v, key=lambda x: x[0]) for g, v in groups.items() if len(v) >= 2}
+    if not groups:
+        raise _NotMeasured(f"fewer than two vocabulary sizes with both {_describe_filter(p['better'])} and "
+                           f"{_describe_filter(p['worse'])}")
+    verdicts, parts, det, sds = [], [], [], []
+    for g, series in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
+        leads = [(v, _seeded(c["better"], metric) - _seeded(c["worse"], metric)) for v, c in series]
+        growth = leads[-1][1] - leads[0][1]
+        v = _by_interval(growth)
+        verdicts.append(v)
+        sds += [growth] + [x for _, x in leads]
+        row = series[0][1]["better"]
+        parts.append(f"{_label(row, skip=['vocab_size', 'pe'])}: lead " +
+                     " → ".join(f"V={vv} {lead.mean:+.3f}" for vv, lead in leads) +
+                     f"; growth {_fmt_sd(growth, sign=True)}")
+        det.append({"cell": _label(row, skip=["vocab_size", "pe"]), "verdict": v, "growth": _sd_dict(growth),
+                    "leads": [{"vocab_size": vv, **_sd_dict(lead)} for vv, lead in leads]})
+    verdict = _worst(verdicts)
+    reason = {REPRODUCED: "the lead at the largest V exceeds the lead at the smallest V, interval above 0",
+              INCONCLUSIVE: "the interval of the lead's growth crosses 0 in some group",
+              NOT_REPRODUCED: "the lead shrinks as V grows in some group (interval below 0)"}[verdict]
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, {"metric": metric, "groups": det},
+                   _min_n(sds))
 
 
 def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
-    """The ``candidate`` arm shows no gain over the ``reference`` arm: in no compared cell is
-    it ahead with non-overlapping CIs by more than ``margin``. (A null claim: no direction-only
-    verdict.)"""
+    """A null claim: the ``candidate`` arm gains no more than ``margin`` over the ``reference``
+    arm. Reproduced: the seed-level interval of the paired gain lies below ``margin`` in every
+    compared cell; not reproduced: above it somewhere. Only cells that pass the power guard
+    count: the reference learned something (its interval lies more than ``learned`` above chance,
+    1/V for token accuracy) and the gain's interval is narrower than the margin."""
     p = claim["params"]
-    margin = float(p.get("margin", 0.0))
-    comps = _comparisons(claim, ts, p["candidate"], [p["reference"]], p.get("where", "all"),
-                         select=p.get("select"), match=p.get("match"))
-    gains = [_above(c, r) and c.value - r.value > margin for _, c, r, _ in comps]
-    verdict = NOT_REPRODUCED if any(gains) else REPRODUCED
-    arm_cols = set(p["candidate"]) | set(p["reference"])
-    if verdict == REPRODUCED:
-        reason = "no compared cell shows a gain with non-overlapping CIs" + (f" beyond {margin:g}" if margin else "")
-    else:
-        reason = "gain with non-overlapping CIs at " + ", ".join(
-            _label(r, skip=arm_cols) for (r, _, _, _), g in zip(comps, gains) if g)
-    parts = [f"{_label(r, skip=arm_cols)}: {_arm_name(c.row, p['candidate'])} {_fmt_est(c)} vs "
-             f"{_arm_name(f.row, p['reference'])} {_fmt_est(f)}" for r, c, f, _ in comps]
-    measured = "; ".join(parts) + f"; {_seeds_note([x for _, c, f, _ in comps for x in (c.row, f.row)])}"
-    details = {"metric": p.get("metric", "token_accuracy"), "margin": margin,
-               "comparisons": [{"cell": _label(r, skip=arm_cols), "candidate": _est_dict(c), "reference": _est_dict(f),
-                                "difference": c.value - f.value, "gain": g}
-                               for (r, c, f, _), g in zip(comps, gains)]}
-    return Outcome(verdict, measured, reason, details)
+    metric, margin, learned = p.get("metric", "token_accuracy"), float(p["margin"]), float(p["learned"])
+    low = bool(p.get("lower_is_better", False))
+    comps, skipped = [], []
+    for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], p.get("where", "all"),
+                                    p.get("select"), p.get("match")):
+        c, r = _seeded(cr, metric), _seeded(rr, metric)
+        gain = r - c if low else c - r
+        chance = 1.0 / _num(rr, "vocab_size") if metric == "token_accuracy" and _is_number(rr.get("vocab_size")) else 0.0
+        _, r_lo, _ = r.interval()
+        _, g_lo, g_hi = gain.interval()
+        cell = _label(cr, skip=set(cf) | set(rf))
+        if r.n >= 2 and not (r_lo > chance + learned):
+            skipped.append((cell, f"the reference did not learn (interval low {r_lo:.3f} ≤ chance {chance:.3f} + {learned:g})"))
+            continue
+        if r.n >= 2 and not (g_hi - g_lo) / 2 < margin:
+            skipped.append((cell, f"the interval of the gain (±{(g_hi - g_lo) / 2:.3f}) is not narrower than the "
+                                  f"margin {margin:g}"))
+            continue
+        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(gain, margin)]
+        comps.append((cell, c, r, gain, v, cf, rf))
+    if not comps:
+        raise _NotMeasured("power guard: " + "; ".join(f"{cell}: {why}" for cell, why in skipped))
+    verdict = _worst(x[4] for x in comps)
+    reason = {REPRODUCED: f"the gain's interval lies below the margin {margin:g} in every compared cell",
+              INCONCLUSIVE: f"the gain's interval crosses the margin {margin:g} in some cell",
+              NOT_REPRODUCED: f"a gain beyond the margin {margin:g} in some cell"}[verdict]
+    if skipped:
+        reason += "; cells left out by the power guard: " + "; ".join(f"{cell} ({why})" for cell, why in skipped)
+    parts = [f"{cell}: {_arm_name(c.rows[0], cf)} {_fmt(c.mean)} vs {_arm_name(r.rows[0], rf)} {_fmt(r.mean)}, "
+             f"gain {_fmt_sd(gain, sign=True)}" for cell, c, r, gain, v, cf, rf in comps]
+    sds = [x for comp in comps for x in comp[1:4]]
+    details = {"metric": metric, "margin": margin, "learned": learned, "comparisons": [
+        {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain), "verdict": v}
+        for cell, c, r, gain, v, cf, rf in comps], "left_out": [{"cell": c, "why": w} for c, w in skipped]}
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
-@dataclass
-class _Gap:
-    key: dict
-    plus: Est
-    minus: Est
-    minus_name: str = ""
-
-    @property
-    def value(self) -> float:
-        return self.plus.value - self.minus.value
-
-
-def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[_Gap]]:
-    """For each ``minus`` arm of a side, the gaps plus − minus of every cell."""
+def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, Seeded, dict]]]:
+    """For each ``minus`` arm of a side: (cell key, plus − minus per seed, plus row) of every cell."""
     metric = claim["params"].get("metric", "token_accuracy")
     tables = side.get("tables") or claim["tables"]
     rows, keys = ts.rows(tables)
@@ -604,16 +760,15 @@ def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[_Gap]]:
         if not cells:
             raise _NotMeasured(f"no cell has both {_describe_filter({**side.get('select', {}), **side['plus']})} and "
                                f"{_describe_filter({**side.get('select', {}), **minus})}")
-        out.append([_Gap(dict(zip(m, k)), _est(c["plus"], metric), _est(c["minus"], metric), _filter_name(minus))
+        out.append([(dict(zip(m, k)), _seeded(c["plus"], metric) - _seeded(c["minus"], metric), c["plus"])
                     for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0]))])
     return out
 
 
 def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
-    """A difference of differences: side ``a``'s gap (plus − minus) exceeds side ``b``'s gap at
-    the same cell (paired on ``match``) with the 95% interval of (gap a − gap b) above 0, and
-    gap a > 0 (and, with ``separated_a``, a's plus and minus rows with non-overlapping CIs).
-    Direction only: gap a > 0 and gap a > gap b, short of that significance."""
+    """A difference of differences on the same seeds: side ``a``'s gap (plus − minus) is shown
+    (interval above 0) and exceeds side ``b``'s gap at the same cell (the interval of gap a −
+    gap b above 0)."""
     p = claim["params"]
     a_sets, b_sets = _side_gaps(claim, ts, p["a"]), _side_gaps(claim, ts, p["b"])
     if len(a_sets) != len(b_sets):
@@ -625,57 +780,39 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
     for a_gaps, b_gaps in zip(a_sets, b_sets):
         match = p.get("match")
         if match is None:
-            shared = set(a_gaps[0].key) & set(b_gaps[0].key)
-            match = [c for c in a_gaps[0].key if c in shared and c not in filt_cols]
-        b_index: dict[tuple, _Gap] = {}
+            shared = set(a_gaps[0][0]) & set(b_gaps[0][0])
+            match = [c for c in a_gaps[0][0] if c in shared and c not in filt_cols]
+        b_index: dict[tuple, tuple] = {}
         for g in b_gaps:
-            k = tuple(g.key.get(c) for c in match)
+            k = tuple(g[0].get(c) for c in match)
             if k in b_index:
                 raise _NotMeasured(f"two cells of side b share {dict(zip(match, k))}: the claim's match columns "
                                    f"do not pin one cell")
             b_index[k] = g
         for g in a_gaps:
-            other = b_index.get(tuple(g.key.get(c) for c in match))
+            other = b_index.get(tuple(g[0].get(c) for c in match))
             if other is not None:
                 comps.append((g, other))
     if not comps:
-        raise _NotMeasured(f"no cell of side a ({'/'.join(p['a'].get('tables') or claim['tables'])}) pairs with "
-                           f"side b ({'/'.join(p['b'].get('tables') or claim['tables'])}) on "
-                           f"{', '.join(p.get('match') or ['their shared cell columns'])}")
-    sep = bool(p.get("separated_a", False))
-    rows_out, verdicts = [], []
-    for a, b in comps:
-        diff = a.value - b.value
-        half = math.sqrt(a.plus.half ** 2 + a.minus.half ** 2 + b.plus.half ** 2 + b.minus.half ** 2)
-        separated = _above(a.plus, a.minus)
-        if a.value > 0 and diff - half > 0 and (separated or not sep):
-            v = REPRODUCED
-        elif a.value > 0 and diff > 0:
-            v = DIRECTION_ONLY
-        else:
-            v = NOT_REPRODUCED
-        verdicts.append(v)
-        rows_out.append({"cell": _label(a.plus.row, skip=filt_cols), "a": a, "b": b, "diff": diff, "half": half,
-                         "separated": separated, "verdict": v})
-    verdict = _worst(verdicts)
-    reason = {REPRODUCED: "gap a exceeds gap b, the 95% interval of the difference above 0"
-                          + (", and a's rows separated" if sep else ""),
-              DIRECTION_ONLY: "gap a > 0 and larger than gap b, short of the declared significance",
-              NOT_REPRODUCED: "gap a not positive or not larger than gap b"}[verdict]
+        raise _NotMeasured(f"no cell of side a pairs with side b on {', '.join(p.get('match') or ['their shared cell columns'])}")
+    out, sds = [], []
+    for (ka, ga, row), (kb, gb, _) in comps:
+        diff = ga - gb
+        shown = _side(ga)
+        v = (NOT_REPRODUCED if shown == "below" else INCONCLUSIVE if shown == "across" else _by_interval(diff))
+        out.append((_label(row, skip=filt_cols), ga, gb, diff, v))
+        sds += [ga, gb, diff]
+    verdict = _worst(x[-1] for x in out)
+    reason = {REPRODUCED: "gap a shown and larger than gap b, the interval of the difference above 0",
+              INCONCLUSIVE: "gap a not shown, or the interval of gap a − gap b crosses 0, in some cell",
+              NOT_REPRODUCED: "gap a negative, or smaller than gap b, in some cell"}[verdict]
     la, lb = p["a"].get("label", "a"), p["b"].get("label", "b")
-    several = len(a_sets) > 1
-    parts = [f"{x['cell']}" + (f" (vs {x['a'].minus_name})" if several else "")
-             + f": {la} {_fmt_est(x['a'].plus)} − {_fmt_est(x['a'].minus)} = {_fmt(x['a'].value)}; "
-             f"{lb} {_fmt_est(x['b'].plus)} − {_fmt_est(x['b'].minus)} = {_fmt(x['b'].value)}; "
-             f"difference {_fmt(x['diff'])} ± {_fmt(x['half'])}" for x in rows_out]
-    seeds = _seeds_note([e.row for x in rows_out for g in (x["a"], x["b"]) for e in (g.plus, g.minus)])
+    parts = [f"{cell}: {la} {_fmt_sd(ga, sign=True)}; {lb} {_fmt_sd(gb, sign=True)}; difference "
+             f"{_fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
     details = {"metric": p.get("metric", "token_accuracy"), "comparisons": [
-        {"cell": x["cell"], "minus": x["a"].minus_name, "a_plus": _est_dict(x["a"].plus),
-         "a_minus": _est_dict(x["a"].minus),
-         "b_plus": _est_dict(x["b"].plus), "b_minus": _est_dict(x["b"].minus), "gap_a": x["a"].value,
-         "gap_b": x["b"].value, "difference": x["diff"], "interval_half_width": x["half"],
-         "a_separated": x["separated"], "verdict": x["verdict"]} for x in rows_out]}
-    return Outcome(verdict, "; ".join(parts) + f"; {seeds}", reason, details)
+        {"cell": cell, "gap_a": _sd_dict(ga), "gap_b": _sd_dict(gb), "difference": _sd_dict(diff), "verdict": v}
+        for cell, ga, gb, diff, v in out]}
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
 def _keep_steps(cells: dict[tuple, dict], match: list[str], steps: str) -> dict[tuple, dict]:
@@ -692,17 +829,20 @@ def _keep_steps(cells: dict[tuple, dict], match: list[str], steps: str) -> dict[
 
 
 def check_robust(claim: dict, ts: TableSet) -> Outcome:
-    """The selected (PE) model loses at most ``tolerance`` from each ``ref`` condition to its
-    paired ``cond`` condition, in every cell (and at every checkpoint with ``steps: all``).
-    Direction only: some drop exceeds the tolerance, but wherever it does the baseline
-    (vanilla) model drops more at the same cell."""
+    """A contrast: the selected (PE) model loses at most ``tolerance`` from each ``ref``
+    condition to its paired ``cond`` condition, where the ``baseline`` (vanilla) model is shown
+    to lose more than that. Only cells where the baseline's drop has its interval above the
+    tolerance count (elsewhere staying near says nothing); with none, the claim is not measured.
+    Reproduced: PE's drop has its interval below the tolerance in every such cell. Direction
+    only: PE drops more than the tolerance somewhere, but less than the baseline there (interval
+    of the difference above 0)."""
     p = claim["params"]
     metric, tol = p.get("metric", "token_accuracy"), float(p["tolerance"])
     rows, keys = ts.rows(claim["tables"])
     sel, base_sel = p["select"], {**p["select"], **p["baseline"]}
     _require(rows, sel, claim["tables"])
     steps = p.get("steps", "all")
-    drops = []
+    drops, unshown = [], []
     for pair in p["pairs"]:
         arms = {"ref": pair["ref"], "cond": pair["cond"]}
         m, cells = _cells(_select(rows, sel), keys, arms)
@@ -715,42 +855,60 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
         for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0])):
             bk = tuple(v for c_, v in zip(m, k) if c_ not in p["baseline"])
             bc = bcells.get(bk, {})
-            base_drop = (_num(bc["ref"], metric) - _num(bc["cond"], metric)) if "ref" in bc and "cond" in bc else None
-            ref, cond = _est(c["ref"], metric), _est(c["cond"], metric)
-            drops.append({"cell": _label(c["ref"], skip=set(pair["ref"]) | set(pair["cond"]) | {"pe"}),
-                          "ref": ref, "cond": cond, "ref_name": _filter_name(pair["ref"]),
-                          "cond_name": _filter_name(pair["cond"]), "drop": ref.value - cond.value,
-                          "baseline_drop": base_drop})
-    within = [d["drop"] <= tol for d in drops]
-    if all(within):
-        verdict, reason = REPRODUCED, f"every drop ≤ {tol:g}"
-    elif all(ok or (d["baseline_drop"] is not None and d["baseline_drop"] > d["drop"]) for d, ok in zip(drops, within)):
-        verdict, reason = DIRECTION_ONLY, f"some drop > {tol:g}, but the baseline drops more wherever it does"
-    else:
-        verdict = NOT_REPRODUCED
-        reason = f"a drop > {tol:g} where the baseline drops no more (or has no row)"
-    worst = sorted(drops, key=lambda d: -d["drop"])
-    shown = worst if steps != "all" or len(worst) <= 4 else worst[:3]
-    parts = [f"{d['cell']}: {d['ref_name']} {_fmt_est(d['ref'])} → {d['cond_name']} {_fmt_est(d['cond'])} "
-             f"(drop {_fmt(d['drop'])}" + (f", baseline {_fmt(d['baseline_drop'])})" if d["baseline_drop"] is not None
-                                          else ", no baseline)") for d in shown]
+            name = _label(c["ref"], skip=set(pair["ref"]) | set(pair["cond"]) | {"pe"})
+            ref_name, cond_name = _filter_name(pair["ref"]), _filter_name(pair["cond"])
+            if "ref" not in bc or "cond" not in bc:
+                unshown.append(f"{name} {ref_name}→{cond_name}: no baseline row")
+                continue
+            drop = _seeded(c["ref"], metric) - _seeded(c["cond"], metric)
+            base_drop = _seeded(bc["ref"], metric) - _seeded(bc["cond"], metric)
+            if _side(base_drop, tol) != "above":
+                unshown.append(f"{name} {ref_name}→{cond_name}: baseline drop {base_drop.mean:+.3f}")
+                continue
+            within = _side(drop, tol)
+            if within == "below":
+                v = REPRODUCED
+            elif within == "above":
+                v = DIRECTION_ONLY if _side(base_drop - drop) == "above" else NOT_REPRODUCED
+            else:
+                v = INCONCLUSIVE
+            drops.append({"cell": name, "ref": ref_name, "cond": cond_name, "drop": drop, "base": base_drop, "v": v})
+    if not drops:
+        raise _NotMeasured(f"the baseline effect is not shown: the baseline's drop has its interval above the "
+                           f"tolerance {tol:g} in no compared cell ({'; '.join(unshown[:4])}"
+                           f"{'; …' if len(unshown) > 4 else ''})")
+    verdict = _worst(d["v"] for d in drops)
+    reason = {REPRODUCED: f"where the baseline drops by more than {tol:g}, the PE model's drop lies below {tol:g}",
+              DIRECTION_ONLY: f"some PE drop exceeds {tol:g}, but the baseline drops more there",
+              INCONCLUSIVE: f"the interval of some PE drop crosses {tol:g}",
+              NOT_REPRODUCED: f"a PE drop above {tol:g} where the baseline drops no more"}[verdict]
+    if unshown:
+        reason += f" ({len(unshown)} cell(s) left out: the baseline effect is not shown there)"
+    worst = sorted(drops, key=lambda d: -d["drop"].mean)
+    shown = worst if len(worst) <= 4 else worst[:3]
+    parts = [f"{d['cell']} {d['ref']}→{d['cond']}: PE drop {_fmt_sd(d['drop'], sign=True)}, baseline drop "
+             f"{d['base'].mean:+.3f}" for d in shown]
     if len(shown) < len(drops):
         parts.append(f"largest {len(shown)} of {len(drops)} drops shown")
-    measured = "; ".join(parts) + f"; {_seeds_note([e.row for d in drops for e in (d['ref'], d['cond'])])}"
-    details = {"metric": metric, "tolerance": tol, "steps": steps, "drops": [
-        {"cell": d["cell"], "ref": d["ref_name"], "cond": d["cond_name"], "ref_value": _est_dict(d["ref"]),
-         "cond_value": _est_dict(d["cond"]), "drop": d["drop"], "baseline_drop": d["baseline_drop"]} for d in drops]}
-    return Outcome(verdict, measured, reason, details)
+    sds = [x for d in drops for x in (d["drop"], d["base"])]
+    details = {"metric": metric, "tolerance": tol, "steps": steps, "left_out": unshown, "drops": [
+        {"cell": d["cell"], "ref": d["ref"], "cond": d["cond"], "drop": _sd_dict(d["drop"]),
+         "baseline_drop": _sd_dict(d["base"]), "verdict": d["v"]} for d in drops]}
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+
+
+#: checkpoints a decay speed needs, the first at step 0
+MIN_CHECKPOINTS = 5
 
 
 def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
-    """The selected (vanilla) model's stability with Rare disturbants decays over training:
-    for every target kind, at the last checkpoint the ``rare`` condition lies below the
-    ``frequent`` one with non-overlapping CIs, and below its own first-checkpoint value with
-    non-overlapping CIs, at the declared speed: ``quick`` when half of the first-to-last
-    decline is reached within the first ``early_fraction`` of the checkpoint span,
-    ``gradual`` when later. Direction only: both orderings hold in the point estimates, but
-    a CI overlaps or the speed differs."""
+    """The selected (vanilla) model's stability with Rare disturbants decays over training, at
+    the declared speed. Needs at least 5 checkpoints, the first at step 0. For every target
+    kind: the decline (first − last checkpoint, ``rare`` condition) and the separation at the
+    last checkpoint (``frequent`` − ``rare``) have their intervals above 0; the speed is
+    ``quick`` when the mean over seeds reaches half its decline within the first
+    ``early_fraction`` of the span, else ``gradual``. Direction only: both shown, at the other
+    speed."""
     p = claim["params"]
     metric, speed, early = p.get("metric", "stability"), p["speed"], float(p.get("early_fraction", 0.25))
     rows, keys = ts.rows(claim["tables"])
@@ -765,107 +923,90 @@ def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
         groups: dict[tuple, list] = {}
         for k, c in cells.items():
             groups.setdefault(k[:i] + k[i + 1:], []).append((k[i], c))
-        groups = {g: sorted(v, key=lambda x: x[0]) for g, v in groups.items() if len(v) >= 2}
         if not groups:
-            raise _NotMeasured(f"fewer than two checkpoints with both "
-                               f"{_describe_filter({**p['select'], **pair['frequent']})}"
-                               f" and {_describe_filter({**p['select'], **pair['rare']})}")
+            raise _NotMeasured(f"no checkpoint has both {_describe_filter({**p['select'], **pair['frequent']})} and "
+                               f"{_describe_filter({**p['select'], **pair['rare']})}")
         for g, series in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
+            series.sort(key=lambda x: x[0])
             steps = [s for s, _ in series]
-            rare = [_est(c["rare"], metric) for _, c in series]
-            freq_last = _est(series[-1][1]["frequent"], metric)
-            r0, r1 = rare[0], rare[-1]
-            if r1.value < r0.value:
-                target = r0.value - (r0.value - r1.value) / 2
-                t_half = next(s for s, e in zip(steps, rare) if e.value <= target)
+            if len(steps) < MIN_CHECKPOINTS or steps[0] != 0:
+                raise _NotMeasured(f"a decay's speed needs at least {MIN_CHECKPOINTS} checkpoints, the first at step 0; "
+                                   f"this profile has {len(steps)}, the first at step {steps[0]}")
+            rare = [_seeded(c["rare"], metric) for _, c in series]
+            freq_last = _seeded(series[-1][1]["frequent"], metric)
+            decline, separation = rare[0] - rare[-1], freq_last - rare[-1]
+            means = [r.mean for r in rare]
+            if means[-1] < means[0]:
+                target = means[0] - (means[0] - means[-1]) / 2
+                t_half = next(s for s, v in zip(steps, means) if v <= target)
                 frac: Optional[float] = (t_half - steps[0]) / (steps[-1] - steps[0])
                 observed = "quick" if frac <= early else "gradual"
             else:
-                t_half, frac, observed = None, None, "no decline"
-            results.append({
-                "cell": _label(series[0][1]["rare"], skip={"step", "condition", "pe"}),
-                "frequent_name": pair["frequent"].get("condition", _describe_filter(pair["frequent"])),
-                "rare_name": pair["rare"].get("condition", _describe_filter(pair["rare"])),
-                "first_step": steps[0], "last_step": steps[-1], "rare_first": r0, "rare_last": r1,
-                "frequent_last": freq_last, "separated": r1.high < freq_last.low,
-                "sep_point": r1.value < freq_last.value,
-                "decayed": r1.high < r0.low, "decay_point": r1.value < r0.value, "half_step": t_half,
-                "half_fraction": frac, "speed": observed})
-    full = all(x["separated"] and x["decayed"] and x["speed"] == speed for x in results)
-    point = all(x["sep_point"] and x["decay_point"] for x in results)
-    verdict = REPRODUCED if full else DIRECTION_ONLY if point else NOT_REPRODUCED
-    reason = {REPRODUCED: f"Rare-disturbant stability below the Frequent one and below its start, {speed}",
-              DIRECTION_ONLY: "the orderings hold in the point estimates, short of non-overlapping CIs or the "
-                              f"declared speed ({speed})",
-              NOT_REPRODUCED: "Rare-disturbant stability not below the Frequent one or not below its start"}[verdict]
-    parts = [f"{x['cell']} {x['rare_name']}: {_fmt_est(x['rare_first'])} at step {x['first_step']} → "
-             f"{_fmt_est(x['rare_last'])} at step {x['last_step']} vs {x['frequent_name']} "
-             f"{_fmt_est(x['frequent_last'])}; "
-             + (f"half the decline by {x['half_fraction']:.0%} of the checkpoint span ({x['speed']})"
-                if x["half_fraction"] is not None else "no decline")
-             for x in results]
-    seeds = _seeds_note([x["rare_last"].row for x in results])
+                frac, observed = None, "no decline"
+            sides = (_side(decline), _side(separation))
+            if sides == ("above", "above"):
+                v = REPRODUCED if observed == speed else DIRECTION_ONLY
+            elif "below" in sides:
+                v = NOT_REPRODUCED
+            else:
+                v = INCONCLUSIVE
+            results.append({"cell": _label(series[0][1]["rare"], skip={"step", "condition", "pe"}),
+                            "rare_name": pair["rare"].get("condition", _describe_filter(pair["rare"])),
+                            "frequent_name": pair["frequent"].get("condition", _describe_filter(pair["frequent"])),
+                            "steps": steps, "means": means, "decline": decline, "separation": separation,
+                            "fraction": frac, "speed": observed, "verdict": v})
+    verdict = _worst(x["verdict"] for x in results)
+    reason = {REPRODUCED: f"Rare-disturbant stability declines and ends below the Frequent one, {speed}",
+              DIRECTION_ONLY: f"the decline and the separation are shown, but not at the declared speed ({speed})",
+              INCONCLUSIVE: "the interval of the decline or of the separation crosses 0",
+              NOT_REPRODUCED: "Rare-disturbant stability rises, or ends above the Frequent one"}[verdict]
+    parts = [f"{x['cell']} {x['rare_name']}: " + " → ".join(f"{v:.3f}" for v in x["means"]) +
+             f" at steps {x['steps'][0]}…{x['steps'][-1]}; decline {_fmt_sd(x['decline'], sign=True)}; below "
+             f"{x['frequent_name']} by {_fmt_sd(x['separation'], sign=True)}; " +
+             (f"half the decline by {x['fraction']:.0%} of the span ({x['speed']})" if x["fraction"] is not None
+              else "no decline") for x in results]
+    sds = [s for x in results for s in (x["decline"], x["separation"])]
     details = {"metric": metric, "declared_speed": speed, "early_fraction": early, "series": [
-        {k: (_est_dict(v) if isinstance(v, Est) else v) for k, v in x.items()} for x in results]}
-    return Outcome(verdict, "; ".join(parts) + f"; {seeds}", reason, details)
-
-
-def _bootstrap_mean_ci(x: np.ndarray, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    if x.size == 1:
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(n, x.size))].mean(1)
-    lo, hi = np.quantile(means, [0.025, 0.975])
-    return float(lo), float(hi)
+        {"cell": x["cell"], "rare": x["rare_name"], "steps": x["steps"], "means": x["means"],
+         "decline": _sd_dict(x["decline"]), "separation": _sd_dict(x["separation"]), "half_fraction": x["fraction"],
+         "speed": x["speed"], "verdict": x["verdict"]} for x in results]}
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
 def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
-    """Language modelling, one row per seed: the relative difference of mean test perplexities
-    r = (PE − vanilla) / vanilla lies within ±``relative_tolerance``. Not reproduced: PE
-    better by more than that (a gain). Direction only: PE worse by more than that (no gain,
-    as in the paper, but by more than the paper's margin)."""
+    """Language modelling, a null claim: PE's relative gain in test perplexity, per seed
+    (vanilla − PE) / vanilla, has its interval below ``margin``. Power guard: the reference
+    learned something (its perplexity's interval lies below the vocabulary size, a uniform
+    guess) and the gain's interval is narrower than the margin."""
     p = claim["params"]
-    metric, tol = p.get("metric", "perplexity"), float(p["relative_tolerance"])
-    rows, keys = ts.rows(claim["tables"])
-    sel = _require(rows, p.get("select"), claim["tables"])
-    arm_cols = set(p["candidate"]) | set(p["reference"]) | {"seed"}
-    group_cols = [c for c in keys if c not in arm_cols]
-    groups: dict[tuple, dict[str, list]] = {}
-    for r in sel:
-        for arm in ("candidate", "reference"):
-            if _matches(r, p[arm]):
-                groups.setdefault(tuple(r.get(c) for c in group_cols), {}).setdefault(arm, []).append(r)
-    groups = {g: a for g, a in groups.items() if "candidate" in a and "reference" in a}
-    if not groups:
-        raise _NotMeasured(f"no cell has both {_describe_filter({**p.get('select', {}), **p['candidate']})} and "
-                           f"{_describe_filter({**p.get('select', {}), **p['reference']})} rows")
-    verdicts, parts, det = [], [], []
-    for g, arms in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
-        stats = {}
-        for arm, rs in arms.items():
-            x = np.array([_num(r, metric) for r in rs])
-            lo, hi = _bootstrap_mean_ci(x)
-            stats[arm] = {"mean": float(x.mean()), "min": float(x.min()), "max": float(x.max()), "ci_low": lo,
-                          "ci_high": hi, "seeds": sorted(r.get("seed") for r in rs), "n_seeds": int(x.size)}
-        c, r_ = stats["candidate"], stats["reference"]
-        rel = (c["mean"] - r_["mean"]) / r_["mean"]
-        v = REPRODUCED if abs(rel) <= tol else NOT_REPRODUCED if rel < -tol else DIRECTION_ONLY
-        verdicts.append(v)
-        label = _label(arms["candidate"][0], skip=arm_cols)
-
-        def show(s: dict, name: str) -> str:
-            return (f"{name} {s['min']:.2f}/{s['mean']:.2f}/{s['max']:.2f} (min/mean/max; mean CI "
-                    f"[{s['ci_low']:.2f}, {s['ci_high']:.2f}], seeds {' '.join(map(str, s['seeds']))})")
-
-        parts.append(f"{label}: {show(c, _pe_name(arms['candidate'][0].get('pe')))} vs "
-                     f"{show(r_, _pe_name(arms['reference'][0].get('pe')))}; difference {rel:+.1%}")
-        det.append({"cell": label, "candidate": c, "reference": r_, "relative_difference": rel, "verdict": v})
-    verdict = _worst(verdicts)
-    reason = {REPRODUCED: f"mean perplexities within ±{tol:.1%} of each other",
-              NOT_REPRODUCED: f"PE's mean perplexity lower by more than {tol:.1%} (a gain)",
-              DIRECTION_ONLY: f"PE worse (no gain) but by more than {tol:.1%}"}[verdict]
-    return Outcome(verdict, "; ".join(parts) + " (95% CI of the mean over seeds)", reason,
-                   {"metric": metric, "relative_tolerance": tol, "cells": det})
+    metric, margin = p.get("metric", "perplexity"), float(p["margin"])
+    comps = []
+    for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], select=p.get("select")):
+        c, r = _seeded(cr, metric), _seeded(rr, metric)
+        ratio = c - r  # checks seeds and budgets
+        gain = Seeded({s: -ratio.values[s] / r.values[s] for s in ratio.values}, ratio.rows)
+        _, _, r_hi = r.interval()
+        _, g_lo, g_hi = gain.interval()
+        cell = _label(cr, skip={"pe"})
+        if r.n >= 2 and not r_hi < _num(rr, "vocab_size"):
+            raise _NotMeasured(f"power guard: {cell}: the reference's perplexity is not below its vocabulary size")
+        if r.n >= 2 and not (g_hi - g_lo) / 2 < margin:
+            raise _NotMeasured(f"power guard: {cell}: the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is "
+                               f"not narrower than the margin {margin:.1%}")
+        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(gain, margin)]
+        comps.append((cell, c, r, gain, v))
+    verdict = _worst(x[-1] for x in comps)
+    reason = {REPRODUCED: f"PE's relative gain lies below {margin:.1%}",
+              INCONCLUSIVE: f"the interval of PE's relative gain crosses {margin:.1%}",
+              NOT_REPRODUCED: f"PE better by more than {margin:.1%} (a gain)"}[verdict]
+    parts = [f"{cell}: PE {_fmt(c.mean, 2)} (per seed {', '.join(f'{c.values[s]:.2f}' for s in c.seeds)}) vs vanilla "
+             f"{_fmt(r.mean, 2)} (per seed {', '.join(f'{r.values[s]:.2f}' for s in r.seeds)}); relative gain "
+             f"{_fmt_sd(gain, sign=True)}" for cell, c, r, gain, _ in comps]
+    sds = [x for comp in comps for x in comp[1:4]]
+    details = {"metric": metric, "margin": margin, "cells": [
+        {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "relative_gain": _sd_dict(gain),
+         "verdict": v} for cell, c, r, gain, v in comps]}
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
 def _irie_rows(claim: dict, ts: TableSet) -> list[dict]:
@@ -882,42 +1023,48 @@ def _irie_measured(rows: list[dict]) -> str:
     return "; ".join(
         f"{_label(r)} ({_transformer_pe(r)}): sensitive share {_num(r, 'permutation_sensitive_share'):.3f} of "
         f"{r.get('n_sequences', '?')} sequences, max logit change {_num(r, 'max_logit_change'):.2e} "
-        f"(tolerance {_num(r, 'tolerance'):.0e})" for r in rows) + f"; {_seeds_note(rows)}"
+        f"(tolerance {_num(r, 'tolerance'):.0e}), seeds {r.get('seeds')}" for r in rows)
 
 
 def _irie_details(rows: list[dict]) -> list[dict]:
     return [{"cell": _label(r), "permutation_sensitive_share": _num(r, "permutation_sensitive_share"),
              "max_logit_change": _num(r, "max_logit_change"), "tolerance": _num(r, "tolerance"),
-             "n_sequences": r.get("n_sequences"), "seeds": _seeds_of(r)} for r in rows]
+             "n_sequences": r.get("n_sequences"), "seeds": _seed_list(r.get("seeds"))} for r in rows]
+
+
+def _irie_seeds(rows: list[dict]) -> int:
+    return min(len(_seed_list(r.get("seeds"))) for r in rows)
 
 
 def check_permutation_invariant(claim: dict, ts: TableSet) -> Outcome:
     """No test sequence's last-position logits change under any permutation of the earlier
     positions: the sensitive share is 0 and the largest change within the tolerance, in every
-    selected row. (An exact property: no direction-only verdict.)"""
+    selected row, on every seed. (An exact property: no direction-only verdict.)"""
     rows = _irie_rows(claim, ts)
     ok = [_num(r, "permutation_sensitive_share") == 0 and _num(r, "max_logit_change") <= _num(r, "tolerance")
           for r in rows]
     verdict = REPRODUCED if all(ok) else NOT_REPRODUCED
     reason = ("no permutation changed a last-position logit beyond the tolerance" if all(ok) else
               "some permutation changed a last-position logit beyond the tolerance")
-    return Outcome(verdict, _irie_measured(rows), reason, {"rows": _irie_details(rows)})
+    return Outcome(verdict, _irie_measured(rows), reason, {"rows": _irie_details(rows)}, _irie_seeds(rows))
 
 
 def check_permutation_sensitive(claim: dict, ts: TableSet) -> Outcome:
-    """In every selected row at least ``min_share`` of the test sequences have a permutation
-    of the earlier positions that changes the last-position logits beyond the tolerance.
-    Direction only: the share is above 0 in every row but below ``min_share`` in some."""
+    """In every selected row, on every seed, at least ``min_share`` of the test sequences have a
+    permutation of the earlier positions that changes the last-position logits beyond the
+    tolerance. Direction only: above 0 on every seed but below ``min_share`` somewhere."""
     rows = _irie_rows(claim, ts)
     need = float(claim["params"]["min_share"])
-    shares = [_num(r, "permutation_sensitive_share") for r in rows]
+    shares = [min(_float_list(r.get("permutation_sensitive_share_by_seed"))
+                  or [_num(r, "permutation_sensitive_share")]) for r in rows]
     if all(s >= need for s in shares):
-        verdict, reason = REPRODUCED, f"sensitive share ≥ {need:g} in every row"
+        verdict, reason = REPRODUCED, f"sensitive share ≥ {need:g} in every row, on every seed"
     elif all(s > 0 for s in shares):
-        verdict, reason = DIRECTION_ONLY, f"some sequences are told apart, but the share is below {need:g} somewhere"
+        verdict, reason = DIRECTION_ONLY, f"some sequences are told apart on every seed, but the share is below {need:g} somewhere"
     else:
-        verdict, reason = NOT_REPRODUCED, "no sequence told apart in some row"
-    return Outcome(verdict, _irie_measured(rows), reason, {"min_share": need, "rows": _irie_details(rows)})
+        verdict, reason = NOT_REPRODUCED, "no sequence told apart in some row or seed"
+    return Outcome(verdict, _irie_measured(rows), reason, {"min_share": need, "rows": _irie_details(rows)},
+                   _irie_seeds(rows))
 
 
 #: test kind → function(claim, TableSet) → Outcome. claims.yaml names these.
@@ -925,6 +1072,7 @@ TESTS: dict[str, Callable[[dict, TableSet], Outcome]] = {
     "threshold": check_threshold,
     "decline": check_decline,
     "ahead": check_ahead,
+    "trend": check_trend,
     "no_gain": check_no_gain,
     "gap_contrast": check_gap_contrast,
     "robust": check_robust,
@@ -1002,7 +1150,11 @@ def _pairs(*names: str) -> Callable[[str, Any], None]:
     return check
 
 
-def _side(where: str, x: Any) -> None:
+def _optional_filter(where: str, f: Any) -> None:
+    _check_filter(where, f, allow_empty=True)
+
+
+def _side_param(where: str, x: Any) -> None:
     if not isinstance(x, dict):
         raise ValueError(f"{where} must be a mapping")
     extra = set(x) - {"tables", "select", "plus", "minus", "label"}
@@ -1018,21 +1170,20 @@ def _side(where: str, x: Any) -> None:
 
 _MATCH = ("match", False, _columns)
 _METRIC = ("metric", False, _metric)
-def _optional_filter(where: str, f: Any) -> None:
-    _check_filter(where, f, allow_empty=True)
-
-
 _SELECT = ("select", False, _optional_filter)
+_LOWER = ("lower_is_better", False, _boolean)
+_WHERE = ("where", False, _choice("all", "largest_vocab", "last_step"))
 #: kind → [(param, required, check)]
 SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {
-    "threshold": [("select", True, _check_filter), ("baseline", True, _check_filter), ("threshold", True, _number()),
-                  ("paper_setting", False, _optional_filter), _MATCH, _METRIC],
+    "threshold": [("select", True, _check_filter), ("baseline", False, _check_filter), ("threshold", True, _number()),
+                  _MATCH, _METRIC],
     "decline": [("select", True, _check_filter), _METRIC],
-    "ahead": [("better", True, _check_filter), ("worse", True, _filters), _SELECT,
-              ("where", False, _choice("all", "largest_vocab")), _MATCH, _METRIC],
-    "no_gain": [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT,
-                ("where", False, _choice("all", "largest_vocab")), ("margin", False, _number(0)), _MATCH, _METRIC],
-    "gap_contrast": [("a", True, _side), ("b", True, _side), _MATCH, ("separated_a", False, _boolean), _METRIC],
+    "ahead": [("better", True, _filters), ("worse", True, _filters), _SELECT, _WHERE, _MATCH, _METRIC, _LOWER,
+              ("min_difference", False, _number(0))],
+    "trend": [("better", True, _check_filter), ("worse", True, _check_filter), _SELECT, _METRIC],
+    "no_gain": [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, _WHERE,
+                ("margin", True, _number(0)), ("learned", True, _number(0, 1)), _MATCH, _METRIC, _LOWER],
+    "gap_contrast": [("a", True, _side_param), ("b", True, _side_param), _MATCH, _METRIC],
     "robust": [("select", True, _check_filter), ("baseline", True, _check_filter),
                ("pairs", True, _pairs("ref", "cond")),
                ("tolerance", True, _number(0)), ("steps", False, _choice("all", "last", "first")), _METRIC],
@@ -1040,28 +1191,44 @@ SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {
                         ("speed", True, _choice("quick", "gradual")), ("early_fraction", False, _number(0, 1)),
                         _METRIC],
     "lm_no_gain": [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT,
-                   ("relative_tolerance", True, _number(0, 1)), _METRIC],
+                   ("margin", True, _number(0, 1)), _METRIC],
     "permutation_invariant": [("select", True, _check_filter)],
     "permutation_sensitive": [("select", True, _check_filter), ("min_share", True, _number(0, 1))],
 }
-_ENTRY_KEYS = {"id", "claim", "paper", "tables", "kind", "params", "test"}
+#: sections of claims.yaml: the papers' claims, and hypotheses beyond them (scored apart)
+SECTIONS = {"papers": "The papers' claims", "beyond": "Beyond the papers"}
+_TEXT_KEYS = ("id", "claim", "paper", "test")
+_SCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "kind", "params", "test"}
+_OPTIONAL_KEYS = {"models", "section"}
+_UNSCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "unscored"}
 
 
 def validate_claim(entry: Any) -> None:
-    """Raise ``PosrnnError`` unless ``entry`` is a well-formed claim: the required keys, a
-    known test kind, and parameters that kind accepts."""
+    """Raise ``PosrnnError`` unless ``entry`` is a well-formed claim: the required keys, the
+    regime and models, a known test kind with parameters it accepts — or, for a claim no
+    profile can measure, the reason in ``unscored``."""
     cid = entry.get("id", "?") if isinstance(entry, dict) else "?"
     try:
         if not isinstance(entry, dict):
             raise ValueError("an entry must be a mapping")
-        if set(entry) != _ENTRY_KEYS:
-            missing, extra = _ENTRY_KEYS - set(entry), set(entry) - _ENTRY_KEYS
+        want = _UNSCORED_KEYS if "unscored" in entry else _SCORED_KEYS
+        keys = set(entry) - _OPTIONAL_KEYS
+        if keys != want:
+            missing, extra = want - keys, keys - want
             raise ValueError(f"keys missing: {sorted(missing)}, unknown: {sorted(extra)}")
-        for k in ("id", "claim", "paper", "test", "kind"):
+        for k in [k for k in _TEXT_KEYS + ("kind", "unscored") if k in want]:
             if not isinstance(entry[k], str) or not entry[k].strip():
                 raise ValueError(f"{k} must be non-empty text")
         if not isinstance(entry["tables"], list) or not entry["tables"] or not set(entry["tables"]) <= set(TABLES):
             raise ValueError(f"tables must list some of {', '.join(TABLES)}")
+        _check_filter("regime", entry["regime"], allow_empty=True)
+        if "models" in entry and (not isinstance(entry["models"], list) or not entry["models"]
+                                  or not all(isinstance(m, str) and m for m in entry["models"])):
+            raise ValueError("models must be a non-empty list of model names")
+        if entry.get("section", "papers") not in SECTIONS:
+            raise ValueError(f"section must be one of {', '.join(SECTIONS)}")
+        if "unscored" in entry:
+            return
         if entry["kind"] not in TESTS or entry["kind"] not in SCHEMAS:
             raise ValueError(f"unknown test kind {entry['kind']!r} (known: {', '.join(TESTS)})")
         params = entry["params"]
@@ -1089,7 +1256,7 @@ def load_claims(path: Optional[Path] = None) -> list[dict]:
     path = Path(path) if path is not None else CLAIMS_PATH
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
         raise PosrnnError(f"cannot read the claims file {path} ({type(e).__name__}); fix or restore it") from None
     claims = data.get("claims") if isinstance(data, dict) else None
     if not isinstance(claims, list) or not claims:
@@ -1105,27 +1272,91 @@ def load_claims(path: Optional[Path] = None) -> list[dict]:
 
 # ---- the scorecard --------------------------------------------------------------------------
 def _plain(x: Any) -> Any:
-    """JSON-safe copy (numpy scalars to Python numbers)."""
+    """JSON-safe copy (numpy scalars to Python numbers, nan to None)."""
     if isinstance(x, dict):
         return {str(k): _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
     if isinstance(x, np.generic):
-        return x.item()
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
     return x
 
 
-def evaluate_claim(claim: dict, tables: TableSet) -> dict:
-    """One scorecard row: id, claim, paper, measured, test, verdict, reason, tables, kind, details."""
-    base = {"id": claim["id"], "claim": claim["claim"], "paper": claim["paper"], "test": claim["test"],
-            "kind": claim["kind"], "tables": list(claim["tables"])}
+def _run(claim: dict, ts: TableSet) -> dict:
+    """One test on one view of the tables: verdict, measured, reason, details, n_seeds."""
     try:
-        out = TESTS[claim["kind"]](claim, tables)
+        out = TESTS[claim["kind"]](claim, ts)
     except _NotMeasured as e:
-        return {**base, "measured": "—", "verdict": NOT_MEASURED, "reason": str(e), "details": {}}
-    assert out.verdict in VERDICTS
-    return {**base, "measured": out.measured, "verdict": out.verdict, "reason": out.reason,
-            "details": _plain(out.details)}
+        return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0}
+    verdict, reason = out.verdict, out.reason
+    if out.n_seeds < MIN_SEEDS:
+        reason = (f"{out.n_seeds} seed(s) per arm, fewer than {MIN_SEEDS}: not judged (on these seeds the test "
+                  f"reads {verdict}: {reason})")
+        verdict = TOO_FEW_SEEDS
+    return {"verdict": verdict, "measured": out.measured, "reason": reason, "details": _plain(out.details),
+            "n_seeds": out.n_seeds}
+
+
+def _combine(per_model: dict[str, dict]) -> dict:
+    """One scope's result from its models' results: the worst verdict among the measured
+    models; a model with nothing measured makes the result partial."""
+    measured = {m: r for m, r in per_model.items() if r["verdict"] != NOT_MEASURED}
+    missing = [m for m in per_model if m not in measured]
+    if not measured:
+        reason = "; ".join(f"{m}: {r['reason']}" if m else r["reason"] for m, r in per_model.items())
+        return {"verdict": NOT_MEASURED, "measured": "—", "reason": reason, "partial": False, "missing": missing,
+                "models": per_model}
+    verdict = _worst(r["verdict"] for r in measured.values())
+    several = len(per_model) > 1
+    measured_text = " || ".join(f"{m.upper()}: {r['measured']}" if several else r["measured"] for m, r in measured.items())
+    reason = " || ".join(f"{m.upper()}: {r['verdict']}: {r['reason']}" if several else r["reason"]
+                         for m, r in measured.items())
+    if missing:
+        reason += " || partial: " + "; ".join(f"{m.upper()} not measured ({per_model[m]['reason']})" for m in missing)
+    return {"verdict": verdict, "measured": measured_text, "reason": reason, "partial": bool(missing),
+            "missing": missing, "models": per_model}
+
+
+def _regime_text(regime: dict) -> str:
+    return _describe_filter(regime) if regime else "any cell"
+
+
+def evaluate_claim(claim: dict, tables: TableSet) -> dict:
+    """One scorecard row: the claim, its regime and models, and two results: ``at_regime`` (the
+    verdict, read on cells inside the regime) and ``indication`` (cells outside it)."""
+    regime = claim.get("regime") or {}
+    base = {"id": claim["id"], "section": claim.get("section", "papers"), "claim": claim["claim"],
+            "paper": claim["paper"], "tables": list(claim["tables"]), "regime": _regime_text(regime),
+            "models": list(claim.get("models") or []), "kind": claim.get("kind", "unscored"),
+            "test": claim.get("test", claim.get("unscored", ""))}
+    if "unscored" in claim:
+        res = {"verdict": NOT_MEASURED, "measured": "—", "reason": f"cannot be scored: {claim['unscored']}",
+               "partial": False, "missing": [], "models": {}}
+        return {**base, "at_regime": res, "indication": dict(res)}
+    models = claim.get("models") or [None]
+    out = {}
+    for scope in SCOPES:
+        inside = scope == "at_regime"
+        per_model = {}
+        for m in models:
+            def keep(r: dict, m=m, inside=inside) -> bool:
+                return (m is None or r.get("model") == m) and _matches(r, regime) == inside
+            res = _run(claim, tables.view(keep))
+            if res["verdict"] == NOT_MEASURED and not _any_row(claim, tables.view(keep)):
+                where = "at the papers' regime" if inside else "outside the papers' regime"
+                res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
+            per_model[m or ""] = res
+        out[scope] = _combine(per_model)
+    return {**base, **out}
+
+
+def _any_row(claim: dict, ts: TableSet) -> bool:
+    try:
+        return bool(ts.rows(claim["tables"])[0])
+    except _NotMeasured:
+        return False
 
 
 def scorecard(results_dir: Path, claims: Optional[list[dict]] = None) -> list[dict]:
@@ -1140,19 +1371,64 @@ def scorecard(results_dir: Path, claims: Optional[list[dict]] = None) -> list[di
     return [evaluate_claim(c, ts) for c in claims]
 
 
+def summarize(rows: list[dict]) -> dict:
+    """Counts per section and scope: verdicts of claims with every model measured, and partial
+    claims apart (``partial``: counts of their verdicts)."""
+    out: dict = {}
+    for section in SECTIONS:
+        rs = [r for r in rows if r["section"] == section]
+        if not rs:
+            continue
+        out[section] = {}
+        for scope in SCOPES:
+            full = [r[scope]["verdict"] for r in rs if not r[scope]["partial"]]
+            part = [r[scope]["verdict"] for r in rs if r[scope]["partial"]]
+            out[section][scope] = {"claims": len(rs), **{v: full.count(v) for v in VERDICTS},
+                                   "partial": {v: part.count(v) for v in VERDICTS if part.count(v)}}
+    return out
+
+
+def _count_text(c: dict) -> str:
+    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c[v])
+    if c["partial"]:
+        text += "; partial (a named model not measured), counted apart: " + ", ".join(
+            f"{n} {v}" for v, n in c["partial"].items())
+    return text or "none"
+
+
 def _md(text: Any) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") -> str:
-    """A markdown table: claim | paper | measured (95% CI, seeds) | test | verdict."""
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    lines = [f"# {title}", "", ", ".join(f"{n} {v}" for v, n in counts.items()) + f" (of {len(rows)} claims).", "",
-             "| claim | paper | measured (95% CI, seeds) | test | verdict |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])} | {_md(r['paper'])} | {_md(r['measured'])} | "
-                     f"{_md(r['test'])} | **{_md(r['verdict'])}**: {_md(r['reason'])} |")
-    return "\n".join(lines) + "\n"
+    """Markdown: the counts per scope, then one table per section: claim | paper | regime |
+    at the papers' regime | indication off the regime."""
+    summary = summarize(rows)
+    lines = [f"# {title}", "",
+             "Verdicts are read at the regime each paper states its claim in; cells outside it give an indication "
+             "only. Intervals are 95% Student-t intervals over seeds (paired by seed); fewer than "
+             f"{MIN_SEEDS} seeds per arm is never a verdict.", ""]
+    for section, title_s in SECTIONS.items():
+        if section not in summary:
+            continue
+        s = summary[section]
+        lines += [f"## {title_s}", "",
+                  f"- At the papers' regime ({s['at_regime']['claims']} claims): {_count_text(s['at_regime'])}.",
+                  f"- Indications off the papers' regime: {_count_text(s['indication'])}.", "",
+                  "| claim | paper | regime | at the papers' regime | indication off the regime |",
+                  "|---|---|---|---|---|"]
+        for r in [r for r in rows if r["section"] == section]:
+            cells = []
+            for scope in SCOPES:
+                x = r[scope]
+                tag = " (partial)" if x["partial"] else ""
+                measured = "" if x["measured"] == "—" else f" Measured: {_md(x['measured'])}"
+                cells.append(f"**{_md(x['verdict'])}{tag}**: {_md(x['reason'])}.{measured}")
+            models = f" ({', '.join(r['models'])})" if r["models"] else ""
+            lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])} | {_md(r['paper'])} | {_md(r['regime'])}{_md(models)} | "
+                         f"{cells[0]} | {cells[1]} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_dir: Optional[Path] = None) -> list[dict]:
@@ -1161,30 +1437,45 @@ def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_
     results_dir = Path(results_dir)
     out_dir = Path(out_dir) if out_dir is not None else results_dir
     rows = scorecard(results_dir, claims)
-    summary = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
     name = results_dir.parent.name if results_dir.name == "tables" else results_dir.name
-    atomic_write_json(out_dir / "scorecard.json", {"results": name, "summary": summary, "rows": rows})
+    atomic_write_json(out_dir / "scorecard.json", {"results": name, "summary": summarize(rows), "rows": rows})
     atomic_write_text(out_dir / "scorecard.md", scorecard_markdown(rows, title=f"Reproduction scorecard: {name}"))
     return rows
 
 
-_STYLE = {REPRODUCED: "bold green", DIRECTION_ONLY: "yellow", NOT_REPRODUCED: "bold red", NOT_MEASURED: "dim"}
+_STYLE = {REPRODUCED: "bold green", DIRECTION_ONLY: "yellow", TOO_FEW_SEEDS: "magenta", INCONCLUSIVE: "cyan",
+          NOT_REPRODUCED: "bold red", NOT_MEASURED: "dim"}
 
 
 def scorecard_rich_table(rows: list[dict]):
-    """The scorecard as a ``rich.table.Table`` (claim, paper, measured, test, verdict)."""
+    """The scorecard as ``rich`` renderables: the counts, and one table (claim, regime, at the
+    papers' regime, indication off it)."""
+    from rich.console import Group
     from rich.table import Table as RichTable
     from rich.text import Text
 
+    summary = summarize(rows)
+    heads = []
+    for section, title in SECTIONS.items():
+        if section in summary:
+            s = summary[section]
+            heads.append(Text(f"{title}: at the papers' regime: {_count_text(s['at_regime'])}. "
+                              f"Indications off the regime: {_count_text(s['indication'])}."))
     t = RichTable(title="Reproduction scorecard", show_lines=True)
     t.add_column("claim", ratio=3)
-    t.add_column("paper", ratio=2)
-    t.add_column("measured (95% CI, seeds)", ratio=4)
-    t.add_column("test", ratio=3)
-    t.add_column("verdict", ratio=2)
+    t.add_column("regime", ratio=2)
+    t.add_column("at the papers' regime", ratio=3)
+    t.add_column("indication off the regime", ratio=4)
     for r in rows:
-        verdict = Text(r["verdict"], style=_STYLE.get(r["verdict"], ""))
-        verdict.append(f"\n{r['reason']}", style="dim")
-        t.add_row(Text(f"{r['id']}\n", style="bold") + Text(r["claim"]), Text(r["paper"]), Text(r["measured"]),
-                  Text(r["test"]), verdict)
-    return t
+        cells = []
+        for scope in SCOPES:
+            x = r[scope]
+            cell = Text(x["verdict"] + (" (partial)" if x["partial"] else ""), style=_STYLE.get(x["verdict"], ""))
+            cell.append(f"\n{x['reason']}", style="dim")
+            if x["measured"] != "—":
+                cell.append(f"\n{x['measured']}")
+            cells.append(cell)
+        models = f" ({', '.join(r['models'])})" if r["models"] else ""
+        section = " [beyond the papers]" if r["section"] == "beyond" else ""
+        t.add_row(Text(f"{r['id']}{section}\n", style="bold") + Text(r["claim"]), Text(r["regime"] + models), *cells)
+    return Group(*heads, t)
