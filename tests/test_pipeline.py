@@ -1,4 +1,4 @@
-"""The DVC pipeline: aggregation with pooled-seed CIs from files only, the profiles in
+"""The DVC pipeline: aggregation with per-seed values and seed-resampling CIs from files only, the profiles in
 params.yaml, and the micro profile end to end in a scratch git repository — `dvc repro`, a
 second `dvc repro` that does nothing, a readable `dvc dag` and `dvc metrics show`, an
 experiment with `dvc exp run -S`, and a switch to another profile and back."""
@@ -21,7 +21,8 @@ from posrnn_cli.analysis.plots import draw_all
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.io import read_csv, write_npz
 from posrnn_cli.common.profiles import active_profiles, load_profile
-from posrnn_cli.common.stats import bootstrap_ci
+from posrnn_cli.analysis.scorecard import VERDICTS
+from posrnn_cli.common.stats import bootstrap_ci, hierarchical
 
 ROOT = Path(__file__).resolve().parents[1]
 # the stages call `posrnn`: this interpreter's bin/ first on PATH, so a bare `pytest` works too
@@ -72,18 +73,23 @@ def fake_run(root: Path, seed: int, pe: str, token: np.ndarray) -> Path:
     return run
 
 
-def test_aggregate_pools_the_seeds_of_a_cell(tmp_path):
+def test_aggregate_keeps_each_seed_and_resamples_seeds(tmp_path):
     rng = np.random.default_rng(0)
-    a, b, c = rng.random(50), rng.random(70), rng.random(60)
-    runs = [fake_run(tmp_path / "fig2", 1, "none", a), fake_run(tmp_path / "fig2", 2, "none", b),
+    a, b, c = rng.random(50), rng.random(70) * 0.5, rng.random(60)
+    runs = [fake_run(tmp_path / "fig2", 2, "none", b), fake_run(tmp_path / "fig2", 1, "none", a),
             fake_run(tmp_path / "fig2", 1, "sinusoidal", c)]
     rows = {r["pe"]: r for r in table_eval(runs, n_resamples=2000)}
-    pooled = np.concatenate([a, b])
-    assert rows["none"]["n_seeds"] == 2 and rows["none"]["n_sequences"] == 120 and rows["none"]["seeds"] == "1 2"
-    assert rows["none"]["token_accuracy"] == pytest.approx(pooled.mean())
-    lo, hi = bootstrap_ci(pooled, n_resamples=2000)
-    assert (rows["none"]["token_accuracy_ci_low"], rows["none"]["token_accuracy_ci_high"]) == pytest.approx((lo, hi))
+    none = rows["none"]
+    assert none["n_seeds"] == 2 and none["n_sequences"] == 120 and none["seeds"] == "1 2"  # ascending
+    by_seed = [float(x) for x in none["token_accuracy_by_seed"].split()]
+    assert by_seed == pytest.approx([a.mean(), b.mean()], abs=1e-5)
+    assert none["token_accuracy"] == pytest.approx((a.mean() + b.mean()) / 2)  # every seed weighs the same
+    h = hierarchical([a, b], n_resamples=2000)
+    assert (none["token_accuracy_ci_low"], none["token_accuracy_ci_high"]) == pytest.approx((h["ci_low"], h["ci_high"]))
+    lo, hi = bootstrap_ci(np.concatenate([a, b]), n_resamples=2000)
+    assert none["token_accuracy_ci_high"] - none["token_accuracy_ci_low"] > hi - lo  # the seeds' spread is in it
     assert rows["sinusoidal"]["n_seeds"] == 1 and rows["sinusoidal"]["token_accuracy"] == pytest.approx(c.mean())
+    pooled = np.array([a.mean(), b.mean()])
 
     tables = aggregate(tmp_path, tmp_path / "results" / "tables", n_resamples=500)
     assert set(tables) == {"fig2"}
@@ -155,7 +161,10 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
                            "length_v2.png", "extend_vocab.png"])
     assert "perplexity" in (repo / "figures" / "micro" / "lm_table.md").read_text()
     card = json.loads((repo / "results" / "micro" / "scorecard" / "scorecard.json").read_text())
-    assert len(card["rows"]) >= 20 and sum(card["summary"].values()) == len(card["rows"])
+    assert len(card["rows"]) >= 40
+    for scope in ("at_regime", "indication"):
+        counts = card["summary"]["papers"][scope]
+        assert sum(counts[v] for v in VERDICTS) + sum(counts["partial"].values()) == counts["claims"]
     again = dvc(repo, "repro")
     assert "Running stage" not in again and "up to date" in again
 

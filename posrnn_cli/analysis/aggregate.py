@@ -49,7 +49,7 @@ CELL_COLUMNS = (
 )
 #: config keys that do not split a cell (a run's seed and where it ran)
 IGNORED = {"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
-           "train.checkpoint_every", "task.data"}
+           "train.checkpoint_every", "train.checkpoint_initial", "task.data"}
 MANIFEST = "sweep.json"
 #: the position ranges of the dual table, as fractions of L: all, halves, quarters
 POSITIONS = {"all": (0, 1), "first": (0, 0.5), "second": (0.5, 1),

@@ -98,6 +98,7 @@ class TrainConfig:
     warmup: Optional[int] = bounded(None, 0, none="1% of the run, at most 1,000")  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
     seed: int = bounded(111, 0, 2**63 - 1)
     checkpoint_every: int = bounded(5000, 1)
+    checkpoint_initial: bool = False  # also keep the untrained model as step 0 (a stability curve's start)
     log_every: int = bounded(100, 1)
     eval_batch_size: int = bounded(1024, 1, 2**24)
     device: str = "auto"  # auto | cpu | cuda | cuda:N

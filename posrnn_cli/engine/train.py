@@ -337,6 +337,8 @@ class Trainer:
                     f"lower train.lr or train.clip, then --resume or --force"
                 )
 
+        if t.checkpoint_initial and self.step == 0 and not list_checkpoints(self.run_dir):
+            self.save()  # the untrained model, where a stability curve starts
         bar = ProgressBar(progress and self.is_main, t.iterations, self.step)
         self.model.train()
         with bar as (update, _), stop_on_signals(self.world_size == 1) as stop:

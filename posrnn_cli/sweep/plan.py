@@ -41,6 +41,7 @@ SHORT = {
     "autoregressive": "task.autoregressive", "hidden": "model.hidden_size", "embed": "model.embed_size",
     "layers": "model.layers", "heads": "model.heads", "pe_mode": "model.pe_mode", "iterations": "train.iterations",
     "batch": "train.batch_size", "warmup": "train.warmup", "lr": "train.lr", "checkpoint_every": "train.checkpoint_every",
+    "checkpoint_initial": "train.checkpoint_initial",
 }
 #: how a cell's values appear in its directory name
 ABBREV = {"vocab": "v", "length": "l", "min_length": "min", "hidden": "h", "layers": "layers", "delay": "t",
