@@ -370,6 +370,7 @@ def test_every_claim_is_unmeasured_without_its_tables(tmp_path):
     for r in rows:
         for scope in sc.SCOPES:
             assert r[scope]["verdict"] == NM, r
+            assert r[scope]["reason"].startswith("cannot be scored") or ".csv is absent" in r[scope]["reason"], r
 
 
 def test_unscored_claims_say_why(tmp_path):

@@ -1344,7 +1344,7 @@ def evaluate_claim(claim: dict, tables: TableSet) -> dict:
             def keep(r: dict, m=m, inside=inside) -> bool:
                 return (m is None or r.get("model") == m) and _matches(r, regime) == inside
             res = _run(claim, tables.view(keep))
-            if res["verdict"] == NOT_MEASURED and not _any_row(claim, tables.view(keep)):
+            if res["verdict"] == NOT_MEASURED and _rows_in_view(claim, tables.view(keep)) == 0:
                 where = "at the papers' regime" if inside else "outside the papers' regime"
                 res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
             per_model[m or ""] = res
@@ -1352,11 +1352,12 @@ def evaluate_claim(claim: dict, tables: TableSet) -> dict:
     return {**base, **out}
 
 
-def _any_row(claim: dict, ts: TableSet) -> bool:
+def _rows_in_view(claim: dict, ts: TableSet) -> Optional[int]:
+    """How many rows of the claim's tables a view keeps (``None`` when a table is absent)."""
     try:
-        return bool(ts.rows(claim["tables"])[0])
+        return len(ts.rows(claim["tables"])[0])
     except _NotMeasured:
-        return False
+        return None
 
 
 def scorecard(results_dir: Path, claims: Optional[list[dict]] = None) -> list[dict]:
