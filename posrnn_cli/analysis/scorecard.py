@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 import yaml
 
+from posrnn_cli.common import experiments
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text, read_csv
 from posrnn_cli.common.stats import t_interval
@@ -69,20 +70,10 @@ MIN_SEEDS = 3
 #: the training budget two compared arms must share
 BUDGET_COLUMNS = ("iterations", "batch_size", "warmup")
 
-EVAL_TABLES = ("fig2", "forms", "double", "length", "sort", "copy", "s4d", "varlen")
-TABLES = EVAL_TABLES + ("dual", "stability", "extend", "lm", "irie")
-
-_ACC = ["token_accuracy", "token_accuracy_by_seed", "token_accuracy_ci_low", "token_accuracy_ci_high"]
-#: columns a table must have to be read at all (a table without them is malformed)
-REQUIRED_COLUMNS: dict[str, list[str]] = {
-    **{t: ["model", "pe", "vocab_size", "seeds", *_ACC] for t in EVAL_TABLES},
-    "extend": ["model", "pe", "vocab_size", "seeds", *_ACC],
-    "dual": ["model", "pe", "vocab_size", "condition", "half", "seeds", *_ACC],
-    "stability": ["model", "pe", "step", "condition", "pair", "seeds", "stability", "stability_by_seed", "ci_low",
-                  "ci_high"],
-    "lm": ["model", "pe", "seeds", "perplexity", "perplexity_by_seed"],
-    "irie": ["layers", "pe", "seeds", *_ACC, "permutation_sensitive_share", "max_logit_change", "tolerance"],
-}
+#: the result tables a claim may read, and the columns each must hold (the experiment registry)
+EVAL_TABLES = experiments.eval_tables()
+TABLES = experiments.result_tables()
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {t: experiments.required_columns(t) for t in TABLES}
 #: of those, the ones that must hold a finite number in every row
 NUMERIC_COLUMNS = {"vocab_size", "step", "layers", "token_accuracy", "token_accuracy_ci_low",
                    "token_accuracy_ci_high", "stability", "ci_low", "ci_high", "perplexity",

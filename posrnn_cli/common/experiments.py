@@ -86,15 +86,17 @@ JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
 )}
 
 _A = "posrnn_cli.analysis.aggregate"
-_ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
+_ACC = ("seeds", "token_accuracy", "token_accuracy_by_seed", "token_accuracy_ci_low", "token_accuracy_ci_high")
 
 TABLE_FORMS: dict[str, TableForm] = {t.name: t for t in (
     TableForm("eval", f"{_A}.table_eval", f"{_A}.headline_eval", ("model", "pe", "vocab_size", *_ACC)),
-    TableForm("dual", f"{_A}.table_dual", f"{_A}.headline_dual", ("model", "pe", "vocab_size", "condition", *_ACC)),
+    TableForm("dual", f"{_A}.table_dual", f"{_A}.headline_dual",
+              ("model", "pe", "vocab_size", "condition", "half", *_ACC)),
     TableForm("stability", f"{_A}.table_stability", f"{_A}.headline_stability",
-              ("model", "pe", "step", "condition", "pair", "stability", "ci_low", "ci_high")),
+              ("model", "pe", "step", "condition", "pair", "seeds", "stability", "stability_by_seed", "ci_low",
+               "ci_high")),
     TableForm("extend", f"{_A}.table_extend", f"{_A}.headline_extend", ("model", "pe", "vocab_size", *_ACC)),
-    TableForm("lm", f"{_A}.table_lm", f"{_A}.headline_lm", ("model", "pe", "seed", "perplexity")),
+    TableForm("lm", f"{_A}.table_lm", f"{_A}.headline_lm", ("model", "pe", "seeds", "perplexity", "perplexity_by_seed")),
     TableForm("irie", f"{_A}.table_irie", f"{_A}.headline_irie",
               ("layers", "pe", *_ACC, "permutation_sensitive_share", "max_logit_change", "tolerance")),
 )}
