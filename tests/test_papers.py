@@ -5,6 +5,7 @@ outside the repository."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,3 +17,9 @@ def test_papers_md_describes_every_version_and_the_settings():
         assert re.search(rf"^\| \*\*{version}\*\* \|", text, re.M), version
         assert re.search(rf"^### .*\b{version}\b", text, re.M), f"no section on {version}"
     assert "## The settings the code follows" in text
+
+
+def test_no_reference_points_outside_the_repository():
+    r = subprocess.run(["grep", "-rn", "SPEC", "posrnn_cli", "docs", "params.yaml", "dvc.yaml"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.stdout == "", r.stdout
