@@ -306,8 +306,8 @@ def _label(row: dict, skip: Iterable[str] = ()) -> str:
     parts = []
     if "model" not in skip and row.get("model") is not None:
         model = str(row["model"])
-        if row.get("layers") is not None and "layers" not in skip and model == "transformer":
-            model = f"{row['layers']}-layer transformer"
+        if row.get("layers") not in (None, 1) and "layers" not in skip:
+            model = f"{row['layers']}-layer {model}"
         parts.append(model.upper() if len(model) <= 5 else model)
     if "vocab_size" not in skip and row.get("vocab_size") is not None:
         parts.append(f"V={row['vocab_size']}")
@@ -1006,13 +1006,9 @@ def _irie_rows(claim: dict, ts: TableSet) -> list[dict]:
     return sorted(sel, key=lambda r: (str(r.get("layers")), str(r.get("vocab_size")), str(r.get("length"))))
 
 
-def _transformer_pe(row: dict) -> str:
-    return "no PE" if row.get("pe") == "none" else f"PE {row.get('pe')}"
-
-
 def _irie_measured(rows: list[dict]) -> str:
     return "; ".join(
-        f"{_label(r)} ({_transformer_pe(r)}): sensitive share {_num(r, 'permutation_sensitive_share'):.3f} of "
+        f"{_label(r)} ({_pe_name(r.get('pe'))}): sensitive share {_num(r, 'permutation_sensitive_share'):.3f} of "
         f"{r.get('n_sequences', '?')} sequences, max logit change {_num(r, 'max_logit_change'):.2e} "
         f"(tolerance {_num(r, 'tolerance'):.0e}), seeds {r.get('seeds')}" for r in rows)
 
