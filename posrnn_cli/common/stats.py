@@ -98,5 +98,7 @@ def hierarchical(values: list, n_resamples: int = 10_000, level: float = 0.95, s
     a = (1.0 - level) / 2
     lo, hi = np.quantile(stats, [a, 1.0 - a])
     by_seed = [float(x.mean()) for x in arrays]
-    return {"mean": float(np.mean(by_seed)), "ci_low": float(lo), "ci_high": float(hi), "by_seed": by_seed,
+    mean = float(np.mean(by_seed))
+    lo, hi = min(float(lo), mean), max(float(hi), mean)  # identical scores: equal up to rounding
+    return {"mean": mean, "ci_low": lo, "ci_high": hi, "by_seed": by_seed,
             "n": int(sum(x.size for x in arrays)), "n_seeds": k}
