@@ -96,6 +96,7 @@ def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
     ({"fig2": TINY, "extend": {"cells": [{"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1], "extra_vocab": 4}},
      ["extend"], "has no fig2 run to extend"),
     ({"fig2": {**TINY, "seeds": ["one"]}}, ["fig2"], "seeds must be integers"),
+    ({"fig2": {**TINY, "seeds": [1, 1]}}, ["fig2"], "seeds lists 1 more than once"),
     ({"fig2": {**TINY, "set": {"train.lr": "fast"}}}, ["fig2"], "train.lr must be of type float"),
     ({"fig3": TINY}, ["fig2"], "unknown section(s) fig3"),
     ({"dual": TINY, "stability": {"triplets": 1}}, ["stability"], "stability.triplets must be at least 2, got 1"),
@@ -247,8 +248,51 @@ def test_slurm_missing_submitit_or_sbatch_is_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
     r = CliRunner().invoke(app, ["sweep", "fig2", "--executor", "slurm"])
-    assert r.exit_code == 1 and "no `sbatch` on PATH" in r.output
+    assert r.exit_code == 1 and "no `sbatch` or `srun` on PATH" in r.output
     assert not (tmp_path / "runs" / "t" / "fig2" / "gru-v4-none-s1").exists()
+
+
+def tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def test_a_refused_submission_leaves_the_tree_as_it_was(tmp_path, monkeypatch):
+    """sbatch refuses the array: no manifest, no pickle, no directory is left behind."""
+    monkeypatch.chdir(tmp_path)
+    scratch(tmp_path, fig2=TINY)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for b in ("sbatch", "srun"):
+        (bin_dir / b).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    before = tree(tmp_path)
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--executor", "slurm"])
+    ours = [ln for ln in r.output.splitlines() if ln.startswith("error:")]  # sbatch's own words may come first
+    assert r.exit_code == 1 and len(ours) == 1 and "submitting to SLURM failed" in ours[0], r.output
+    assert "Traceback" not in r.output
+    assert tree(tmp_path) == before
+
+
+def test_a_second_sweep_on_the_same_runs_gets_one_line_naming_the_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = scratch(tmp_path, fig2=TINY)
+    runs = tmp_path / "runs" / "t"
+    runs.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom posrnn_cli.engine.rundir import run_lock\n"
+        "with run_lock(sys.argv[1], 'posrnn sweep --profile t'):\n    print('held', flush=True)\n    time.sleep(60)\n"),
+        str(runs)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(PosrnnError) as e:
+            run_sweep(params, "t", ["fig2"], SweepOptions(workers=1))
+        assert "posrnn sweep --profile t" in str(e.value) and str(holder.pid) in str(e.value)
+        assert "\n" not in str(e.value) and not (runs / "fig2").exists()
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 sys.path.insert(0, str(Path(__file__).parent))

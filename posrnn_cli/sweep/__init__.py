@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from ..common.errors import PosrnnError
+from ..common.io import atomic_write_bytes
 from ..common.profiles import load_profile
 from .local import JobOutcome, cpu_count
 from ..common.experiments import EXPERIMENTS, Experiment, trains
@@ -105,27 +106,61 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         from .slurm import check_available
 
         check_available("slurm" if executor == "slurm" else "local")
-    for name in experiments:  # the manifests first: they say which runs make the tables
-        (runs_root / name).mkdir(parents=True, exist_ok=True)  # every experiment's directory, even an empty grid's
-        if EXPERIMENTS[name].table is not None:
-            write_manifest(runs_root / name, EXPERIMENTS[name], [j for j in jobs if j.experiment == name])
-    outcomes: list[JobOutcome] = []
-    for wave in waves(experiments):  # an experiment runs after the one it reads (lm after lm_data)
-        wave_jobs = [j for j in jobs if j.experiment in wave]
-        if not wave_jobs:
-            continue
-        if any(o.status == "failed" and o.job.experiment in sources(wave) for o in outcomes):
-            break  # what this wave reads failed: its errors are reported, do not pile more on
-        if executor == "local":
-            outcomes += _local(wave_jobs, pool, runs_root, out)
-        else:
-            outcomes += _slurm(wave_jobs, prof, opts, executor, runs_root, out)
+    from ..engine.rundir import run_lock
+
+    made = [d for d in (runs_root, *runs_root.parents) if not d.exists()]  # the folders this sweep creates
+    runs_root.mkdir(parents=True, exist_ok=True)
+    try:
+        with run_lock(runs_root, f"posrnn sweep --profile {profile}"):  # a second sweep here gets one line naming this
+            outcomes = _run_waves(jobs, experiments, executor, prof, opts, pool, runs_root, out)
+    except PosrnnError:
+        for d in made:  # innermost first; only while they are still empty
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+        raise
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         for o in failed:
             print(f"failed: {o.job.label}: {o.error} (log: {o.log})", file=sys.stderr)
         raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs failed (each named above with its log); "
                           f"fix the cause and run the same command again (finished runs are kept)")
+    return outcomes
+
+
+def _run_waves(jobs: list[Job], experiments: list[str], executor: str, prof: dict, opts: SweepOptions,
+               pool: Optional["Pool"], runs_root: Path, out: TextIO) -> list[JobOutcome]:
+    """Write the manifests, then run the experiments wave by wave. If nothing could start (a
+    refused submission), the manifests and directories this call wrote are put back as they were."""
+    before = {name: (runs_root / name).exists() for name in experiments}
+    old = {name: ((runs_root / name / "sweep.json").read_bytes() if (runs_root / name / "sweep.json").is_file() else None)
+           for name in experiments}
+    for name in experiments:  # the manifests first: they say which runs make the tables
+        (runs_root / name).mkdir(parents=True, exist_ok=True)  # every experiment's directory, even an empty grid's
+        if EXPERIMENTS[name].table is not None:
+            write_manifest(runs_root / name, EXPERIMENTS[name], [j for j in jobs if j.experiment == name])
+    outcomes: list[JobOutcome] = []
+    try:
+        for wave in waves(experiments):  # an experiment runs after the one it reads (lm after lm_data)
+            wave_jobs = [j for j in jobs if j.experiment in wave]
+            if not wave_jobs:
+                continue
+            if any(o.status == "failed" and o.job.experiment in sources(wave) for o in outcomes):
+                break  # what this wave reads failed: its errors are reported, do not pile more on
+            if executor == "local":
+                outcomes += _local(wave_jobs, pool, runs_root, out)
+            else:
+                outcomes += _slurm(wave_jobs, prof, opts, executor, runs_root, out)
+    except PosrnnError:
+        if not outcomes:
+            for name in experiments:
+                manifest = runs_root / name / "sweep.json"
+                if old[name] is not None:
+                    atomic_write_bytes(manifest, old[name])
+                elif manifest.is_file():
+                    manifest.unlink()
+                if not before[name] and (runs_root / name).is_dir() and not any((runs_root / name).iterdir()):
+                    (runs_root / name).rmdir()
+        raise
     return outcomes
 
 

@@ -131,6 +131,11 @@ def _grid(sec: dict, exp: str, profile: str) -> tuple[list[dict], list[str], lis
         raise PosrnnError(f"{where}: pe and seeds must be lists, e.g. pe: [none, sinusoidal], seeds: [111]")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise PosrnnError(f"{where}: seeds must be integers, got {seeds}")
+    for name, values in (("seeds", seeds), ("pe", pes)):
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if repeated:
+            raise PosrnnError(f"{where}: {name} lists {', '.join(map(str, repeated))} more than once (two runs would "
+                              f"share one directory); list each once")
     return cells, pes, seeds
 
 

@@ -58,8 +58,10 @@ def check_available(cluster: str) -> None:
     if cluster == "slurm":
         import shutil
 
-        if shutil.which("sbatch") is None:
-            raise PosrnnError("--executor slurm: no `sbatch` on PATH (not on a SLURM cluster?); use --executor local here")
+        missing = [b for b in ("sbatch", "srun") if shutil.which(b) is None]
+        if missing:
+            raise PosrnnError(f"--executor slurm: no `{'` or `'.join(missing)}` on PATH (not on a SLURM cluster?); "
+                              f"use --executor local here")
 
 
 def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slurm", wait: bool = True,
@@ -80,9 +82,21 @@ def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slu
     except (ValueError, TypeError) as e:
         raise PosrnnError(f"submitit refused the slurm settings ({e}); fix the profile's slurm: section or the options") from None
     task = SweepTask()
+    folder = Path(folder)
+    made = not folder.exists()
+    present = set(folder.rglob("*")) if folder.is_dir() else set()
     try:
         handles = ex.map_array(task, [j.to_dict() for j in jobs])
     except Exception as e:  # noqa: BLE001 - sbatch errors arrive as several exception types
+        # a refused submission leaves nothing behind: the pickles and folders submitit wrote for it go
+        for path in sorted(set(folder.rglob("*")) - present if folder.is_dir() else (), key=lambda p: -len(p.parts)):
+            if path.is_dir() and not path.is_symlink():
+                if not any(path.iterdir()):
+                    path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        if made and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PosrnnError(f"submitting to SLURM failed ({first}); check the partition and limits") from None
     if on_submit:
