@@ -1332,8 +1332,11 @@ def evaluate_claim(claim: dict, tables: TableSet) -> dict:
                 return (m is None or r.get("model") == m) and _matches(r, regime) == inside
             res = _run(claim, tables.view(keep))
             if res["verdict"] == NOT_MEASURED and _rows_in_view(claim, tables.view(keep)) == 0:
-                where = "at the papers' regime" if inside else "outside the papers' regime"
-                res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
+                if not regime and not inside:
+                    res["reason"] = "every cell is inside this claim's regime (any cell), so no indication stands apart"
+                else:
+                    where = "at the papers' regime" if inside else "outside the papers' regime"
+                    res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
             per_model[m or ""] = res
         out[scope] = _combine(per_model)
     return {**base, **out}
