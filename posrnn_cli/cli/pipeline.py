@@ -204,6 +204,6 @@ def scorecard(
 def register(app: typer.Typer) -> None:
     app.command(short_help="Run the grids of a profile's experiments, in parallel.")(cli_errors(sweep))
     app.add_typer(profile_app, name="profile", short_help="List the profiles, or choose the one dvc repro runs.")
-    app.command(short_help="Pool seeds into one table per experiment, with 95% CIs.")(cli_errors(aggregate))
+    app.command(short_help="One table per experiment: each seed's value, 95% CIs over seeds.")(cli_errors(aggregate))
     app.command(short_help="Draw the figures from the aggregated tables.")(cli_errors(plot))
     app.command(short_help="Each claim of the papers: what was measured, the verdict.")(cli_errors(scorecard))

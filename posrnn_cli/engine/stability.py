@@ -17,7 +17,7 @@ trained weights for the RNNs (cuDNN can be neither differentiated twice nor vmap
 closed-form unrolling for S4D. The Jacobians come from one batched backward pass per chunk.
 
 ``stability_values`` is the one generator of per-triplet values: ``posrnn stability``
-summarises them with CIs, the pipeline keeps them raw so seeds can be pooled.
+summarises them with CIs, the pipeline keeps them raw so its intervals can resample seeds.
 """
 
 from __future__ import annotations
