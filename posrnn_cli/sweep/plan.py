@@ -39,13 +39,13 @@ SHORT = {
     "task": "task.name", "model": "model.name", "vocab": "task.vocab_size", "length": "task.length",
     "min_length": "task.min_length", "rarity": "task.rarity", "delay": "task.delay", "dim": "task.dim",
     "autoregressive": "task.autoregressive", "hidden": "model.hidden_size", "embed": "model.embed_size",
-    "layers": "model.layers", "heads": "model.heads", "pe_mode": "model.pe_mode", "iterations": "train.iterations",
+    "layers": "model.layers", "heads": "model.heads", "state": "model.state_size", "pe_mode": "model.pe_mode", "iterations": "train.iterations",
     "batch": "train.batch_size", "warmup": "train.warmup", "lr": "train.lr", "checkpoint_every": "train.checkpoint_every",
     "checkpoint_initial": "train.checkpoint_initial",
 }
 #: how a cell's values appear in its directory name
 ABBREV = {"vocab": "v", "length": "l", "min_length": "min", "hidden": "h", "layers": "layers", "delay": "t",
-          "rarity": "r", "iterations": "i", "batch": "b", "dim": "d", "heads": "heads", "embed": "e"}
+          "rarity": "r", "iterations": "i", "batch": "b", "dim": "d", "heads": "heads", "embed": "e", "state": "n"}
 PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm"}
 
 
@@ -194,6 +194,8 @@ def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs
 
 def extend_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     raw = _section(prof, exp.name, profile)
+    if not raw:
+        return []
     sec = read_section(ExtendSection, raw, f"profile {profile!r}, {exp.name}", required=("extra_vocab",))
     cells, pes, seeds = _grid(raw, exp.name, profile)
     extra = sec.extra_vocab
