@@ -109,8 +109,9 @@ def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
     if json_out:
         typer.echo(json.dumps(rows))
         return
+    width = max((len(r["name"]) for r in rows), default=0)
     for r in rows:
-        typer.echo(f"{'*' if r['active'] else ' '} {r['name']:<8} device {r['device']:<5} {r['about']}")
+        typer.echo(f"{'*' if r['active'] else ' '} {r['name']:<{width}}  device {r['device']:<5} {r['about']}")
 
 
 @profile_app.command("use", short_help="Make a profile the one dvc repro runs.")
