@@ -360,3 +360,21 @@ def test_bench_sweep_reports_runs_per_hour_for_each_worker_count():
     assert rows[0]["speedup_vs_1"] == 1.0
     r = CliRunner().invoke(app, ["bench-sweep", "--workers", "one"])
     assert r.exit_code == 1 and r.output.startswith("error: --workers takes counts")
+
+
+def test_every_job_kind_runs_with_its_runs_thread_limit(tmp_path):
+    """A stability job (not only training) takes its run's train.threads before it starts, so a
+    pool of one single-threaded run per core is not oversubscribed by the analysis stage."""
+    from posrnn_cli.sweep.jobs import execute
+    from posrnn_cli.sweep.plan import Job
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        job = Job("stability", "x", "stability", str(tmp_path / "stab"), {"train": {"threads": 1}},
+                  {"source": str(tmp_path / "missing"), "triplets": 4, "chunk_size": 4, "seed": 0})
+        with pytest.raises(PosrnnError, match="no checkpoints"):
+            execute(job)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -161,6 +161,11 @@ def execute(job: Job) -> dict:
     kind in the experiment registry."""
     if job.kind not in JOB_KINDS:
         raise PosrnnError(f"unknown job kind {job.kind!r}; known: {', '.join(JOB_KINDS)}")
+    threads = (job.config or {}).get("train", {}).get("threads")
+    if threads is not None:  # every kind, not only training: a stability job on every core oversubscribes the pool
+        from ..engine.device import setup_threads
+
+        setup_threads(threads)
     with locked(Path(job.run_dir)):
         return resolve(JOB_KINDS[job.kind].run)(job)
 
