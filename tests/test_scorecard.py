@@ -570,3 +570,23 @@ def test_scorecard_imports_no_training_code():
     found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     found |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert found <= allowed, found - allowed
+
+
+def test_a_baseline_core_at_another_h_is_found_through_baseline_ignores(tmp_path):
+    """The beyond cores are matched on parameters, so the vanilla GRU baseline (H = 64) sits at
+    another H than vanilla Mamba (H = 58): ``baseline_ignores: [hidden_size]`` pairs them by the
+    task cell; without it no baseline row is found and the claim is not measured."""
+    mamba_at, gru_at = {"length": 8, "hidden_size": 58}, {"length": 8, "hidden_size": 64}
+
+    def drop_rows(model, at_, drop):
+        return [dual(model, "none", "F/F", 0.9, V=32, at=at_), dual(model, "none", "F/R", 0.9 - drop, V=32, at=at_)]
+
+    claim = CLAIMS["beyond_mamba_vanilla_keeps_fr"]
+    assert claim["params"]["baseline_ignores"] == ["hidden_size"]
+    rows = drop_rows("mamba", mamba_at, 0.01) + drop_rows("gru", gru_at, 0.3)
+    assert at(score(tmp_path, "beyond_mamba_vanilla_keeps_fr", dual=rows)) == R
+    rows = drop_rows("mamba", mamba_at, 0.3) + drop_rows("gru", gru_at, 0.3)
+    assert at(score(tmp_path, "beyond_mamba_vanilla_keeps_fr", dual=rows)) == NR
+    blind = {**claim, "params": {k: v for k, v in claim["params"].items() if k != "baseline_ignores"}}
+    row = score(tmp_path, blind, dual=drop_rows("mamba", mamba_at, 0.01) + drop_rows("gru", gru_at, 0.3))
+    assert at(row) == NM and "no baseline row" in row["at_regime"]["reason"]

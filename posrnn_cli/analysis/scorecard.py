@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 import yaml
 
-from posrnn_cli.common import experiments
+from posrnn_cli.common import catalog, experiments
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text, read_csv
 from posrnn_cli.common.stats import t_interval
@@ -306,9 +306,10 @@ def _label(row: dict, skip: Iterable[str] = ()) -> str:
     parts = []
     if "model" not in skip and row.get("model") is not None:
         model = str(row["model"])
+        name = catalog.label(catalog.CORES, model) if model in catalog.CORES else model
         if row.get("layers") not in (None, 1) and "layers" not in skip:
-            model = f"{row['layers']}-layer {model}"
-        parts.append(model.upper() if len(model) <= 5 else model)
+            name = f"{row['layers']}-layer {name}"
+        parts.append(name)
     if "vocab_size" not in skip and row.get("vocab_size") is not None:
         parts.append(f"V={row['vocab_size']}")
     if "length" not in skip and row.get("length") is not None:
@@ -826,7 +827,9 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     tolerance count (elsewhere staying near says nothing); with none, the claim is not measured.
     Reproduced: PE's drop has its interval below the tolerance in every such cell. Direction
     only: PE drops more than the tolerance somewhere, but less than the baseline there (interval
-    of the difference above 0)."""
+    of the difference above 0). The baseline's cell shares every key column but those of the
+    baseline's own filter and ``baseline_ignores`` (e.g. ``hidden_size``, where another core is
+    compared at a matched parameter count rather than at the same H)."""
     p = claim["params"]
     metric, tol = p.get("metric", "token_accuracy"), float(p["tolerance"])
     rows, keys = ts.rows(claim["tables"])
@@ -841,10 +844,11 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
         if not cells:
             raise _NotMeasured(f"no cell has both {_describe_filter({**sel, **pair['ref']})} and "
                                f"{_describe_filter({**sel, **pair['cond']})}")
-        base_m = [c for c in m if c not in p["baseline"]]
+        own = set(p["baseline"]) | set(p.get("baseline_ignores", []))  # columns the baseline need not share
+        base_m = [c for c in m if c not in own]
         _, bcells = _cells(_select(rows, base_sel), keys, arms, base_m)
         for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0])):
-            bk = tuple(v for c_, v in zip(m, k) if c_ not in p["baseline"])
+            bk = tuple(v for c_, v in zip(m, k) if c_ not in own)
             bc = bcells.get(bk, {})
             name = _label(c["ref"], skip=set(pair["ref"]) | set(pair["cond"]) | {"pe"})
             ref_name, cond_name = _filter_name(pair["ref"]), _filter_name(pair["cond"])
@@ -1173,7 +1177,8 @@ SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {
     "gap_contrast": [("a", True, _side_param), ("b", True, _side_param), _MATCH, _METRIC],
     "robust": [("select", True, _check_filter), ("baseline", True, _check_filter),
                ("pairs", True, _pairs("ref", "cond")),
-               ("tolerance", True, _number(0)), ("steps", False, _choice("all", "last", "first")), _METRIC],
+               ("tolerance", True, _number(0)), ("steps", False, _choice("all", "last", "first")),
+               ("baseline_ignores", False, _columns), _METRIC],
     "stability_decay": [("select", True, _check_filter), ("pairs", True, _pairs("frequent", "rare")),
                         ("speed", True, _choice("quick", "gradual")), ("early_fraction", False, _number(0, 1)),
                         _METRIC],
