@@ -836,6 +836,8 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     sel, base_sel = p["select"], {**p["select"], **p["baseline"]}
     _require(rows, sel, claim["tables"])
     steps = p.get("steps", "all")
+    who = (f"vanilla {catalog.label(catalog.CORES, sel['model'])}" if sel.get("pe") == "none" and "model" in sel
+           else "PE")  # the arm whose drop is read
     drops, unshown = [], []
     for pair in p["pairs"]:
         arms = {"ref": pair["ref"], "cond": pair["cond"]}
@@ -873,15 +875,15 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
                            f"tolerance {tol:g} in no compared cell ({'; '.join(unshown[:4])}"
                            f"{'; …' if len(unshown) > 4 else ''})")
     verdict = _worst(d["v"] for d in drops)
-    reason = {REPRODUCED: f"where the baseline drops by more than {tol:g}, the PE model's drop lies below {tol:g}",
-              DIRECTION_ONLY: f"some PE drop exceeds {tol:g}, but the baseline drops more there",
-              INCONCLUSIVE: f"the interval of some PE drop crosses {tol:g}",
-              NOT_REPRODUCED: f"a PE drop above {tol:g} where the baseline drops no more"}[verdict]
+    reason = {REPRODUCED: f"where the baseline drops by more than {tol:g}, the {who} model's drop lies below {tol:g}",
+              DIRECTION_ONLY: f"some {who} drop exceeds {tol:g}, but the baseline drops more there",
+              INCONCLUSIVE: f"the interval of some {who} drop crosses {tol:g}",
+              NOT_REPRODUCED: f"a {who} drop above {tol:g} where the baseline drops no more"}[verdict]
     if unshown:
         reason += f" ({len(unshown)} cell(s) left out: the baseline effect is not shown there)"
     worst = sorted(drops, key=lambda d: -d["drop"].mean)
     shown = worst if len(worst) <= 4 else worst[:3]
-    parts = [f"{d['cell']} {d['ref']}→{d['cond']}: PE drop {_fmt_sd(d['drop'], sign=True)}, baseline drop "
+    parts = [f"{d['cell']} {d['ref']}→{d['cond']}: {who} drop {_fmt_sd(d['drop'], sign=True)}, baseline drop "
              f"{d['base'].mean:+.3f}" for d in shown]
     if len(shown) < len(drops):
         parts.append(f"largest {len(shown)} of {len(drops)} drops shown")
@@ -1189,6 +1191,8 @@ SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {
 }
 #: sections of claims.yaml: the papers' claims, and hypotheses beyond them (scored apart)
 SECTIONS = {"papers": "The papers' claims", "beyond": "Beyond the papers"}
+#: where a section's verdicts are read: the papers' regime, or the regime a hypothesis states
+REGIME_WORDS = {"papers": "at the papers' regime", "beyond": "at the hypothesis's regime"}
 _TEXT_KEYS = ("id", "claim", "paper", "test")
 _SCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "kind", "params", "test"}
 _OPTIONAL_KEYS = {"models", "section"}
@@ -1340,7 +1344,8 @@ def evaluate_claim(claim: dict, tables: TableSet) -> dict:
                 if not regime and not inside:
                     res["reason"] = "every cell is inside this claim's regime (any cell), so no indication stands apart"
                 else:
-                    where = "at the papers' regime" if inside else "outside the papers' regime"
+                    at = REGIME_WORDS[claim.get("section", "papers")]
+                    where = at if inside else f"outside {at.split(' ', 1)[1]}"
                     res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
             per_model[m or ""] = res
         out[scope] = _combine(per_model)
@@ -1408,10 +1413,11 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
         if section not in summary:
             continue
         s = summary[section]
+        where = REGIME_WORDS[section]
         lines += [f"## {title_s}", "",
-                  f"- At the papers' regime ({s['at_regime']['claims']} claims): {_count_text(s['at_regime'])}.",
-                  f"- Indications off the papers' regime: {_count_text(s['indication'])}.", "",
-                  "| claim | paper | regime | at the papers' regime | indication off the regime |",
+                  f"- {where[0].upper()}{where[1:]} ({s['at_regime']['claims']} claims): {_count_text(s['at_regime'])}.",
+                  f"- Indications off {where.split(' ', 1)[1]}: {_count_text(s['indication'])}.", "",
+                  f"| claim | paper | regime | {where} | indication off the regime |",
                   "|---|---|---|---|---|"]
         for r in [r for r in rows if r["section"] == section]:
             cells = []
@@ -1455,7 +1461,7 @@ def scorecard_rich_table(rows: list[dict]):
     for section, title in SECTIONS.items():
         if section in summary:
             s = summary[section]
-            heads.append(Text(f"{title}: at the papers' regime: {_count_text(s['at_regime'])}. "
+            heads.append(Text(f"{title}: {REGIME_WORDS[section]}: {_count_text(s['at_regime'])}. "
                               f"Indications off the regime: {_count_text(s['indication'])}."))
     t = RichTable(title="Reproduction scorecard", show_lines=True)
     t.add_column("claim", ratio=3)
