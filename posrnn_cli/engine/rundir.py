@@ -178,6 +178,14 @@ LOCK = ".lock"
 _held: dict[str, int] = {}  # run directories this process holds (realpath → depth), so a sweep job may train its run
 
 
+class LockBusy(PosrnnError):
+    """``run_lock``: the directory is held by another process (``holder`` names it)."""
+
+    def __init__(self, message: str, holder: str = ""):
+        super().__init__(message)
+        self.holder = holder
+
+
 def _holder(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace").strip()
@@ -212,7 +220,8 @@ def run_lock(run_dir: Path, what: str = "posrnn"):
         except BlockingIOError:
             holder = _holder(path)
             os.close(fd)
-            raise PosrnnError(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it") from None
+            raise LockBusy(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it",
+                           holder) from None
         try:  # the file may have been removed by its last holder between our open and flock: retry then
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:
@@ -235,6 +244,15 @@ def run_lock(run_dir: Path, what: str = "posrnn"):
         except OSError:
             pass
         os.close(fd)
+
+
+def relabel(run_dir: Path, what: str) -> None:
+    """Rewrite the holder's description of a lock this process holds (e.g. a sweep's arrays)."""
+    if os.path.realpath(run_dir) in _held:
+        try:
+            (Path(run_dir) / LOCK).write_text(f"pid {os.getpid()}: {what}\n")
+        except OSError:
+            pass  # a courtesy, as in run_lock
 
 
 def holding(run_dir: Path) -> bool:
