@@ -208,6 +208,14 @@ def build_base(base: Path) -> None:
     scratch_params(bad / "sweep-unknown.yaml", fig3={"cells": []})
     scratch_params(bad / "sweep-executor.yaml", executor="local")
     scratch_params(bad / "sweep-workers.yaml", executor={"kind": "local", "workers": 0})
+    slurm = {"kind": "slurm"}
+    scratch_params(bad / "slurm-timeout-zero.yaml", executor=slurm, slurm={"timeout_min": 0})
+    scratch_params(bad / "slurm-partition-number.yaml", executor=slurm, slurm={"partition": 5})
+    scratch_params(bad / "slurm-mem-text.yaml", executor=slurm, slurm={"mem_gb": "4G"})
+    scratch_params(bad / "slurm-setup-text.yaml", executor=slurm, slurm={"setup": "module load cuda"})
+    scratch_params(bad / "slurm-extra-reserved.yaml", executor=slurm, slurm={"extra": {"array": "0-3"}})
+    scratch_params(bad / "slurm-extra-list.yaml", executor=slurm, slurm={"extra": ["--exclusive"]})
+    scratch_params(bad / "slurm-unknown-key.yaml", executor=slurm, slurm={"gpus": 1})
     noactive = yaml.safe_load((base / "params.yaml").read_text()) | {"profile": ["nope"]}
     (bad / "params-noactive.yaml").write_text(yaml.safe_dump(noactive, sort_keys=False))
     # runs roots that aggregate must refuse
@@ -440,6 +448,18 @@ ROWS = [
     row("sweep-iterations-negative", "sweep fig2 --params bad/sweep-negative.yaml"),
     row("sweep-triplets-not-a-number", "sweep stability --params bad/sweep-triplets.yaml --dry-run"),
     row("sweep-unknown-section", "sweep fig2 --params bad/sweep-unknown.yaml"),
+    # SLURM settings are checked before anything is submitted (the profile's slurm: section, the options)
+    row("sweep-slurm-timeout-zero", "sweep fig2 --params bad/slurm-timeout-zero.yaml"),
+    row("sweep-slurm-partition-number", "sweep fig2 --params bad/slurm-partition-number.yaml"),
+    row("sweep-slurm-mem-text", "sweep fig2 --params bad/slurm-mem-text.yaml --dry-run"),
+    row("sweep-slurm-setup-text", "sweep fig2 --params bad/slurm-setup-text.yaml"),
+    row("sweep-slurm-extra-reserved", "sweep fig2 --params bad/slurm-extra-reserved.yaml"),
+    row("sweep-slurm-extra-list", "sweep fig2 --params bad/slurm-extra-list.yaml"),
+    row("sweep-slurm-unknown-key", "sweep fig2 --params bad/slurm-unknown-key.yaml"),
+    row("sweep-slurm-gpus-negative", "sweep fig2 --executor slurm --gpus-per-task -1"),
+    row("sweep-slurm-timeout-text", "sweep fig2 --executor slurm --timeout soon"),
+    row("sweep-timeout-local", "sweep fig2 --timeout 5m"),
+    row("sweep-test-only-without-dry-run", "sweep fig2 --executor slurm --test-only"),
     row("sweep-spaced-params-dry-run", "sweep fig2 --params 'cfg ä ö/params.yaml' --dry-run", ok=True),
     # ---- profile use / list
     row("profile-use-no-name", "profile use"),

@@ -311,7 +311,7 @@ def test_sweep_through_a_real_slurm_array(slurm_cluster, tmp_path, monkeypatch):
     r = subprocess.run([*POSRNN, "sweep", "fig2", "--executor", "slurm"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "submitted 2 task(s) as job array" in r.stdout and "COMPLETED: 2" in r.stdout
+    assert "submitted 2 task(s) as job array" in r.stdout and r.stdout.count("] done fig2/") == 2
     run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), runs_root=tmp_path / "local")
     assert same(results(tmp_path / "runs" / "t"), results(tmp_path / "local"))
 
@@ -378,3 +378,217 @@ def test_every_job_kind_runs_with_its_runs_thread_limit(tmp_path):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+# ---- SLURM sweeps: watching tasks, reattaching, one-line causes -------------------------------------
+def _fake_tasks(tmp_path: Path, n: int) -> list:
+    from posrnn_cli.sweep.plan import Job
+    from posrnn_cli.sweep.slurm import Task
+
+    return [Task(Job("fig2", f"r{i}", "train", str(tmp_path / f"r{i}")), f"77_{i}", tmp_path / f"77_{i}_0_result.pkl",
+                 tmp_path / f"77_{i}_0_log.err") for i in range(n)]
+
+
+def test_watch_reports_states_as_they_change_and_each_end_with_its_cause(tmp_path):
+    """Task states as SLURM reports them, poll by poll (a fake squeue/sacct and clock): each
+    change is an event, a failure carries the message of the posrnn error its traceback ends with
+    (a subclass too), a cancel is a cancel, and a task SLURM stops listing without a result is
+    lost after the grace period, not waited on forever."""
+    import pickle
+
+    from posrnn_cli.sweep.slurm import watch
+
+    tasks = _fake_tasks(tmp_path, 4)
+    trace = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+             "posrnn_cli.engine.train.TrainingStopped: non-finite loss or gradient at step 2: the run stopped there\n")
+    polls = [
+        {"77_0": "PENDING", "77_1": "PENDING", "77_2": "PENDING", "77_3": "PENDING"},
+        {"77_0": "RUNNING", "77_1": "RUNNING", "77_2": "RUNNING", "77_3": "PENDING"},
+        {"77_0": "COMPLETED", "77_1": "FAILED", "77_2": "RUNNING", "77_3": "CANCELLED"},
+        {"77_2": "RUNNING"}, {}, {}, {},
+    ]
+    writes = {2: [(tasks[0].result, ("success", {"training": "trained"})), (tasks[1].result, ("error", trace))]}
+    now = [0.0]
+    calls = [0]
+
+    def query(ids):
+        i = min(calls[0], len(polls) - 1)
+        for path, value in writes.get(i, []):
+            path.write_bytes(pickle.dumps(value))
+        calls[0] += 1
+        return {k: v for k, v in polls[i].items() if k in ids}
+
+    def sleep(s):
+        now[0] += s
+
+    events = []
+    out = watch(tasks, query, lambda kind, t, what: events.append((kind, t.job_id, what if kind == "state" else what.status)),
+                poll_s=10.0, lost_after_s=25.0, sleep=sleep, clock=lambda: now[0])
+    assert [o.status for o in out] == ["done", "failed", "lost", "cancelled"]
+    assert out[1].error == "non-finite loss or gradient at step 2: the run stopped there"
+    assert out[1].log.endswith("77_1_0_log.err") and "lost" in out[2].error
+    assert events[:4] == [("state", f"77_{i}", "PENDING") for i in range(4)]
+    assert ("state", "77_0", "RUNNING") in events and ("end", "77_1", "failed") in events
+    assert now[0] >= 25.0 and calls[0] <= 8  # lost after the grace, then no more polls
+
+
+def test_watch_timeout_names_the_arrays_and_how_to_cancel(tmp_path):
+    from posrnn_cli.sweep.slurm import Timeout, watch
+
+    now = [0.0]
+    with pytest.raises(Timeout) as e:
+        watch(_fake_tasks(tmp_path, 2), lambda ids: {i: "RUNNING" for i in ids}, lambda *a: None, poll_s=5.0,
+              deadline=12.0, sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
+    assert "2 task(s) still in flight (job array 77)" in str(e.value) and "scancel 77" in str(e.value)
+    assert "run the same command again to reattach" in str(e.value) and e.value.exit_code == 124
+
+
+def test_an_unreadable_array_record_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scratch(tmp_path, fig2=TINY, executor={"kind": "slurm"})
+    (tmp_path / "runs" / "t").mkdir(parents=True)
+    (tmp_path / "runs" / "t" / ".slurm-arrays.json").write_text('{"arrays": [{"ar')
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--dry-run"])
+    assert r.exit_code == 1 and r.output.startswith("error: ") and ".slurm-arrays.json is not readable JSON" in r.output
+    assert r.output.count("\n") == 1
+
+
+def _cluster_env(slurm_cluster) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_"))}
+    return {**env, **slurm_cluster.env, "PYTHONPATH": str(ROOT)}
+
+
+def _wait_for(what, timeout_s: float, why: str, procs=()) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        for p in procs:
+            assert p.poll() is None, f"{why}: a sweep ended first (exit {p.returncode})"
+        assert time.monotonic() < deadline, why
+        time.sleep(0.2)
+
+
+def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster, tmp_path):
+    """A SLURM sweep is killed -9 while its array is in flight (submitted held, so it cannot
+    finish first: the test does not depend on timing). A second sweep reattaches to the tasks
+    instead of submitting them again; a third, started while the second holds the runs, waits on
+    the same tasks. The array is then released: both end 0 with no failure, SLURM saw one array
+    only, and the weights equal a local sweep's bit for bit. A fourth sweep evaluates the
+    finished runs in its own process and submits nothing."""
+    from posrnn_cli.sweep.slurm import read_record
+
+    env = _cluster_env(slurm_cluster)
+    grid = {**TINY, "cells": [{"model": "gru", "vocab": 4}]}  # two runs: one task per core
+    params = scratch(tmp_path, fig2=grid, executor={"kind": "slurm"},
+                     slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1,
+                            "extra": {"hold": True}})
+    runs = tmp_path / "runs" / "t"
+    logs = {k: tmp_path / f"{k}.out" for k in "abc"}
+    cmd = [*POSRNN, "sweep", "fig2", "--timeout", "10m"]  # generous: 2 cores may be shared
+
+    def start(k):
+        with open(logs[k], "w") as f:
+            return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+    procs = []
+    array = None
+    try:
+        a = start("a")
+        procs.append(a)
+        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file(), 120, "the first sweep recorded no array", [a])
+        a.kill()  # kill -9: no handler runs
+        a.wait()
+        [rec] = read_record(runs)
+        array = rec["array"]
+        assert sorted(t["run"] for t in rec["tasks"].values()) == ["fig2/gru-v4-none-s1", "fig2/gru-v4-sinusoidal-s1"]
+        b = start("b")
+        procs.append(b)
+        _wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(), 120,
+                  "the second sweep did not reattach", [b])
+        c = start("c")
+        procs.append(c)
+        _wait_for(lambda: "held by another SLURM sweep" in logs["c"].read_text(), 120,
+                  "the third sweep did not wait on the second", [c])
+        assert slurm_cluster.run("scontrol", "release", array).returncode == 0
+        assert b.wait(timeout=660) == 0, logs["b"].read_text()
+        assert c.wait(timeout=660) == 0, logs["c"].read_text()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if array is not None:
+            slurm_cluster.run("scancel", array)
+    for k in "bc":
+        text = logs[k].read_text()
+        assert "] failed" not in text and "did not finish" not in text and "as job array" not in text, text
+    assert logs["c"].read_text().count("] done fig2/") == 2  # it watched the tasks end, then took over
+    assert [r["array"] for r in read_record(runs)] == [array]
+    mine = [ln.split("|")[0] for ln in slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
+            if ln.split("|")[-1] == str(tmp_path)]
+    assert len(mine) == 2 and all(j.startswith(f"{array}_") for j in mine), mine  # one array: nothing submitted twice
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=660)
+    assert r.returncode == 0 and "evaluating 2 finished run(s) in this process" in r.stdout, r.stdout + r.stderr
+    assert "as job array" not in r.stdout and [x["array"] for x in read_record(runs)] == [array]
+    run_sweep(params, "t", ["fig2"], SweepOptions(executor="local", workers=2), runs_root=tmp_path / "local")
+    assert same(results(runs), results(tmp_path / "local"))
+
+
+def test_a_non_finite_loss_in_a_slurm_task_reaches_the_sweep_as_its_cause(slurm_cluster, tmp_path):
+    env = _cluster_env(slurm_cluster)
+    scratch(tmp_path, fig2={**TINY, "cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "lr": 1e37,
+                            "checkpoint_every": 1}, executor={"kind": "slurm"},
+            slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1})
+    r = subprocess.run([*POSRNN, "sweep", "fig2", "--timeout", "10m"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=660)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if "] failed fig2/gru-v4-none-s1" in ln]
+    assert "non-finite loss or gradient at step" in line and "(log: " in line and "_log.err)" in line
+    assert r.stderr.strip().splitlines()[-1].startswith("error: 1 of 1 runs did not finish (1 failed")
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_dry_run_test_only_asks_sbatch_about_the_array(slurm_cluster, tmp_path):
+    """`--dry-run --test-only`: sbatch --test-only on the array the sweep would submit; what
+    SLURM says is printed (a refusal is one line), and nothing is written."""
+    env = _cluster_env(slurm_cluster)
+    scratch(tmp_path, fig2=TINY, executor={"kind": "slurm"},
+            slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1,
+                   "gres": None, "setup": ["export POSRNN_PROBE=1"], "extra": {"comment": "posrnn test"}})
+    before = tree(tmp_path)
+    r = subprocess.run([*POSRNN, "sweep", "fig2", "--dry-run", "--test-only"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("sbatch --test-only (4 task(s)): ")]
+    assert "to start at" in line and slurm_cluster.partition in line, line
+    r = subprocess.run([*POSRNN, "sweep", "fig2", "--dry-run", "--test-only", "--partition", "nope"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.startswith("error: sbatch --test-only refused the array: ") and \
+        r.stderr.count("\n") == 1, r.stderr
+    assert tree(tmp_path) == before
+
+
+def test_ctrl_c_of_a_slurm_sweep_says_the_array_keeps_running_and_how_to_cancel(tmp_path, monkeypatch):
+    """Ctrl-C while a SLURM sweep waits: one line saying that the array keeps running, the
+    scancel that cancels it, and that the same command reattaches (sbatch and the wait are
+    stand-ins here; the real cluster tests submit for real)."""
+    import posrnn_cli.sweep as sweep_mod
+    import posrnn_cli.sweep.slurm as S
+
+    monkeypatch.chdir(tmp_path)
+    scratch(tmp_path, fig2=TINY, executor={"kind": "slurm"})
+    monkeypatch.setattr(S, "check_available", lambda cluster: None)
+
+    def submit(jobs, folder, params, cluster="slurm"):
+        return S.Submission(_fake_tasks(tmp_path, len(jobs)), "77")
+
+    def wait(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(S, "submit", submit)
+    monkeypatch.setattr(sweep_mod, "_watch_tasks", wait)
+    r = CliRunner().invoke(app, ["sweep", "fig2"])
+    assert r.exit_code == 130, r.output
+    last = r.output.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted: job array 77 keeps running on SLURM") and "`scancel 77`" in last
+    assert "run the same command again to reattach" in last
+    assert [a["array"] for a in S.read_record(tmp_path / "runs" / "t")] == ["77"]

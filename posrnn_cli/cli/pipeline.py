@@ -43,7 +43,10 @@ def sweep(
     cpus_per_task: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: CPUs per run. [default: the profile's]", show_default=False)] = None,
     mem_gb: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: memory per run, GB. [default: the profile's]", show_default=False)] = None,
     timeout_min: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: time limit per task, minutes (runs resume after a requeue). [default: the profile's]", show_default=False)] = None,
+    gres: Annotated[Optional[str], typer.Option(metavar="TEXT", help="slurm: generic resources per task, e.g. gpu:a100:1. [default: the profile's]", show_default=False)] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="slurm: submit and return without waiting.")] = False,
+    timeout: Annotated[Optional[str], typer.Option(metavar="DURATION", help="slurm: stop waiting after this long (90s, 45m, 12h; a bare number is minutes); the tasks keep running and the same command reattaches.", show_default=False)] = None,
+    test_only: Annotated[bool, typer.Option("--test-only", help="With --dry-run --executor slurm: run `sbatch --test-only` on the array and print what SLURM says.")] = False,
     json_out: JsonOpt = False,
 ):
     """Run the grid of one or more experiments of a profile: each run trained (or resumed, or
@@ -66,9 +69,9 @@ def sweep(
         names = list(EXPERIMENTS)
     name = _profile(params, profile)
     slurm = {"partition": partition, "gpus_per_task": gpus_per_task, "cpus_per_task": cpus_per_task, "mem_gb": mem_gb,
-             "timeout_min": timeout_min}
+             "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
-                        wait=not no_wait, slurm=slurm)
+                        wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only)
     try:
         outcomes = run_sweep(params, name, names, opts)
     except KeyboardInterrupt:
@@ -87,7 +90,8 @@ def sweep(
             t.add_column(col, overflow="fold")
         for o in outcomes:
             t.add_row(o.job.label, {"new": "train", "resume": "resume", "done": "skip (finished)",
-                                    "different": "refuse (different config; --force replaces)", "run": "run"}[o.status],
+                                    "different": "refuse (different config; --force replaces)", "run": "run",
+                                    "in flight": f"wait (task {o.log} in flight)"}[o.status],
                       o.job.run_dir)
         console().print(t)
     elif json_out:

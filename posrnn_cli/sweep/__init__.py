@@ -6,13 +6,22 @@ of worker processes sized to the machine, the default), ``slurm`` (a submitit jo
 job is idempotent (``jobs``), so a sweep can be stopped and started again at any point. A
 failed job does not stop the others; the sweep then ends with an error naming each one and
 its log.
+
+One sweep at a time holds a runs directory (its lock names host, pid, executor and arrays).
+A second local sweep gets one line naming the holder; a second SLURM sweep reattaches: it
+waits on the holder's tasks of its grid, then takes over. A SLURM sweep started again after a
+kill reattaches to the tasks its predecessor left in flight (``slurm``) instead of submitting
+them again.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TextIO
 
@@ -35,6 +44,32 @@ class SweepOptions:
     dry_run: bool = False
     wait: bool = True  # slurm: wait for the array
     slurm: Optional[dict] = None  # overrides of the profile's slurm: section
+    timeout: Optional[str] = None  # slurm: give up waiting after this long (90s, 45m, 12h; bare: minutes)
+    test_only: bool = False  # with dry_run: ask sbatch --test-only about the array
+    lost_after_s: Optional[float] = None  # slurm: a task SLURM no longer lists, without a result, is lost after this
+
+
+def parse_duration(text: Optional[str]) -> Optional[float]:
+    """``--timeout``: 90s, 45m, 12h, 2d or a bare number of minutes → seconds."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise PosrnnError(f"--timeout must be a positive duration such as 90s, 45m or 12h (a bare number is minutes), "
+                          f"got {text!r}")
+    return float(m.group(1)) * {"s": 1, "m": 60, "": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+@dataclass
+class _Watch:
+    """What a SLURM sweep knows while it runs: its deadline, the arrays it waits on, runs
+    seen failing while it watched another sweep's tasks."""
+
+    deadline: Optional[float] = None
+    params: dict = field(default_factory=dict)
+    arrays: set = field(default_factory=set)
+    seen: dict = field(default_factory=dict)  # realpath(run_dir) → JobOutcome
+    what: str = ""
 
 
 def status(job: Job) -> str:
@@ -96,8 +131,30 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"
     if executor not in EXECUTORS:
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    watch = _Watch()
+    timeout = parse_duration(opts.timeout)
+    if executor != "local":
+        from .slurm import check_settings
+
+        settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}
+        watch.params = check_settings(settings, "slurm" if executor == "slurm" else "local")
+    elif timeout is not None:
+        raise PosrnnError("--timeout applies to --executor slurm or submitit-local; a local sweep runs until its runs "
+                          "end (Ctrl-C stops it)")
+    if opts.test_only and (executor != "slurm" or not opts.dry_run):
+        raise PosrnnError("--test-only asks `sbatch --test-only` about the array a SLURM sweep would submit; "
+                          "use it with --dry-run --executor slurm")
     if opts.dry_run:
-        return [JobOutcome(j, status(j), 0.0) for j in jobs]
+        outcomes = [JobOutcome(j, status(j), 0.0) for j in jobs]
+        if executor == "slurm":
+            _mark_in_flight(outcomes, runs_root)
+        if opts.test_only:
+            from .slurm import test_only
+
+            n = sum(1 for o in outcomes if o.status not in ("done", "in flight"))
+            said = test_only(settings, n) if n else "nothing to submit"
+            print(f"sbatch --test-only ({n} task(s)): {said}", file=out, flush=True)
+        return outcomes
     from .jobs import validate
 
     validate(jobs)
@@ -106,29 +163,97 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         from .slurm import check_available
 
         check_available("slurm" if executor == "slurm" else "local")
-    from ..engine.rundir import run_lock
+    from ..engine.rundir import LockBusy, run_lock
 
+    if timeout is not None:
+        watch.deadline = time.monotonic() + timeout
+    watch.what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
     made = [d for d in (runs_root, *runs_root.parents) if not d.exists()]  # the folders this sweep creates
     runs_root.mkdir(parents=True, exist_ok=True)
+    told = False
     try:
-        with run_lock(runs_root, f"posrnn sweep --profile {profile}"):  # a second sweep here gets one line naming this
-            outcomes = _run_waves(jobs, experiments, executor, prof, opts, pool, runs_root, out)
+        while True:
+            try:
+                with run_lock(runs_root, watch.what):  # a second sweep here gets one line naming this
+                    outcomes = _run_waves(jobs, experiments, executor, prof, opts, pool, runs_root, out, watch)
+                break
+            except LockBusy as e:
+                if executor != "slurm" or "--executor slurm" not in e.holder:
+                    raise
+                if not told:  # another SLURM sweep holds the runs: wait on its tasks, then take over
+                    print(f"{runs_root} is held by another SLURM sweep ({e.holder}); reattaching to its tasks instead "
+                          f"of submitting them again", file=out, flush=True)
+                    told = True
+                _observe(jobs, runs_root, out, watch, opts)
+    except KeyboardInterrupt:
+        if executor == "slurm" and watch.arrays:
+            ids = sorted(watch.arrays, key=int)
+            err = PosrnnError(f"interrupted: job array {', '.join(ids)} keeps running on SLURM (this sweep only waited "
+                              f"on it); cancel it with `scancel {' '.join(ids)}`, or run the same command again to "
+                              f"reattach")
+            err.exit_code = 130
+            raise err from None
+        raise
     except PosrnnError:
         for d in made:  # innermost first; only while they are still empty
             if d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
         raise
-    failed = [o for o in outcomes if o.status == "failed"]
+    failed = [o for o in outcomes if o.status != "done"]
     if failed:
         for o in failed:
-            print(f"failed: {o.job.label}: {o.error} (log: {o.log})", file=sys.stderr)
-        raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs failed (each named above with its log); "
+            print(f"{o.status}: {o.job.label}: {o.error} (log: {o.log})", file=sys.stderr)
+        kinds = {}
+        for o in failed:
+            kinds[o.status] = kinds.get(o.status, 0) + 1
+        how = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
+        raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs did not finish ({how}; each named above with its log); "
                           f"fix the cause and run the same command again (finished runs are kept)")
     return outcomes
 
 
+def _mark_in_flight(outcomes: list[JobOutcome], runs_root: Path) -> None:
+    """Dry run of a SLURM sweep: runs whose recorded task SLURM still lists as pending or
+    running would be waited on, not submitted."""
+    from .slurm import IN_FLIGHT, recorded_tasks, slurm_states
+
+    recorded = recorded_tasks(runs_root)
+    mine = {os.path.realpath(o.job.run_dir): o for o in outcomes if os.path.realpath(o.job.run_dir) in recorded}
+    if not mine:
+        return
+    states = slurm_states([recorded[rd][0] for rd in mine]) or {}
+    for rd, o in mine.items():
+        if states.get(recorded[rd][0]) in IN_FLIGHT:
+            o.status, o.log = "in flight", recorded[rd][0]
+
+
+def _observe(jobs: list[Job], runs_root: Path, out: TextIO, watch: _Watch, opts: SweepOptions) -> None:
+    """Another SLURM sweep holds ``runs_root``: wait on its in-flight tasks of these jobs (their
+    states and failures are printed as they come), or a poll when it has none in flight."""
+    from .slurm import IN_FLIGHT, recorded_tasks, slurm_states, task_for
+
+    recorded = recorded_tasks(runs_root)
+    mine = {os.path.realpath(j.run_dir): j for j in jobs}
+    ids = {rd: recorded[rd] for rd in mine if rd in recorded and rd not in watch.seen}
+    states = slurm_states([jid for jid, _ in ids.values()]) if ids else {}
+    tasks = [task_for(mine[rd], jid, Path(folder), reattached=True) for rd, (jid, folder) in ids.items()
+             if states and states.get(jid) in IN_FLIGHT]
+    if not tasks:
+        if watch.deadline is not None and time.monotonic() >= watch.deadline:
+            from .slurm import Timeout
+
+            raise Timeout(f"--timeout reached while another SLURM sweep held {runs_root}; run the same command again "
+                          f"to reattach")
+        time.sleep(2.0)
+        return
+    watch.arrays.update(t.array for t in tasks)
+    for o in _watch_tasks(tasks, "slurm", out, watch, opts):
+        if o.status != "done":
+            watch.seen[os.path.realpath(o.job.run_dir)] = o
+
+
 def _run_waves(jobs: list[Job], experiments: list[str], executor: str, prof: dict, opts: SweepOptions,
-               pool: Optional["Pool"], runs_root: Path, out: TextIO) -> list[JobOutcome]:
+               pool: Optional["Pool"], runs_root: Path, out: TextIO, watch: Optional[_Watch] = None) -> list[JobOutcome]:
     """Write the manifests, then run the experiments wave by wave. If nothing could start (a
     refused submission), the manifests and directories this call wrote are put back as they were."""
     before = {name: (runs_root / name).exists() for name in experiments}
@@ -149,9 +274,9 @@ def _run_waves(jobs: list[Job], experiments: list[str], executor: str, prof: dic
             if executor == "local":
                 outcomes += _local(wave_jobs, pool, runs_root, out)
             else:
-                outcomes += _slurm(wave_jobs, prof, opts, executor, runs_root, out)
+                outcomes += _slurm(wave_jobs, opts, executor, runs_root, out, watch or _Watch())
     except PosrnnError:
-        if not outcomes:
+        if not outcomes and not (watch is not None and watch.arrays):  # nothing started: put the manifests back
             for name in experiments:
                 manifest = runs_root / name / "sweep.json"
                 if old[name] is not None:
@@ -209,27 +334,101 @@ def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[Jo
                          on_event=progress.event, poll=progress.poll)
 
 
-def _slurm(jobs: list[Job], prof: dict, opts: SweepOptions, executor: str, runs_root: Path, out: TextIO) -> list[JobOutcome]:
-    from .slurm import run_slurm
+def _slurm(jobs: list[Job], opts: SweepOptions, executor: str, runs_root: Path, out: TextIO,
+           watch: _Watch) -> list[JobOutcome]:
+    """One wave on SLURM (or submitit-local): reattach to the recorded tasks still in flight,
+    evaluate finished runs here, submit the rest as one array, and wait on them all."""
+    from ..engine.rundir import relabel
+    from . import slurm as S
 
-    settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}
     cluster = "slurm" if executor == "slurm" else "local"
-
-    def submitted(handles):
-        ids = ", ".join(sorted({h.job_id.split("_")[0] for h in handles}))
-        print(f"submitted {len(handles)} task(s) as job array {ids} ({executor}); logs in {runs_root / '.submitit'}",
+    folder = runs_root / ".submitit"
+    jobs = order(jobs)
+    mine = {os.path.realpath(j.run_dir): j for j in jobs}
+    recorded = S.recorded_tasks(runs_root) if cluster == "slurm" else {}
+    ids = {rd: recorded[rd] for rd in mine if rd in recorded and rd not in watch.seen}
+    states = S.slurm_states([jid for jid, _ in ids.values()]) if ids else {}
+    if states is None:
+        raise PosrnnError("squeue did not answer, so this sweep cannot tell which of its recorded tasks still run "
+                          "(it would submit them twice); run the same command again when SLURM answers")
+    attach = [S.task_for(mine[rd], jid, Path(f), reattached=True) for rd, (jid, f) in ids.items()
+              if states.get(jid) in S.IN_FLIGHT]
+    busy = {os.path.realpath(t.job.run_dir) for t in attach}
+    outcomes = [watch.seen[rd] for rd in mine if rd in watch.seen]  # failed while this sweep watched: not again
+    free = [j for j in jobs if os.path.realpath(j.run_dir) not in busy and os.path.realpath(j.run_dir) not in watch.seen]
+    finished = [j for j in free if trains(j.kind) and status(j) == "done"]
+    done_ids = {id(j) for j in finished}
+    submit = [j for j in free if id(j) not in done_ids]
+    if attach:
+        arrays = sorted({t.array for t in attach}, key=int)
+        print(f"reattached to {len(attach)} task(s) still in flight in job array {', '.join(arrays)} (not submitted "
+              f"again)", file=out, flush=True)
+    tasks = list(attach)
+    if submit:
+        sub = S.submit(submit, folder, watch.params, cluster)
+        if cluster == "slurm":
+            S.add_to_record(runs_root, sub.array, cluster, folder,
+                            {t.job_id: {"run": t.job.label, "run_dir": t.job.run_dir} for t in sub.tasks})
+        print(f"submitted {len(sub.tasks)} task(s) as job array {sub.array} ({executor}); logs in {folder}",
               file=out, flush=True)
+        tasks += sub.tasks
+    if cluster == "slurm":
+        watch.arrays.update(t.array for t in tasks)
+        if watch.arrays:
+            relabel(runs_root, f"{watch.what}, job arrays {', '.join(sorted(watch.arrays, key=int))}")
+    if finished:
+        outcomes += _evaluate_here(finished, out)
+    if not opts.wait:
+        return outcomes
+    return outcomes + _watch_tasks(tasks, cluster, out, watch, opts)
 
-    last: dict = {}
 
-    def polled(js, states):
-        counts: dict = {}
-        for s in states:
-            counts[s] = counts.get(s, 0) + 1
-        if counts != last:
-            last.clear()
-            last.update(counts)
-            print(f"{time.strftime('%H:%M:%S')} " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), file=out, flush=True)
+def _evaluate_here(jobs: list[Job], out: TextIO) -> list[JobOutcome]:
+    """Finished runs only need their evaluation: done in this process (on CPU where a GPU run's
+    device is not visible here), never one task each."""
+    from .jobs import execute, job_from_dict
 
-    return run_slurm(order(jobs), runs_root / ".submitit", settings, cluster=cluster, wait=opts.wait,
-                     on_submit=submitted, on_poll=polled, poll_s=2.0 if cluster == "local" else 10.0)
+    print(f"evaluating {len(jobs)} finished run(s) in this process (no task each)", file=out, flush=True)
+    outcomes = []
+    for j in jobs:
+        job = job_from_dict(j.to_dict())
+        if str(job.config["train"]["device"]).startswith("cuda"):
+            job.config["train"]["device"] = "auto"  # a runtime key: the run is the same
+        t0 = time.perf_counter()
+        try:
+            result = execute(job)
+            outcomes.append(JobOutcome(j, "done", time.perf_counter() - t0, result=result))
+            print(f"done {j.label}: evaluated here", file=out, flush=True)
+        except PosrnnError as e:
+            outcomes.append(JobOutcome(j, "failed", time.perf_counter() - t0, error=str(e)))
+            print(f"failed {j.label}: {e}", file=out, flush=True)
+    return outcomes
+
+
+def _watch_tasks(tasks: list, cluster: str, out: TextIO, watch: _Watch, opts: SweepOptions) -> list[JobOutcome]:
+    """Wait on the tasks, printing each state change and each end (a failure with its cause
+    and log) as it happens."""
+    from . import slurm as S
+
+    if not tasks:
+        return []
+    n, ended = len(tasks), [0]
+
+    def event(kind: str, task, what) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        if kind == "state":
+            print(f"{stamp} {task.job.label} ({task.job_id}): {what}", file=out, flush=True)
+            return
+        ended[0] += 1
+        if what.status == "done":
+            info = (what.result or {}).get("training") or next(iter((what.result or {}).values()), "")
+            print(f"{stamp} [{ended[0]}/{n}] done {task.job.label} ({task.job_id})" + (f": {info}" if info else ""),
+                  file=out, flush=True)
+        else:
+            print(f"{stamp} [{ended[0]}/{n}] {what.status} {task.job.label} ({task.job_id}): {what.error} "
+                  f"(log: {what.log})", file=out, flush=True)
+
+    query = S.slurm_states if cluster == "slurm" else S.local_states(tasks)
+    lost = opts.lost_after_s if opts.lost_after_s is not None else (S.LOST_AFTER_S if cluster == "slurm" else 30.0)
+    return S.watch(tasks, query, event, poll_s=2.0 if cluster == "local" else 5.0, deadline=watch.deadline,
+                   lost_after_s=lost)

@@ -1,29 +1,56 @@
-"""The SLURM executor: one submitit job array, one task per run.
+"""The SLURM executor: submitit job arrays, one task per run, and a sweep that reattaches.
 
-GPUs, CPUs, memory, time and partition per task come from the profile's ``slurm:`` section or
-from ``posrnn sweep`` options. Each task is ``submitit.helpers.Checkpointable``: on time-out or
-preemption (SIGUSR2) submitit requeues it with the same job, and the job, being idempotent,
-resumes its run from the last checkpoint. A plain ``scontrol requeue`` (SIGTERM) makes the
-training loop save a checkpoint at the current step before the task ends, so the requeued
-task loses nothing either. ``submitit-local`` runs the same array through submitit's local
-executor (the code path SLURM uses, on this machine).
+GPUs, CPUs, memory, time, partition, ``gres``, setup lines and extra sbatch parameters per
+task come from the profile's ``slurm:`` section or from ``posrnn sweep`` options; they are
+checked (types and ranges, one line each) before anything is submitted. Each task is
+``submitit.helpers.Checkpointable``: on time-out or preemption (SIGUSR2) submitit requeues it
+with the same job, and the job, being idempotent, resumes its run from the last checkpoint.
+
+Every array a sweep submits is recorded in the runs directory (``.slurm-arrays.json``: array
+id, host, pid, and each task's job id and run directory). A sweep started again (after a
+kill, a lost connection, a Ctrl-C) asks SLURM (``squeue``, then ``sacct``) which recorded tasks
+are still pending or running and waits on those instead of submitting them again; it submits
+only runs that are neither finished nor in flight, and evaluates finished runs in its own
+process. While it waits it prints each task's state as it changes and each failure as it
+happens, with its one-line cause and its log. A task that SLURM no longer knows and that left
+no result is reported lost after a grace period. ``submitit-local`` runs the same arrays
+through submitit's local executor (the code path SLURM uses, on this machine).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+import subprocess
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..common.errors import PosrnnError
+from ..common.io import atomic_write_json, read_json
 from .local import JobOutcome
 from .plan import Job
 
-#: profile ``slurm:`` keys → submitit parameters
-SLURM_KEYS = {"partition": "slurm_partition", "gpus_per_task": "gpus_per_node", "cpus_per_task": "cpus_per_task",
-              "mem_gb": "mem_gb", "timeout_min": "timeout_min", "array_parallelism": "slurm_array_parallelism",
-              "constraint": "slurm_constraint", "account": "slurm_account", "qos": "slurm_qos"}
+#: profile ``slurm:`` keys → (submitit parameter, what the value must be)
+SETTINGS = {
+    "partition": ("slurm_partition", "text"), "gpus_per_task": ("gpus_per_node", "count0"),
+    "cpus_per_task": ("cpus_per_task", "count1"), "mem_gb": ("mem_gb", "positive"),
+    "timeout_min": ("timeout_min", "count1"), "array_parallelism": ("slurm_array_parallelism", "count1"),
+    "constraint": ("slurm_constraint", "text"), "account": ("slurm_account", "text"), "qos": ("slurm_qos", "text"),
+    "gres": ("slurm_gres", "text"), "setup": ("slurm_setup", "lines"), "extra": ("slurm_additional_parameters", "mapping"),
+}
+SLURM_KEYS = {k: v[0] for k, v in SETTINGS.items()}
 LOCAL_KEYS = {"gpus_per_task": "gpus_per_node", "cpus_per_task": "cpus_per_task", "timeout_min": "timeout_min"}
+#: sbatch parameters that submitit sets itself: ``extra`` may not replace them
+RESERVED = {"array", "output", "error", "open-mode", "signal", "job-name", "wckey"}
+RECORD = ".slurm-arrays.json"
+#: SLURM job states in which a task is still queued or running (squeue/sacct spell them so)
+IN_FLIGHT = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+             "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+LOST_AFTER_S = 300.0  # a task neither in squeue/sacct nor with a result for this long is lost
 
 
 try:  # optional: pip install 'posrnn[slurm]'
@@ -44,8 +71,6 @@ class SweepTask(submitit.helpers.Checkpointable if submitit is not None else obj
     the same job, which resumes its run (jobs are idempotent)."""
 
     def __call__(self, job_dict: dict) -> dict:
-        import os
-
         from posrnn_cli.sweep.jobs import execute, job_from_dict
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -64,23 +89,303 @@ def check_available(cluster: str) -> None:
                               f"use --executor local here")
 
 
-def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slurm", wait: bool = True,
-              on_submit: Optional[Callable[[list], None]] = None,
-              on_poll: Optional[Callable[[list, list], None]] = None, poll_s: float = 5.0) -> list[JobOutcome]:
-    """Submit ``jobs`` as one array; wait for the tasks (unless ``wait`` is False) and return
-    their outcomes. ``on_poll(jobs, states)`` sees every task's state at each poll."""
-    check_available(cluster)
-    keys = SLURM_KEYS if cluster == "slurm" else LOCAL_KEYS
-    unknown = set(settings) - set(SLURM_KEYS)
+# ---- settings ------------------------------------------------------------------------------------
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_settings(settings: dict, cluster: str = "slurm") -> dict:
+    """The profile's ``slurm:`` section (with the options over it) → submitit parameters,
+    checked: an unknown key, a wrong type or a value out of range is one line naming it.
+    ``gpus_per_task: 0`` passes no GPU request; ``timeout_min`` defaults to 60."""
+    if not isinstance(settings, dict):
+        raise PosrnnError("the profile's slurm: section must be a mapping, e.g. slurm: {partition: gpu, timeout_min: 60}")
+    unknown = sorted(set(settings) - set(SETTINGS), key=str)
     if unknown:
-        raise PosrnnError(f"unknown slurm setting(s) {', '.join(sorted(unknown))}; use {', '.join(SLURM_KEYS)}")
+        raise PosrnnError(f"unknown slurm setting(s) {', '.join(map(str, unknown))}; use {', '.join(SETTINGS)}")
+    for key, value in settings.items():
+        if value is None:
+            continue
+        what = SETTINGS[key][1]
+        bad = {
+            "text": lambda v: None if isinstance(v, str) and v.strip() and "\n" not in v else "a non-empty text on one line",
+            "count0": lambda v: None if _is_int(v) and v >= 0 else "a whole number ≥ 0 (0: none)",
+            "count1": lambda v: None if _is_int(v) and v >= 1 else "a whole number ≥ 1",
+            "positive": lambda v: None if (_is_int(v) or isinstance(v, float)) and 0 < v < float("inf")
+            else "a number > 0",
+            "lines": lambda v: None if isinstance(v, list) and all(isinstance(x, str) and x.strip() and "\n" not in x
+                                                                   for x in v)
+            else "a list of shell lines, e.g. [module load cuda]",
+            "mapping": _check_extra,
+        }[what](value)
+        if bad and key == "extra":
+            raise PosrnnError(f"slurm setting extra must be {bad}")
+        if bad:
+            unit = " (minutes)" if key == "timeout_min" else " (GB)" if key == "mem_gb" else ""
+            raise PosrnnError(f"slurm setting {key} must be {bad}{unit}, got {value!r}")
+    keys = SLURM_KEYS if cluster == "slurm" else LOCAL_KEYS
     params = {keys[k]: v for k, v in settings.items() if k in keys and v is not None}
+    if params.get("gpus_per_node") == 0:
+        del params["gpus_per_node"]
+    if "slurm_additional_parameters" in params:
+        params["slurm_additional_parameters"] = {k.replace("_", "-"): v for k, v in params["slurm_additional_parameters"].items()}
     params.setdefault("timeout_min", 60)
-    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    return params
+
+
+def _check_extra(v: Any) -> Optional[str]:
+    if not isinstance(v, dict):
+        return "a mapping of sbatch options to values, e.g. {mail-type: END}"
+    for k, x in v.items():
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", k):
+            return f"a mapping whose keys are sbatch option names (without --); {k!r} is not one"
+        if k.replace("_", "-") in RESERVED:
+            return f"free of the options submitit sets itself ({', '.join(sorted(RESERVED))}); {k!r} is one"
+        if isinstance(x, bool) and not x or not isinstance(x, (str, int, float)) or isinstance(x, str) and "\n" in x:
+            return f"a mapping of sbatch options to texts or numbers (true for a flag); {k}: {x!r} is not one"
+    return None
+
+
+def _executor(folder: Path, cluster: str, params: dict):
+    ex = _submitit().AutoExecutor(folder=str(folder), cluster=cluster)
     try:
         ex.update_parameters(name="posrnn", **params)
-    except (ValueError, TypeError) as e:
-        raise PosrnnError(f"submitit refused the slurm settings ({e}); fix the profile's slurm: section or the options") from None
+    except (ValueError, TypeError, AssertionError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PosrnnError(f"submitit refused the slurm settings ({first}); fix the profile's slurm: section or the options") from None
+    return ex
+
+
+def test_only(settings: dict, n_tasks: int) -> str:
+    """``sbatch --test-only`` on the array the sweep would submit: what SLURM says (when and
+    where it would start, or why it refuses). Writes nothing outside a temporary folder."""
+    check_available("slurm")
+    params = check_settings(settings, "slurm")
+    with tempfile.TemporaryDirectory(prefix="posrnn-test-only-") as d:
+        ex = _executor(Path(d), "slurm", params)
+        inner = ex._executor  # the SlurmExecutor: the same sbatch script map_array would submit
+        inner.parameters["map_count"] = max(1, n_tasks)
+        script = Path(d) / "test_only.sh"
+        script.write_text(inner._make_submission_file_text("true", "test-only"))
+        try:
+            p = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise PosrnnError(f"sbatch --test-only could not run ({e})") from None
+    said = " ".join(ln.strip() for ln in (p.stdout + p.stderr).splitlines() if ln.strip()) or f"exit {p.returncode}"
+    if p.returncode != 0:
+        raise PosrnnError(f"sbatch --test-only refused the array: {said}")
+    return said
+
+
+# ---- the record of submitted arrays --------------------------------------------------------------
+def read_record(runs_root: Path) -> list[dict]:
+    """The arrays recorded in ``runs_root`` (oldest first); an unreadable record is one line."""
+    path = Path(runs_root) / RECORD
+    if not path.is_file():
+        return []
+    try:
+        data = read_json(path)
+    except (PosrnnError, ValueError, OSError):
+        raise PosrnnError(f"{path} is not readable JSON; remove it (the sweep then cannot reattach to the arrays "
+                          f"it listed: cancel them with scancel first)") from None
+    arrays = data.get("arrays") if isinstance(data, dict) else None
+    if not isinstance(arrays, list) or not all(isinstance(a, dict) and isinstance(a.get("tasks"), dict) for a in arrays):
+        raise PosrnnError(f"{path} does not list arrays; remove it (cancel the arrays it listed with scancel first)")
+    return arrays
+
+
+def add_to_record(runs_root: Path, array_id: str, cluster: str, folder: Path, tasks: dict) -> None:
+    arrays = read_record(runs_root)
+    arrays.append({"array": array_id, "cluster": cluster, "host": socket.gethostname(), "pid": os.getpid(),
+                   "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "folder": str(folder), "tasks": tasks})
+    atomic_write_json(Path(runs_root) / RECORD, {"arrays": arrays})
+
+
+def recorded_tasks(runs_root: Path, cluster: str = "slurm") -> dict[str, tuple[str, str]]:
+    """run directory → (job id, submitit folder) of its most recent recorded task."""
+    out: dict[str, tuple[str, str]] = {}
+    for a in read_record(runs_root):
+        if a.get("cluster", "slurm") != cluster:
+            continue
+        for job_id, t in a["tasks"].items():
+            if isinstance(t, dict) and isinstance(t.get("run_dir"), str):
+                out[os.path.realpath(t["run_dir"])] = (str(job_id), str(a.get("folder", "")))
+    return out
+
+
+# ---- asking SLURM -------------------------------------------------------------------------------
+def _run(cmd: list[str]) -> Optional[subprocess.CompletedProcess]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def slurm_states(job_ids: list[str]) -> Optional[dict[str, str]]:
+    """Each array task's state as SLURM reports it (``squeue``, then ``sacct`` for those squeue
+    no longer lists); a task neither knows is absent. None when squeue could not answer."""
+    if not job_ids:
+        return {}
+    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    p = _run(["squeue", "-h", "-r", "-t", "all", "-j", arrays, "-o", "%i|%T"])
+    if p is None or (p.returncode != 0 and "invalid job id" not in p.stderr.lower()):
+        return None
+    states: dict[str, str] = {}
+    for line in (p.stdout if p.returncode == 0 else "").splitlines():
+        jid, _, st = line.strip().partition("|")
+        if st:
+            states[jid] = st.split()[0].upper()
+    if any(j not in states for j in job_ids):
+        q = _run(["sacct", "-n", "-P", "-X", "-j", arrays, "-o", "JobID,State"])
+        if q is not None and q.returncode == 0:
+            for line in q.stdout.splitlines():
+                jid, _, st = line.strip().partition("|")
+                if st and jid not in states:
+                    states[jid] = st.split()[0].upper()
+    return {j: states[j] for j in job_ids if j in states}
+
+
+# ---- waiting on tasks ---------------------------------------------------------------------------
+@dataclass
+class Task:
+    job: Job
+    job_id: str
+    result: Path  # submitit's result pickle
+    log: Path
+    handle: Any = None  # the submitit job (submitit-local asks it for its state)
+    state: str = "SUBMITTED"
+    missing_since: Optional[float] = None
+    reattached: bool = False
+
+    @property
+    def array(self) -> str:
+        return self.job_id.split("_")[0]
+
+
+def task_for(job: Job, job_id: str, folder: Path, handle: Any = None, reattached: bool = False) -> Task:
+    if handle is None:
+        handle = _submitit().SlurmJob(folder=str(folder), job_id=job_id, tasks=[0])
+    return Task(job, job_id, Path(handle.paths.result_pickle), Path(handle.paths.stderr), handle, reattached=reattached)
+
+
+_POSRNN_LINE = re.compile(r"^(?:posrnn_cli(?:\.\w+)*\.)(\w+): (.*)$")
+
+
+def cause(trace: str) -> str:
+    """The one-line cause of a failed task from its traceback: the message of the last posrnn
+    error raised (PosrnnError or any subclass, e.g. TrainingStopped), else its last line."""
+    lines = [ln.strip() for ln in str(trace).splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        m = _POSRNN_LINE.match(ln)
+        if m:
+            return m.group(2)[:300]
+    return (lines[-1] if lines else "no error message")[:300]
+
+
+def _outcome(task: Task, t0: float) -> Optional[JobOutcome]:
+    """The task's outcome from its result file, or None while it has none."""
+    if not task.result.is_file():
+        return None
+    from submitit.core.utils import pickle_load
+
+    try:
+        kind, value = pickle_load(task.result)
+    except (EOFError, OSError, ValueError, TypeError):  # being written: read it at the next poll
+        return None
+    secs = time.perf_counter() - t0
+    if kind == "success":
+        return JobOutcome(task.job, "done", secs, result=value if isinstance(value, dict) else {}, log=str(task.log))
+    return JobOutcome(task.job, "failed", secs, error=cause(value), log=str(task.log))
+
+
+class Timeout(PosrnnError):
+    exit_code = 124
+
+
+def watch(tasks: list[Task], query: Callable[[list[str]], Optional[dict]], on_event: Callable[[str, Task, Any], None],
+          poll_s: float = 10.0, deadline: Optional[float] = None, lost_after_s: float = LOST_AFTER_S,
+          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[JobOutcome]:
+    """Wait on ``tasks`` until each is done, failed, cancelled or lost; ``on_event("state", task,
+    new_state)`` as a task's state changes and ``on_event("end", task, outcome)`` as it ends.
+    ``deadline`` (a ``clock`` time) raises ``Timeout`` naming what is still in flight."""
+    t0 = time.perf_counter()
+    left = list(tasks)
+    done: dict[int, JobOutcome] = {}
+    while left:
+        states = query([t.job_id for t in left])
+        now = clock()
+        for t in list(left):
+            if states is None:  # SLURM did not answer this time: only a result file tells
+                st, out = None, _outcome(t, t0)
+                if out is None:
+                    continue
+            else:
+                st = states.get(t.job_id)
+                if st in IN_FLIGHT:
+                    t.missing_since = None
+                    if st != t.state:
+                        on_event("state", t, st)
+                        t.state = st
+                    continue
+                out = _outcome(t, t0)
+            if out is None and st is not None:  # SLURM says it ended, and it left no result
+                if st.startswith("CANCELLED"):
+                    out = JobOutcome(t.job, "cancelled", time.perf_counter() - t0, error="cancelled (scancel)", log=str(t.log))
+                elif st != "COMPLETED":
+                    out = JobOutcome(t.job, "failed", time.perf_counter() - t0,
+                                     error=f"SLURM ended the task {st}", log=str(t.log))
+            if out is None:  # neither SLURM nor a result knows it (yet): lost after a grace period
+                if t.missing_since is None:
+                    t.missing_since = now
+                if now - t.missing_since >= lost_after_s:
+                    out = JobOutcome(t.job, "lost", time.perf_counter() - t0,
+                                     error=f"lost: SLURM has not listed the task for {now - t.missing_since:.0f} s "
+                                           f"and it left no result", log=str(t.log))
+            if out is not None:
+                if st is not None and st != t.state:
+                    t.state = st
+                on_event("end", t, out)
+                done[id(t)] = out
+                left.remove(t)
+        if not left:
+            break
+        if deadline is not None and clock() >= deadline:
+            arrays = sorted({t.array for t in left})
+            raise Timeout(f"--timeout reached with {len(left)} task(s) still in flight (job array "
+                          f"{', '.join(arrays)}); they keep running: cancel them with `scancel {' '.join(arrays)}`, "
+                          f"or run the same command again to reattach")
+        sleep(poll_s)
+    return [done[id(t)] for t in tasks]
+
+
+def local_states(tasks: list[Task]) -> Callable[[list[str]], dict]:
+    """submitit-local: a task is RUNNING until its process has ended."""
+    by_id = {t.job_id: t for t in tasks}
+
+    def query(ids: list[str]) -> dict:
+        out = {}
+        for i in ids:
+            h = by_id[i].handle
+            try:
+                out[i] = "COMPLETED" if h.done() else "RUNNING"
+            except Exception:  # noqa: BLE001 - a vanished process reads as finished
+                out[i] = "COMPLETED"
+        return out
+
+    return query
+
+
+# ---- submitting ---------------------------------------------------------------------------------
+@dataclass
+class Submission:
+    tasks: list[Task] = field(default_factory=list)
+    array: Optional[str] = None
+
+
+def submit(jobs: list[Job], folder: Path, params: dict, cluster: str = "slurm") -> Submission:
+    """Submit ``jobs`` as one array (nothing is left behind if sbatch refuses it)."""
+    check_available(cluster)
+    ex = _executor(folder, cluster, params)
     task = SweepTask()
     folder = Path(folder)
     made = not folder.exists()
@@ -99,32 +404,5 @@ def run_slurm(jobs: list[Job], folder: Path, settings: dict, cluster: str = "slu
             folder.rmdir()
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PosrnnError(f"submitting to SLURM failed ({first}); check the partition and limits") from None
-    if on_submit:
-        on_submit(handles)
-    if not wait:
-        return []
-    t0 = time.perf_counter()
-    while not all(h.done() for h in handles):
-        if on_poll:
-            on_poll(jobs, [h.state for h in handles])
-        time.sleep(poll_s)
-    if on_poll:
-        on_poll(jobs, [h.state for h in handles])
-    outcomes = []
-    for job, h in zip(jobs, handles):
-        secs = time.perf_counter() - t0
-        log = str(h.paths.stderr)
-        try:
-            exc = h.exception()
-        except Exception as e:  # noqa: BLE001 - e.g. UncompletedJobError: the task never finished
-            exc = e
-        if exc is None:
-            outcomes.append(JobOutcome(job, "done", secs, result=h.result(), log=log))
-        else:
-            msg = str(exc).strip()
-            # a failed task carries its traceback: keep the posrnn error line, else the last line
-            lines = [ln for ln in msg.splitlines() if ln.strip()]
-            err = next((ln.split("PosrnnError: ", 1)[1] for ln in reversed(lines) if "PosrnnError: " in ln),
-                       lines[-1] if lines else type(exc).__name__)
-            outcomes.append(JobOutcome(job, "failed", secs, error=err[:300], log=log))
-    return outcomes
+    tasks = [task_for(j, str(h.job_id), folder, handle=h) for j, h in zip(jobs, handles)]
+    return Submission(tasks, tasks[0].array if tasks else None)
