@@ -543,7 +543,7 @@ def test_a_non_finite_loss_in_a_slurm_task_reaches_the_sweep_as_its_cause(slurm_
     assert r.returncode == 1, r.stdout + r.stderr
     [line] = [ln for ln in r.stdout.splitlines() if "] failed fig2/gru-v4-none-s1" in ln]
     assert "non-finite loss or gradient at step" in line and "(log: " in line and "_log.err)" in line
-    assert r.stderr.strip().splitlines()[-1].startswith("error: 1 of 1 runs did not finish (1 failed")
+    assert r.stderr.strip().splitlines()[-1].startswith("error: 1 of 1 runs failed (each named above with its log)")
     assert "Traceback" not in r.stdout + r.stderr
 
 

@@ -206,9 +206,10 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         kinds = {}
         for o in failed:
             kinds[o.status] = kinds.get(o.status, 0) + 1
-        how = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
-        raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs did not finish ({how}; each named above with its log); "
-                          f"fix the cause and run the same command again (finished runs are kept)")
+        how = ("failed (each named above with its log)" if list(kinds) == ["failed"] else
+               "did not finish (" + ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) + "; each named above with its log)")
+        raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs {how}; fix the cause and run the same command again "
+                          f"(finished runs are kept)")
     return outcomes
 
 

@@ -49,7 +49,7 @@ RESERVED = {"array", "output", "error", "open-mode", "signal", "job-name", "wcke
 RECORD = ".slurm-arrays.json"
 #: SLURM job states in which a task is still queued or running (squeue/sacct spell them so)
 IN_FLIGHT = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-             "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+             "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
 LOST_AFTER_S = 300.0  # a task neither in squeue/sacct nor with a result for this long is lost
 
 
