@@ -836,8 +836,9 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     sel, base_sel = p["select"], {**p["select"], **p["baseline"]}
     _require(rows, sel, claim["tables"])
     steps = p.get("steps", "all")
-    who = (f"vanilla {catalog.label(catalog.CORES, sel['model'])}" if sel.get("pe") == "none" and "model" in sel
-           else "PE")  # the arm whose drop is read
+    who = _pe_name(sel["pe"]) if "pe" in sel else "PE"  # the arm whose drop is read: PE, or vanilla Mamba
+    if who != "PE" and "model" in sel:
+        who = f"{who} {catalog.label(catalog.CORES, sel['model'])}"
     drops, unshown = [], []
     for pair in p["pairs"]:
         arms = {"ref": pair["ref"], "cond": pair["cond"]}
