@@ -3,6 +3,10 @@ train``, by the sweep's jobs and by ``posrnn sweep --dry-run``."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
+import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -12,7 +16,7 @@ import pytest
 
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.engine.rundir import prepare_run_dir, run_state
+from posrnn_cli.engine.rundir import LOCK_FILE, prepare_run_dir, run_lock, run_state
 from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import _state
 from posrnn_cli.sweep.plan import Job
@@ -91,3 +95,82 @@ def test_run_state_needs_no_torch():
     code = "import sys, posrnn_cli.engine.rundir; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
+
+
+# ---- locks where the filesystem has no flock ---------------------------------------------------------
+def no_flock(monkeypatch, code: int = errno.ENOLCK):
+    def refuse(fd, op):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+
+
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS])
+def test_without_flock_a_lock_file_naming_host_and_pid_excludes(tmp_path, monkeypatch, code):
+    no_flock(monkeypatch, code)
+    with run_lock(tmp_path, "first"):
+        text = (tmp_path / LOCK_FILE).read_text()
+        assert text == f"host {socket.gethostname()} pid {os.getpid()}: first\n"
+        assert not (tmp_path / ".lock").exists()  # the flock file is not left behind
+        with run_lock(tmp_path, "re-entered"):  # the same process re-enters, as a sweep job training its run does
+            pass
+        assert (tmp_path / LOCK_FILE).is_file()
+    assert not (tmp_path / LOCK_FILE).exists()
+    # another live process of this host holds it: one line naming it
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / LOCK_FILE).write_text(f"host {socket.gethostname()} pid {other.pid}: posrnn sweep job x\n")
+        with pytest.raises(PosrnnError) as e:
+            with run_lock(tmp_path):
+                pass
+        assert f"pid {other.pid}: posrnn sweep job x" in str(e.value) and "\n" not in str(e.value)
+    finally:
+        other.kill()
+        other.wait()
+    assert (tmp_path / LOCK_FILE).is_file()  # a refused lock leaves the holder's file alone
+
+
+def test_a_stale_lock_file_of_this_host_is_taken_and_said_so(tmp_path, monkeypatch, capsys):
+    no_flock(monkeypatch)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / LOCK_FILE).write_text(f"host {socket.gethostname()} pid {gone.pid}: posrnn train\n")
+    with run_lock(tmp_path, "second"):
+        assert f"pid {os.getpid()}: second" in (tmp_path / LOCK_FILE).read_text()
+    assert f"stale lock {tmp_path / LOCK_FILE} (pid {gone.pid}" in capsys.readouterr().err
+
+
+def test_a_lock_file_of_another_host_is_named_with_how_to_clear_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSRNN_LOCK", "file")  # chosen even where flock works (BeeGFS: flock within one node only)
+    (tmp_path / LOCK_FILE).write_text("host node17 pid 4242: posrnn sweep job a\n")
+    with pytest.raises(PosrnnError, match=rf"host node17 pid 4242: posrnn sweep job a; if that process is gone, remove"):
+        with run_lock(tmp_path):
+            pass
+    monkeypatch.setenv("POSRNN_LOCK", "nfs")
+    with pytest.raises(PosrnnError, match="is not a lock kind; use flock"):
+        with run_lock(tmp_path):
+            pass
+
+
+def test_no_flock_and_no_lock_file_is_one_line_naming_the_missing_flock(tmp_path, monkeypatch):
+    no_flock(monkeypatch, errno.EOPNOTSUPP)
+    real_open = os.open
+
+    def no_excl(path, flags, *a):
+        if flags & os.O_EXCL:
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", no_excl)
+    with pytest.raises(PosrnnError, match=r"filesystem supports no flock and the lock file .* cannot be created"):
+        with run_lock(tmp_path):
+            pass
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_another_flock_error_is_one_line(tmp_path, monkeypatch):
+    no_flock(monkeypatch, errno.EIO)
+    with pytest.raises(PosrnnError, match=r"cannot lock .*Input/output error"):
+        with run_lock(tmp_path):
+            pass
+    assert os.listdir(tmp_path) == []

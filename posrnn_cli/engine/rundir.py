@@ -14,11 +14,15 @@ one with a config and says what it holds for it:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
 import shutil
+import socket
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +179,15 @@ def truncate_log(path: Path, step: int) -> None:
 
 # ---- one process per run directory -----------------------------------------------------------------
 LOCK = ".lock"
+#: the fallback lock where the filesystem has no flock: a file created with O_CREAT|O_EXCL naming host and pid
+LOCK_FILE = ".lock.excl"
+#: ``POSRNN_LOCK=file`` uses the lock file even where flock works (BeeGFS and some NFS set-ups lock within
+#: one node only, so runs written from several nodes need it); ``flock`` (the default) falls back on its own
+LOCK_ENV = "POSRNN_LOCK"
+#: what flock raises on a filesystem that does not support it (Lustre mounted without flock, some NFS)
+NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL})
 _held: dict[str, int] = {}  # run directories this process holds (realpath → depth), so a sweep job may train its run
+_lock_files: dict[str, Path] = {}  # realpath → the lock file naming this process as holder
 
 
 class LockBusy(PosrnnError):
@@ -194,21 +206,22 @@ def _holder(path: Path) -> str:
     return text.splitlines()[0][:200] if text else "a process that did not say which"
 
 
-@contextmanager
-def run_lock(run_dir: Path, what: str = "posrnn"):
-    """Hold ``run_dir``'s lock (an flock on ``run_dir/.lock``, which names its holder) for the
-    block; another process gets one line naming the holder. Re-entrant within one process. The
-    lock file is removed again on release; ``run_dir`` must exist."""
-    run_dir = Path(run_dir)
-    key = os.path.realpath(run_dir)
-    if key in _held:
-        _held[key] += 1
-        try:
-            yield
-        finally:
-            _held[key] -= 1
-        return
-    path = run_dir / LOCK
+def _busy(run_dir: Path, holder: str) -> LockBusy:
+    return LockBusy(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it", holder)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def _flock(run_dir: Path, path: Path, what: str) -> Optional[int]:
+    """Take the flock on ``path``: its descriptor, or None when this filesystem has no flock."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -220,8 +233,15 @@ def run_lock(run_dir: Path, what: str = "posrnn"):
         except BlockingIOError:
             holder = _holder(path)
             os.close(fd)
-            raise LockBusy(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it",
-                           holder) from None
+            raise _busy(run_dir, holder) from None
+        except OSError as e:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_size == 0:
+                    os.unlink(path)  # the empty file this call created
+            if e.errno not in NO_FLOCK:
+                raise PosrnnError(f"cannot lock {run_dir} ({e.strerror or type(e).__name__}: {path})") from None
+            return None  # no flock here: the lock file takes over
         try:  # the file may have been removed by its last holder between our open and flock: retry then
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:
@@ -234,25 +254,84 @@ def run_lock(run_dir: Path, what: str = "posrnn"):
         os.write(fd, f"pid {os.getpid()}: {what}\n".encode())
     except OSError:
         pass  # the holder's name is a courtesy; the flock is what excludes
+    return fd
+
+
+def _lock_file(run_dir: Path, what: str) -> Path:
+    """The lock without flock: ``run_dir/.lock.excl`` created with O_CREAT|O_EXCL (atomic on local
+    filesystems, NFS v3+, Lustre, BeeGFS), holding ``host <name> pid <n>: <what>``. A lock file of
+    this host whose pid is gone is stale: it is removed (with a line on stderr saying so) and taken.
+    One of another host cannot be checked from here: the error names it and says to remove the
+    file once that process is gone."""
+    path = run_dir / LOCK_FILE
+    host = socket.gethostname()
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            text = _holder(path)
+            m = re.match(r"host (\S+) pid (\d+)", text)
+            if m and m.group(1) == host and not _pid_alive(int(m.group(2))):
+                print(f"posrnn: removing the stale lock {path} (pid {m.group(2)} on {host} is gone)", file=sys.stderr)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                continue
+            hint = "" if not m or m.group(1) == host else f"; if that process is gone, remove {path}"
+            raise _busy(run_dir, text + hint) from None
+        except OSError as e:
+            raise PosrnnError(f"cannot lock {run_dir}: its filesystem supports no flock and the lock file {path} "
+                              f"cannot be created ({e.strerror or type(e).__name__})") from None
+        try:
+            os.write(fd, f"host {host} pid {os.getpid()}: {what}\n".encode())
+        finally:
+            os.close(fd)
+        return path
+    raise _busy(run_dir, _holder(path))
+
+
+@contextmanager
+def run_lock(run_dir: Path, what: str = "posrnn"):
+    """Hold ``run_dir``'s lock for the block; another process gets one line naming the holder.
+    Re-entrant within one process; ``run_dir`` must exist. The lock is an flock on
+    ``run_dir/.lock`` (which names its holder); where the filesystem has no flock, or
+    ``POSRNN_LOCK=file`` asks for it, a lock file (``_lock_file``). Either is removed on release."""
+    run_dir = Path(run_dir)
+    key = os.path.realpath(run_dir)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    mode = os.environ.get(LOCK_ENV, "flock")
+    if mode not in ("flock", "file"):
+        raise PosrnnError(f"{LOCK_ENV}={mode!r} is not a lock kind; use flock (the default) or file")
+    fd = _flock(run_dir, run_dir / LOCK, what) if mode == "flock" else None
+    path = run_dir / LOCK if fd is not None else _lock_file(run_dir, what)
     _held[key] = 1
+    _lock_files[key] = path
     try:
         yield
     finally:
         del _held[key]
-        try:
+        _lock_files.pop(key, None)
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def relabel(run_dir: Path, what: str) -> None:
     """Rewrite the holder's description of a lock this process holds (e.g. a sweep's arrays)."""
-    if os.path.realpath(run_dir) in _held:
-        try:
-            (Path(run_dir) / LOCK).write_text(f"pid {os.getpid()}: {what}\n")
-        except OSError:
-            pass  # a courtesy, as in run_lock
+    path = _lock_files.get(os.path.realpath(run_dir))
+    if path is None:
+        return
+    prefix = f"host {socket.gethostname()} " if path.name == LOCK_FILE else ""
+    try:
+        path.write_text(f"{prefix}pid {os.getpid()}: {what}\n")
+    except OSError:
+        pass  # a courtesy, as in run_lock
 
 
 def holding(run_dir: Path) -> bool:
