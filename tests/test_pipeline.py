@@ -167,6 +167,17 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
         assert sum(counts[v] for v in VERDICTS) + sum(counts["partial"].values()) == counts["claims"]
     again = dvc(repo, "repro")
     assert "Running stage" not in again and "up to date" in again
+    # storage: each run keeps what its experiment's keep_checkpoints says, and DVC keeps no second copy of any
+    runs = repo / "runs" / "micro"
+    for exp in ("fig2", "forms", "extend", "lm", "irie"):
+        for run in (runs / exp).glob("*/checkpoints"):
+            assert len(list(run.glob("step_*.pt"))) == 1, run
+    assert all(len(list(run.glob("step_*.pt"))) > 2 for run in (runs / "dual").glob("*/checkpoints"))
+    assert {p.parent.parent.parent.name for p in runs.glob("*/*/checkpoints/step_*.pt")} >= {"fig2", "dual", "extend", "lm"}
+    md5 = lambda p: __import__("hashlib").md5(p.read_bytes()).hexdigest()  # noqa: E731 - DVC names cache files so
+    cached = {f.parent.name + f.name for f in (repo / ".dvc" / "cache").rglob("*") if f.is_file()}
+    assert not cached & {md5(p) for p in runs.glob("*/*/checkpoints/step_*.pt")}
+    assert cached & {md5(p) for p in (runs / "stability").rglob("*.npz")}  # an output without checkpoints is cached
 
     dag = dvc(repo, "dag")
     assert max(len(line.rstrip()) for line in dag.splitlines()) <= 100, dag

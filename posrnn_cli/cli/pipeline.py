@@ -47,6 +47,7 @@ def sweep(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="slurm: submit and return without waiting.")] = False,
     timeout: Annotated[Optional[str], typer.Option(metavar="DURATION", help="slurm: stop waiting after this long (90s, 45m, 12h; a bare number is minutes); the tasks keep running and the same command reattaches.", show_default=False)] = None,
     test_only: Annotated[bool, typer.Option("--test-only", help="With --dry-run --executor slurm: run `sbatch --test-only` on the array and print what SLURM says.")] = False,
+    retrain_stale: Annotated[bool, typer.Option("--retrain-stale", help="Retrain from step 0 the runs trained by other code than this (--dry-run lists them; runs of unknown code are kept).")] = False,
     json_out: JsonOpt = False,
 ):
     """Run the grid of one or more experiments of a profile: each run trained (or resumed, or
@@ -71,7 +72,8 @@ def sweep(
     slurm = {"partition": partition, "gpus_per_task": gpus_per_task, "cpus_per_task": cpus_per_task, "mem_gb": mem_gb,
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
-                        wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only)
+                        wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only,
+                        retrain_stale=retrain_stale)
     try:
         outcomes = run_sweep(params, name, names, opts)
     except KeyboardInterrupt:
@@ -80,8 +82,13 @@ def sweep(
         err.exit_code = 130
         raise err from None
     if dry_run:
+        from ..sweep.storage import summary
+
+        disk, est = summary([o.job for o in outcomes])
         if json_out:
-            typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir} for o in outcomes]))
+            typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir, "code": o.result.get("code"),
+                                    "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
+                                    "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0} for o in outcomes]))
             return
         from rich.table import Table
 
@@ -89,14 +96,24 @@ def sweep(
         for col in ("run", "would", "directory"):
             t.add_column(col, overflow="fold")
         for o in outcomes:
-            t.add_row(o.job.label, {"new": "train", "resume": "resume", "done": "skip (finished)",
-                                    "different": "refuse (different config; --force replaces)", "run": "run",
-                                    "in flight": f"wait (task {o.log} in flight)"}[o.status],
-                      o.job.run_dir)
+            t.add_row(o.job.label, f"wait (task {o.log} in flight)" if o.status == "in flight"
+                      else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
         console().print(t)
+        typer.echo(disk)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))
+
+
+def _would(state: str, code: Optional[str], retrain_stale: bool) -> str:
+    if code == "other" and retrain_stale:
+        return "retrain (trained by other code)"
+    what = {"new": "train", "resume": "resume", "done": "skip (finished)",
+            "different": "refuse (different config; --force replaces)", "run": "run"}[state]
+    note = {"other": "trained by other code; --retrain-stale retrains", "unknown": "trained by unknown code"}.get(code or "")
+    if not note:
+        return what
+    return f"{what[:-1]}; {note})" if what.endswith(")") else f"{what} ({note})"
 
 
 profile_app = typer.Typer(help="Profiles: which sizes of the pipeline `dvc repro` runs (list, use).",

@@ -11,7 +11,7 @@ Three small tables, each entry in one place:
   (``headline``), and the columns every table of that form holds (``columns``; the scorecard
   refuses a table without them).
 * ``EXPERIMENTS`` — the experiments themselves, in the order the DVC stages run them: their job
-  kind, table form, DVC stage, source experiment and figure.
+  kind, table form, DVC stage, source experiment, figure and which checkpoints their runs keep.
 
 Adding an experiment: one ``Experiment`` entry (a new job kind or table form only when no
 existing one fits), its section in each profile of ``params.yaml``, a DVC stage only if none of
@@ -39,6 +39,8 @@ class JobKind:
     plan: str  # (params, prof, profile, experiment, runs_root, force) -> list[Job]
     run: str  # (job) -> dict of what was done
     trains: bool  # its jobs train a run directory (config, checkpoints, metrics.jsonl)
+    #: the module whose code (with all it imports) trains the run: its fingerprint is recorded in the run
+    code: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ class Experiment:
     about: str
     source: Optional[str] = None  # the experiment whose runs it analyses, extends or reads
     figure: Optional[Figure] = None
+    #: which checkpoints its runs keep (a profile section's ``keep_checkpoints`` overrides it): ``last``, the
+    #: latest only (the final one once a run has finished), or ``all``, where an analysis reads every one
+    keep_checkpoints: str = "last"
 
     @property
     def job_kind(self) -> JobKind:
@@ -75,14 +80,15 @@ class Experiment:
 
 
 _PLAN, _JOBS, _PLOTS = "posrnn_cli.sweep.plan", "posrnn_cli.sweep.jobs", "posrnn_cli.analysis.plots"
+_TRAIN, _EXTEND = "posrnn_cli.engine.train", "posrnn_cli.engine.extend"  # what trains a run, and an extension
 
 JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
-    JobKind("train", f"{_PLAN}.train_jobs", f"{_JOBS}.run_train", trains=True),
-    JobKind("irie", f"{_PLAN}.train_jobs", f"{_JOBS}.run_irie", trains=True),
+    JobKind("train", f"{_PLAN}.train_jobs", f"{_JOBS}.run_train", trains=True, code=_TRAIN),
+    JobKind("irie", f"{_PLAN}.train_jobs", f"{_JOBS}.run_irie", trains=True, code=_TRAIN),
     JobKind("stability", f"{_PLAN}.stability_jobs", f"{_JOBS}.run_stability", trains=False),
-    JobKind("extend", f"{_PLAN}.extend_jobs", f"{_JOBS}.run_extend", trains=True),
+    JobKind("extend", f"{_PLAN}.extend_jobs", f"{_JOBS}.run_extend", trains=True, code=_EXTEND),
     JobKind("lm_data", f"{_PLAN}.lm_data_jobs", f"{_JOBS}.run_lm_data", trains=False),
-    JobKind("lm", f"{_PLAN}.lm_jobs", f"{_JOBS}.run_train", trains=True),
+    JobKind("lm", f"{_PLAN}.lm_jobs", f"{_JOBS}.run_train", trains=True, code=_TRAIN),
 )}
 
 _A = "posrnn_cli.analysis.aggregate"
@@ -105,7 +111,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("fig2", "train", "eval", "train", "reverse ordering, accuracy vs vocabulary size (Fig. 2)",
                figure=Figure("fig2_vocab.png", f"{_PLOTS}.draw_fig2")),
     Experiment("dual", "train", "dual", "train", "dual-frequency vocabulary, Frequent/Rare grid (Fig. 3-4)",
-               figure=Figure("dual_frequency.png", f"{_PLOTS}.draw_dual")),
+               figure=Figure("dual_frequency.png", f"{_PLOTS}.draw_dual"), keep_checkpoints="all"),  # stability reads them
     Experiment("forms", "train", "eval", "train", "PE forms: random and learnable beside fig2's sinusoidal",
                figure=Figure("pe_forms.png", f"{_PLOTS}.draw_forms")),
     Experiment("double", "train", "eval", "train", "the double-vanilla control (embedding twice)",
@@ -126,6 +132,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("lm", "lm", "lm", "lm", "LSTM language model ± PE (Table 1)", "lm_data",
                figure=Figure("lm_table.md", f"{_PLOTS}.draw_lm")),
 )}
+
+
+#: the values of ``keep_checkpoints``
+KEEP_CHECKPOINTS = ("last", "all")
 
 
 def experiment(name: str) -> Experiment:

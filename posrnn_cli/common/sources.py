@@ -106,6 +106,28 @@ def cycles(root: Path = ROOT) -> list[list[str]]:
     return found
 
 
+def _code_only(source: str, filename: str) -> str:
+    """The module's syntax tree without its docstrings (comments are not in it): what it runs."""
+    tree = ast.parse(source, filename=filename)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def code_fingerprint(module: str, root: Path = ROOT) -> str:
+    """A hash of the code of every module ``module`` can run, comments and docstrings left out
+    (so an edit of the prose alone does not make runs stale)."""
+    files = module_files(root)
+    h = hashlib.sha256()
+    for m in sorted(closure(module, root)):
+        h.update(m.encode())
+        h.update(_code_only(files[m].read_text(encoding="utf-8"), str(files[m])).encode())
+    return h.hexdigest()[:16]
+
+
 def fingerprint(module: str, root: Path = ROOT) -> str:
     """A hash of the source of every module ``module`` can run."""
     files = module_files(root)

@@ -22,7 +22,8 @@ from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir
-from .evaluate import evaluate_model, load_run
+from .evaluate import evaluate_model, file_sha256, load_run
+from .rundir import record_code
 from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
                     settle)
 
@@ -30,7 +31,7 @@ from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_t
 def extend_vocab(
     run: Path, extra: int, out: Path, iterations: Optional[int] = None, seed: Optional[int] = None,
     device: str = "auto", force: bool = False, progress: bool = True, sets: Optional[list[str]] = None,
-    resume: bool = False,
+    resume: bool = False, keep_checkpoints: str = "all",
 ) -> dict:
     """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
     (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
@@ -75,10 +76,14 @@ def extend_vocab(
         model.to(dev)
         held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(), combined.test_set()]).to(dev))
         trainer = Trainer(new_cfg, out, model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
-                          params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"])})
+                          params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"]),
+                                 "extended_from_sha256": file_sha256(ckpt_path)},
+                          keep_checkpoints=keep_checkpoints)
         if resume_from is not None:
             trainer.load(resume_from, res.checkpoint)
         replacing = begin_run(out, new_cfg, force)  # every check passed: config.yaml is written only now
+        if resume_from is None:
+            record_code(out, __name__)
         try:
             summary = trainer.fit(progress=progress)
             model.eval()

@@ -34,8 +34,10 @@ from ..common.io import MARKER, atomic_write_text
 
 CKPT_DIR = "checkpoints"
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
+#: the fingerprint of the code that trained the run (``record_code``)
+CODE_FILE = "code.json"
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
-REPLACED = (*RUN_FILES, MARKER, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
+REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 STATES = ("new", "resume", "done", "different")
 _STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 
@@ -46,6 +48,38 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     if not d.is_dir():
         return []
     return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
+
+
+def prune_checkpoints(run_dir: Path) -> int:
+    """``keep_checkpoints: last``: remove every checkpoint but the latest (only ever after the
+    latest was written in full, so a run can always resume). Returns how many were removed."""
+    ckpts = list_checkpoints(run_dir)
+    for _, path in ckpts[:-1]:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return max(0, len(ckpts) - 1)
+
+
+def record_code(run_dir: Path, module: str) -> None:
+    """Record which code trains the run from step 0: ``module`` and the fingerprint of every module
+    it can run (``common.sources.code_fingerprint``). A resumed run keeps the record of its start."""
+    from ..common.sources import code_fingerprint
+
+    atomic_write_text(Path(run_dir) / CODE_FILE, json.dumps({"module": module, "fingerprint": code_fingerprint(module)}) + "\n")
+
+
+def code_state(run_dir: Path, module: str) -> str:
+    """``current`` when the run was trained by this code, ``other`` when by other code, ``unknown``
+    when it records none (trained before runs recorded it, or its record is unreadable)."""
+    from ..common.sources import code_fingerprint
+
+    try:
+        rec = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
+        return "unknown"
+    return "current" if rec["fingerprint"] == code_fingerprint(rec.get("module") or module) else "other"
 
 
 def read_run_config(run_dir: Path) -> Optional[RunConfig]:

@@ -43,7 +43,8 @@ from .checkpoint import (CKPT_DIR, NonFiniteState, check_belongs, check_resumabl
 from .device import check_amp, join_process_group, local_device, resolve_device, setup_threads, world
 from .graphed import GraphedStep, graph_lr
 from .progress_bar import ProgressBar
-from .rundir import REPLACED, Replacement, Resumption, prepare_run_dir, run_lock, truncate_log
+from .rundir import (REPLACED, Replacement, Resumption, prepare_run_dir, prune_checkpoints, record_code, run_lock,
+                     truncate_log)
 
 class TrainingStopped(PosrnnError):
     """The run stopped before its last iteration (a signal, or a non-finite value)."""
@@ -226,6 +227,7 @@ class Trainer:
     device: torch.device
     params: Optional[list[nn.Parameter]] = None
     extra: dict = field(default_factory=dict)  # stored in every checkpoint (e.g. extension info)
+    keep_checkpoints: str = "all"  # "last": each checkpoint, once written, replaces the earlier ones
 
     def __post_init__(self):
         t = self.cfg.train
@@ -307,6 +309,8 @@ class Trainer:
         if self.is_main:
             try:
                 save_checkpoint(self.run_dir, self.step, self.state())
+                if self.keep_checkpoints == "last":
+                    prune_checkpoints(self.run_dir)
             except NonFiniteState as e:
                 ckpts = list_checkpoints(self.run_dir)
                 kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else "no checkpoint had been written yet"
@@ -424,8 +428,10 @@ def train(
     force: bool = False,
     stop_after: Optional[int] = None,
     progress: bool = True,
+    keep_checkpoints: str = "all",
 ) -> dict:
     """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary.
+    ``keep_checkpoints="last"`` keeps only the latest checkpoint (the sweep's policy).
 
     Everything is validated before the disk is touched; under ``torchrun`` rank 0 owns the
     directory and every rank resumes from the same checkpoint."""
@@ -445,13 +451,14 @@ def train(
     if rank != 0:  # rank 0 did the checks and owns the directory
         ckpts = list_checkpoints(out_dir) if resume else []
         ckpt, res = (load_checkpoint(ckpts[-1][1]) if ckpts else None), Resumption()
-        return _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress)
+        return _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress,
+                         keep_checkpoints=keep_checkpoints)
     with owned_run_dir(out_dir, f"posrnn train --out {out_dir}"):
         ckpt, res = open_run(out_dir, cfg, resume, force)
         replacing = None
         try:
             summary = _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress,
-                                start=lambda: begin_run(out_dir, cfg, force))
+                                start=lambda: begin_run(out_dir, cfg, force), keep_checkpoints=keep_checkpoints)
             replacing = summary.pop("_replacing", None)
         except BaseException as e:
             settle(getattr(e, "_replacing", None), e)
@@ -502,7 +509,8 @@ def _first_missing(path: Path) -> Optional[Path]:
     return top
 
 
-def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress, start=None) -> dict:
+def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress, start=None,
+              keep_checkpoints: str = "all") -> dict:
     setup_threads(cfg.train.threads)
     model.to(device)
     if task.holds_out:
@@ -515,13 +523,15 @@ def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_aft
         from torch.nn.parallel import DistributedDataParallel
 
         wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    trainer = Trainer(cfg, out_dir, wrapped, task, sample, device)
+    trainer = Trainer(cfg, out_dir, wrapped, task, sample, device, keep_checkpoints=keep_checkpoints)
     if ckpt is not None:
         trainer.load(ckpt, res.checkpoint)
     if res.extended_from is not None:
         trainer.extra.setdefault("extensions", []).append(
             {"at_step": trainer.step, "iterations_before": res.extended_from, "iterations_after": cfg.train.iterations})
     replacing = start() if start is not None else None  # every check passed: config.yaml is written only now
+    if ckpt is None and start is not None:
+        record_code(out_dir, __name__)  # the code that trains it from step 0
     try:
         summary = trainer.fit(stop_after=stop_after, progress=progress)
     except BaseException as e:

@@ -47,6 +47,7 @@ class SweepOptions:
     timeout: Optional[str] = None  # slurm: give up waiting after this long (90s, 45m, 12h; bare: minutes)
     test_only: bool = False  # with dry_run: ask sbatch --test-only about the array
     lost_after_s: Optional[float] = None  # slurm: a task SLURM no longer lists, without a result, is lost after this
+    retrain_stale: bool = False  # retrain runs trained by other code (jobs.code_of) from step 0
 
 
 def parse_duration(text: Optional[str]) -> Optional[float]:
@@ -83,6 +84,27 @@ def status(job: Job) -> str:
         return run_state(Path(job.run_dir), job.run_config()).state
     except PosrnnError:  # a file where the run directory should be
         return "different"
+
+
+def code_status(job: Job) -> Optional[str]:
+    """Which code trained the job's run, for a run that has begun: current, other or unknown."""
+    from .jobs import code_of
+
+    if not trains(job.kind) or status(job) not in ("resume", "done"):
+        return None
+    return code_of(job)
+
+
+def stale_note(outcomes: list[JobOutcome]) -> Optional[str]:
+    """One line on the runs kept although other or unknown code trained them, or None."""
+    codes = [o.result.get("code") for o in outcomes if isinstance(o.result, dict)]
+    other, unknown = codes.count("other"), codes.count("unknown")
+    if not other and not unknown:
+        return None
+    parts = ([f"{other} run(s) were trained by other code than this (--dry-run names them; --retrain-stale retrains "
+              f"them)"] if other else []) + ([f"{unknown} by unknown code (trained before runs recorded it; "
+                                              f"kept as they are)"] if unknown else [])
+    return "; ".join(parts)
 
 
 def write_manifest(exp_dir: Path, exp: Experiment, jobs: list[Job]) -> None:
@@ -131,6 +153,9 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"
     if executor not in EXECUTORS:
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    if opts.retrain_stale:
+        for j in jobs:
+            j.options["retrain_stale"] = True
     watch = _Watch()
     timeout = parse_duration(opts.timeout)
     if executor != "local":
@@ -145,7 +170,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         raise PosrnnError("--test-only asks `sbatch --test-only` about the array a SLURM sweep would submit; "
                           "use it with --dry-run --executor slurm")
     if opts.dry_run:
-        outcomes = [JobOutcome(j, status(j), 0.0) for j in jobs]
+        outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
         if executor == "slurm":
             _mark_in_flight(outcomes, runs_root)
         if opts.test_only:
@@ -199,6 +224,9 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
             if d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
         raise
+    note = stale_note(outcomes)
+    if note:
+        print(note, file=out, flush=True)
     failed = [o for o in outcomes if o.status != "done"]
     if failed:
         for o in failed:

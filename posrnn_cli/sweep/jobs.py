@@ -5,6 +5,13 @@
   holding a different config is refused unless the job is forced. Training is bit-exact
   across interruptions on CPU, so a sweep killed at any point and started again ends with the
   same files as one that was never interrupted.
+* Each run records the fingerprint of the code that trained it (``engine.rundir.record_code``);
+  a run trained by other code is kept and reported, and retrained from step 0 only under
+  ``--retrain-stale`` (option ``retrain_stale``). A run that records none is reported as
+  trained by unknown code and never retrained for it.
+* Only the checkpoints the experiment's ``keep_checkpoints`` names are kept.
+* An extension records the digest of the checkpoint it extends and is redone when its source
+  run's latest checkpoint has changed.
 * Evaluation (and the other cheap derived files) are recomputed every time; the stability
   values are recomputed when their checkpoints, settings or the code that computes them
   changed (a fingerprint of that code is kept beside them).
@@ -16,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
@@ -39,11 +47,21 @@ def locked(run_dir: Path):
         yield
 
 
-def _state(run_dir: Path, cfg: RunConfig, force: bool) -> str:
-    """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"."""
+def code_of(job: Job) -> str:
+    """The code that trained the job's run, against this one: current, other or unknown."""
+    from ..engine.rundir import code_state
+
+    return code_state(Path(job.run_dir), JOB_KINDS[job.kind].code)
+
+
+def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
+    """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"; a run of
+    other code is replaced when ``job`` asks for ``retrain_stale``."""
     from ..engine.rundir import describe_diff, run_state
 
     st = run_state(run_dir, cfg)
+    if st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale") and code_of(job) == "other":
+        return "replace"
     if st.state != "different":
         return st.state
     if not force:
@@ -58,12 +76,21 @@ def ensure_trained(job: Job) -> str:
     from ..engine.train import train
 
     run_dir, cfg = Path(job.run_dir), job.run_config()
-    state = _state(run_dir, cfg, job.force)
+    state = _state(run_dir, cfg, job.force, job)
     remove_stale_temps(run_dir)
+    keep = job.options.get("keep_checkpoints", "all")
     if state == "done":
+        _prune(run_dir, keep)  # a run finished before the policy, or under another one
         return "skipped (finished)"
-    train(cfg, run_dir, resume=state == "resume", force=state == "replace", progress=False)
+    train(cfg, run_dir, resume=state == "resume", force=state == "replace", progress=False, keep_checkpoints=keep)
     return {"new": "trained", "replace": "replaced", "resume": "resumed"}[state]
+
+
+def _prune(run_dir: Path, keep: str) -> None:
+    from ..engine.rundir import prune_checkpoints
+
+    if keep == "last":
+        prune_checkpoints(run_dir)
 
 
 def run_train(job: Job) -> dict:
@@ -72,7 +99,8 @@ def run_train(job: Job) -> dict:
     done = ensure_trained(job)
     cfg = job.run_config()
     r = evaluate(Path(job.run_dir), device=cfg.train.device)
-    return {"training": done, "token_accuracy": r.get("token_accuracy"), "perplexity": r.get("perplexity")}
+    return {"training": done, "code": code_of(job), "token_accuracy": r.get("token_accuracy"),
+            "perplexity": r.get("perplexity")}
 
 
 def run_irie(job: Job) -> dict:
@@ -120,16 +148,43 @@ def run_extend(job: Job) -> dict:
     from ..engine.extend import extend_vocab, score_extension
 
     out, cfg = Path(job.run_dir), job.run_config()
-    state = _state(out, cfg, job.force)
+    state = _state(out, cfg, job.force, job)
     remove_stale_temps(out)
+    keep = job.options.get("keep_checkpoints", "all")
+    source, why = Path(job.options["source"]), ""
+    if state in ("done", "resume"):
+        recorded, current = _extended_from(out), _latest_digest(source)
+        if recorded is not None and current is not None and recorded != current:
+            state, why = "replace", " (its source run changed)"
     if state == "done":
+        _prune(out, keep)
         run = load_run(out, device=cfg.train.device)
         scores = score_extension(out, run.model, run.cfg, next(run.model.parameters()).device)
-        return {"training": "skipped (finished)", "token_accuracy": scores["new_ids"]["token_accuracy"]}
-    r = extend_vocab(Path(job.options["source"]), job.options["extra_vocab"], out, iterations=cfg.train.iterations,
+        return {"training": "skipped (finished)", "code": code_of(job), "token_accuracy": scores["new_ids"]["token_accuracy"]}
+    r = extend_vocab(source, job.options["extra_vocab"], out, iterations=cfg.train.iterations,
                      seed=cfg.train.seed, device=cfg.train.device, force=state == "replace", resume=state == "resume",
-                     progress=False)
-    return {"training": state, "token_accuracy": r["new_ids"]["token_accuracy"]}
+                     progress=False, keep_checkpoints=keep)
+    return {"training": state + why, "code": code_of(job), "token_accuracy": r["new_ids"]["token_accuracy"]}
+
+
+def _extended_from(out: Path) -> Optional[str]:
+    """The sha256 of the checkpoint the extension in ``out`` extends, as its latest checkpoint
+    records it (None: an extension that predates the record, or none yet)."""
+    from ..engine.checkpoint import list_checkpoints, load_checkpoint
+
+    ckpts = list_checkpoints(out)
+    if not ckpts:
+        return None
+    digest = (load_checkpoint(ckpts[-1][1]).get("extra") or {}).get("extended_from_sha256")
+    return digest if isinstance(digest, str) else None
+
+
+def _latest_digest(run: Path) -> Optional[str]:
+    from ..engine.checkpoint import list_checkpoints
+    from ..engine.evaluate import file_sha256
+
+    ckpts = list_checkpoints(run)
+    return file_sha256(ckpts[-1][1]) if ckpts else None
 
 
 def run_lm_data(job: Job) -> dict:
@@ -156,16 +211,38 @@ def run_lm_data(job: Job) -> dict:
     return {"lm_data": f"{m['vocab_size']} pieces"}
 
 
+#: the thread pools a limit applies to, set in the environment before torch (or numpy) first loads them
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def job_threads(job: Job) -> Optional[int]:
+    """The job's thread limit: its run's ``train.threads`` (stability jobs carry their source
+    run's config), else None (lm_data: no limit; SentencePiece sets its own)."""
+    n = job.config.get("train", {}).get("threads") if job.config else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
+
+
+def limit_threads(n: Optional[int]) -> None:
+    """Limit this process to ``n`` threads: the OpenMP/MKL/OpenBLAS variables (read when those
+    libraries first load, so this runs before a job imports torch) and torch's own pool if torch
+    is already loaded (a local worker forked from the preloaded server)."""
+    import os
+    import sys
+
+    if n is None:
+        return
+    for var in THREAD_ENV:
+        os.environ[var] = str(n)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+
+
 def execute(job: Job) -> dict:
     """Run one job in this process (a worker, a SLURM task, or the caller): the ``run`` of its
-    kind in the experiment registry."""
+    kind in the experiment registry, under the job's thread limit whatever its kind."""
     if job.kind not in JOB_KINDS:
         raise PosrnnError(f"unknown job kind {job.kind!r}; known: {', '.join(JOB_KINDS)}")
-    threads = (job.config or {}).get("train", {}).get("threads")
-    if threads is not None:  # every kind, not only training: a stability job on every core oversubscribes the pool
-        from ..engine.device import setup_threads
-
-        setup_threads(threads)
+    limit_threads(job_threads(job))
     with locked(Path(job.run_dir)):
         return resolve(JOB_KINDS[job.kind].run)(job)
 

@@ -1,7 +1,10 @@
 """The local executor: a pool of worker processes sized to the machine.
 
 On a CPU, one single-threaded run per core; on GPUs, ``runs_per_gpu`` runs per GPU, each
-process pinned to its GPU with ``CUDA_VISIBLE_DEVICES``. Every job runs in a fresh process
+process pinned to its GPU with ``CUDA_VISIBLE_DEVICES`` (the ids of an existing mask, so
+``CUDA_VISIBLE_DEVICES=2,3`` pins to GPUs 2 and 3). Every job runs under its thread limit
+(``jobs.limit_threads``). Ctrl-C sends the workers SIGTERM, so each saves a checkpoint at its
+current step, and SIGKILL after ``GRACE_S`` seconds; a second Ctrl-C kills them at once. Every job runs in a fresh process
 forked from a ``forkserver`` that has torch and posrnn already imported (so a job starts in
 milliseconds), with its output in ``runs/<profile>/.logs/<experiment>/<run>.log``. A job that
 fails, or whose process dies, is reported and the others go on. If the sweep itself dies
@@ -67,6 +70,53 @@ def _die_with_sweep(alive) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def visible_gpus(n: int) -> list[str]:
+    """The ids to pin ``n`` GPU slots to: the entries of an existing ``CUDA_VISIBLE_DEVICES`` mask
+    (``2,3`` → 2 and 3; UUIDs too), else 0 … n−1."""
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [x.strip() for x in mask.split(",") if x.strip()] if mask is not None else []
+    return ids[:n] if len(ids) >= n else [str(i) for i in range(n)]
+
+
+def slot_env(slot: int, gpus: int, runs_per_gpu: int, threads: Optional[int] = None) -> dict:
+    """A worker's environment: its GPU (by the mask's ids) or one OpenMP thread per CPU slot."""
+    if gpus:
+        env = {"CUDA_VISIBLE_DEVICES": visible_gpus(gpus)[slot // runs_per_gpu]}
+    else:
+        env = {"OMP_NUM_THREADS": "1"}
+    if threads is not None:
+        env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+    return env
+
+
+#: Ctrl-C: how long the workers have to save a checkpoint after SIGTERM before SIGKILL
+GRACE_S = 30.0
+
+
+def stop_workers(procs: list, grace: float, gently: bool, say: Callable[[str], None] = lambda s: None) -> None:
+    """Stop the workers. ``gently`` (Ctrl-C): SIGTERM, so each saves a checkpoint at its current
+    step, then SIGKILL for any still running after ``grace`` seconds; a second Ctrl-C meanwhile
+    kills them at once. Otherwise (the sweep itself failed): SIGKILL now."""
+    alive = [p for p in procs if p.is_alive()]
+    if gently and alive:
+        say(f"stopping {len(alive)} worker(s): each saves a checkpoint at its current step "
+            f"(up to {grace:.0f} s; Ctrl-C again to kill them now)")
+        for p in alive:
+            with contextlib.suppress(OSError):
+                p.terminate()
+        try:
+            deadline = time.monotonic() + grace
+            for p in alive:
+                p.join(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            say("killing the workers now")
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    for p in procs:
+        p.join()
+
+
 def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
     """A worker process: pin, redirect output to the log, run the job, report."""
     _die_with_sweep(alive)
@@ -84,7 +134,9 @@ def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
         from .jobs import execute, job_from_dict
 
         job = job_from_dict(job_dict)
-        print(f"== {job.label} ({job.kind}) in {job.run_dir}, pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+        gpu = f", CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}" if "CUDA_VISIBLE_DEVICES" in env else ""
+        print(f"== {job.label} ({job.kind}) in {job.run_dir}, pid {os.getpid()}{gpu}, {time.strftime('%Y-%m-%d %H:%M:%S')}",
+              flush=True)
         result = execute(job)
         print(f"== done: {result}", flush=True)
         conn.send(("done", result))
@@ -106,10 +158,13 @@ def log_path(job: Job, logs: Path) -> Path:
 
 def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per_gpu: int = 1,
               on_event: Optional[Callable[[str, Job, Optional[JobOutcome]], None]] = None,
-              poll: Optional[Callable[[dict], None]] = None) -> list[JobOutcome]:
+              poll: Optional[Callable[[dict], None]] = None, grace: float = GRACE_S) -> list[JobOutcome]:
     """Run ``jobs`` on ``workers`` processes (``gpus`` × ``runs_per_gpu`` slots when GPUs are
-    used); ``on_event(kind, job, outcome)`` is called at "start" and "end", ``poll(running)``
-    about twice a second with ``{job label: (job, start time)}``."""
+    used, pinned to the GPUs an existing ``CUDA_VISIBLE_DEVICES`` names); ``on_event(kind, job,
+    outcome)`` is called at "start" and "end", ``poll(running)`` about twice a second with
+    ``{job label: (job, start time)}``. Ctrl-C stops the workers with ``stop_workers``."""
+    from .jobs import job_threads
+
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     n_slots = gpus * runs_per_gpu if gpus else workers
@@ -121,7 +176,7 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
         while pending or running:
             while pending and free:
                 job, slot = pending.popleft(), free.popleft()
-                env = {"CUDA_VISIBLE_DEVICES": str(slot // runs_per_gpu)} if gpus else {"OMP_NUM_THREADS": "1"}
+                env = slot_env(slot, gpus, runs_per_gpu, job_threads(job))
                 here, there = ctx.Pipe(duplex=False)  # the worker's result → here
                 alive_r, alive_w = ctx.Pipe(duplex=False)  # closes when this process dies
                 p = ctx.Process(target=_work, args=(job.to_dict(), env, str(log_path(job, logs)), there, alive_r),
@@ -158,10 +213,8 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
                     on_event("end", job, out)
             if poll:
                 poll({v[2].label: (v[2], v[4]) for v in running.values()})
-    except BaseException:
-        for p, *_ in running.values():
-            p.kill()
-        for p, *_ in running.values():
-            p.join()
+    except BaseException as e:
+        stop_workers([v[0] for v in running.values()], grace, gently=isinstance(e, KeyboardInterrupt),
+                     say=lambda s: print(f"sweep: {s}", file=sys.stderr, flush=True))
         raise
     return outcomes

@@ -10,6 +10,7 @@ An experiment's section in a profile names its grid and shared settings in short
       hidden: 64
       iterations: 4000
       set: {train.lr: 0.001}   # any other config key, dotted
+      keep_checkpoints: last   # or all; the registry's default for the experiment (not inherited by like:)
     forms:
       like: fig2           # the settings of another experiment, so the two compare
       cells: [{model: gru, vocab: 32}]
@@ -31,7 +32,7 @@ from typing import Optional
 
 from ..common.config import RunConfig, resolve_config, set_key
 from ..common.errors import PosrnnError
-from ..common.experiments import EXPERIMENTS, Experiment, experiment, resolve
+from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
 
 #: short key → config key (what experiment sections and cells may set)
@@ -102,9 +103,19 @@ def _settings(prof: dict, exp: str, profile: str, seen: tuple = ()) -> dict:
         if like not in prof:
             raise PosrnnError(f"profile {profile!r}: {exp}.like names {like!r}, which the profile does not define")
         base = _settings(prof, like, profile, (*seen, exp))
-    own = {k: v for k, v in sec.items() if k not in ("cells", "pe", "seeds", "like")}
+    own = {k: v for k, v in sec.items() if k not in ("cells", "pe", "seeds", "like", "keep_checkpoints")}
     sets = {**base.get("set", {}), **own.get("set", {})}
     return {**base, **own, **({"set": sets} if sets else {})}
+
+
+def keep_policy(prof: dict, exp: Experiment, profile: str) -> str:
+    """Which checkpoints the runs of ``exp`` keep: its section's ``keep_checkpoints``, else the
+    registry's default for it (``last``; ``all`` for dual, whose checkpoints stability reads)."""
+    value = _section(prof, exp.name, profile).get("keep_checkpoints", exp.keep_checkpoints)
+    if value not in KEEP_CHECKPOINTS:
+        raise PosrnnError(f"profile {profile!r}, {exp.name}: keep_checkpoints must be one of {', '.join(KEEP_CHECKPOINTS)}, "
+                          f"got {value!r}")
+    return value
 
 
 def _apply(cfg: RunConfig, values: dict, where: str) -> None:
@@ -151,6 +162,7 @@ def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_roo
     sec = _section(prof, exp.name, profile)
     cells, pes, seeds = _grid(sec, exp.name, profile)
     settings = _settings(prof, exp.name, profile)
+    keep = keep_policy(prof, exp, profile)
     base = _base(params, prof, profile).to_dict()
     jobs = []
     for cell in cells:
@@ -163,7 +175,8 @@ def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_roo
                 set_key(cfg, "model.pe", pe, source=where)
                 set_key(cfg, "train.seed", seed, source=where)
                 name = f"{cell_name(cell)}-{pe}-s{seed}"
-                jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(), {}, force))
+                jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(),
+                                {"keep_checkpoints": keep}, force))
     return jobs
 
 
@@ -188,6 +201,9 @@ def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs
     sec = read_section(StabilitySection, _section(prof, exp.name, profile), f"profile {profile!r}, {exp.name}")
     opts = {**asdict(sec), "device": prof.get("device", "auto")}
     sources = train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
+    if sources and keep_policy(prof, EXPERIMENTS[exp.source], profile) != "all":
+        raise PosrnnError(f"profile {profile!r}: stability reads every checkpoint of the {exp.source} runs, and "
+                          f"{exp.source}.keep_checkpoints keeps only the last; set {exp.source}.keep_checkpoints: all")
     return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
                 {**opts, "source": s.run_dir}, force) for s in sources]
 
@@ -196,7 +212,9 @@ def extend_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_ro
     raw = _section(prof, exp.name, profile)
     if not raw:
         return []
-    sec = read_section(ExtendSection, raw, f"profile {profile!r}, {exp.name}", required=("extra_vocab",))
+    keep = keep_policy(prof, exp, profile)
+    sec = read_section(ExtendSection, {k: v for k, v in raw.items() if k != "keep_checkpoints"},
+                       f"profile {profile!r}, {exp.name}", required=("extra_vocab",))
     cells, pes, seeds = _grid(raw, exp.name, profile)
     extra = sec.extra_vocab
     sources = {s.name: s for s in train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)}
@@ -214,7 +232,7 @@ def extend_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_ro
                 options = {"task.vocab_size": V + extra, "model.frozen_vocab": V, "train.iterations": sec.iterations}
                 new = resolve_config(base=cfg, options=options)
                 jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), new.to_dict(),
-                                {"source": src.run_dir, "extra_vocab": extra}, force))
+                                {"source": src.run_dir, "extra_vocab": extra, "keep_checkpoints": keep}, force))
     return jobs
 
 
@@ -234,7 +252,8 @@ def lm_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: 
     if not data:
         raise PosrnnError(f"profile {profile!r}: lm needs an lm_data section (data_dir, vocab_size, max_tokens)")
     _, pes, seeds = _grid(sec, exp.name, profile)
-    settings = {k: v for k, v in sec.items() if k not in ("pe", "seeds")}
+    settings = {k: v for k, v in sec.items() if k not in ("pe", "seeds", "keep_checkpoints")}
+    keep = keep_policy(prof, exp, profile)
     base = _base(params, prof, profile).to_dict()
     jobs = []
     for pe in pes:
@@ -249,5 +268,6 @@ def lm_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: 
             set_key(cfg, "model.pe", pe, where)
             set_key(cfg, "train.seed", seed, where)
             name = f"{cfg.model.name}-{pe}-s{seed}"
-            jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(), {}, force))
+            jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(),
+                            {"keep_checkpoints": keep}, force))
     return jobs

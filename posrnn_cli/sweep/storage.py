@@ -1,0 +1,118 @@
+"""What a sweep's checkpoints take on disk (``posrnn sweep --dry-run``).
+
+A checkpoint holds the model's state (weights and buffers) and Adam's two moments per trained
+parameter, all float32 (``engine/train.py``, ``Trainer.state``), plus a few kilobytes of config,
+schedule and RNG state. The sizes come from each run's model built on torch's ``meta`` device
+(no memory, no data: torch is imported here only), once per distinct model. How many
+checkpoints a run keeps follows its experiment's ``keep_checkpoints`` (``last``: one; ``all``:
+one per ``checkpoint_every`` steps, the final step, and step 0 under ``checkpoint_initial``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Optional
+
+from ..common.config import RunConfig
+from ..common.errors import PosrnnError
+from ..common.experiments import trains
+from .plan import Job
+
+#: config, schedule and RNG states, and the archive's record per tensor (its name, header and alignment):
+#: fitted to the checkpoints of GRU, LSTM, S4D and 1- and 4-layer Transformer runs (within 0.1 KB each)
+BASE_BYTES, PER_TENSOR_BYTES = 12_700, 285
+
+
+@dataclass
+class RunStorage:
+    checkpoints: int  # how many the run keeps when finished
+    checkpoint_bytes: int  # the size of one
+
+    @property
+    def bytes(self) -> int:
+        return self.checkpoints * self.checkpoint_bytes
+
+
+def checkpoints_kept(cfg: RunConfig, keep: str) -> int:
+    """How many checkpoints a finished run of ``cfg`` keeps under ``keep``."""
+    if keep == "last":
+        return 1
+    t = cfg.train
+    steps = set(range(t.checkpoint_every, t.iterations + 1, t.checkpoint_every)) | {t.iterations}
+    return len(steps) + (1 if t.checkpoint_initial else 0)
+
+
+def _task_shape(cfg: RunConfig):
+    """The task's sizes the model reads; for a task whose data is not made yet (the LM before
+    ``lm_data``), its vocabulary and length stand in."""
+    from ..tasks import build_task
+
+    try:
+        return build_task(cfg.task)
+    except PosrnnError:
+        if cfg.task.data is None:
+            raise
+        V, L = cfg.task.vocab_size, cfg.task.length
+        return SimpleNamespace(n_input_ids=V, n_outputs=V, max_steps=L, output_start=None, continuous=False, cfg=cfg.task)
+
+
+def checkpoint_bytes(cfg: RunConfig) -> int:
+    """The size of one checkpoint of ``cfg``: its model state, Adam's two moments (and step) per
+    parameter, and the records around them. For an extension, which trains its new rows only,
+    this is an upper bound."""
+    import torch
+
+    from ..models import build_model
+
+    task = _task_shape(cfg)
+    with torch.device("meta"):
+        model = build_model(cfg, task)
+    state = model.state_dict()
+    params = list(model.parameters())
+    data = sum(t.numel() * 4 for t in state.values()) + 2 * sum(p.numel() * 4 for p in params)  # float32 on disk
+    return data + BASE_BYTES + PER_TENSOR_BYTES * (len(state) + 3 * len(params))
+
+
+def estimate(jobs: list[Job]) -> dict[str, Optional[RunStorage]]:
+    """run label → its storage (None for jobs that keep no checkpoint: stability, lm_data)."""
+    sizes: dict[str, int] = {}
+    out: dict[str, Optional[RunStorage]] = {}
+    for job in jobs:
+        if not trains(job.kind) or not job.config:
+            out[job.label] = None
+            continue
+        cfg = job.run_config()
+        key = json.dumps({s: v for s, v in job.config.items() if s != "train"}, sort_keys=True, default=str)
+        if key not in sizes:
+            sizes[key] = checkpoint_bytes(cfg)
+        out[job.label] = RunStorage(checkpoints_kept(cfg, job.options.get("keep_checkpoints", "all")), sizes[key])
+    return out
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def summary(jobs: list[Job]) -> tuple[str, dict[str, Optional[RunStorage]]]:
+    """One line per experiment and a total: checkpoints kept and the disk they take."""
+    est = estimate(jobs)
+    per: dict[str, list[RunStorage]] = {}
+    for job in jobs:
+        if est[job.label] is not None:
+            per.setdefault(job.experiment, []).append(est[job.label])
+    lines = []
+    for exp, runs in per.items():
+        n = sum(r.checkpoints for r in runs)
+        size = sum(r.bytes for r in runs)
+        biggest = max(r.checkpoint_bytes for r in runs)
+        lines.append(f"  {exp:<10} {len(runs):>4} run(s), {n:>6} checkpoint(s) kept, {human(size):>9} "
+                     f"(largest checkpoint {human(biggest)})")
+    total = sum(r.bytes for rs in per.values() for r in rs)
+    head = f"expected disk use of the checkpoints when every run has finished: {human(total)}"
+    return "\n".join([head, *lines]), est
