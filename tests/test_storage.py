@@ -191,6 +191,20 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     assert not (b / "code.json").exists()  # unknown code is never retrained for it
 
 
+def test_the_stale_note_counts_each_kind_of_code():
+    from posrnn_cli.sweep import stale_note
+    from posrnn_cli.sweep.local import JobOutcome
+    from posrnn_cli.sweep.plan import Job
+
+    def outs(*codes):
+        return [JobOutcome(Job("e", str(i), "train", "d"), "done", 0.0, result={"code": c}) for i, c in enumerate(codes)]
+
+    assert stale_note(outs("current", None)) is None
+    assert stale_note(outs("unknown", "unknown", "current")) == ("2 run(s) were trained by unknown code (trained before runs "
+                                                                 "recorded it; kept as they are)")
+    assert stale_note(outs("other")).startswith("1 run(s) were trained by other code than this")
+
+
 def test_an_extension_and_stability_are_redone_when_their_source_checkpoint_changes(tmp_path, monkeypatch):
     import torch
 

@@ -101,10 +101,11 @@ def stale_note(outcomes: list[JobOutcome]) -> Optional[str]:
     other, unknown = codes.count("other"), codes.count("unknown")
     if not other and not unknown:
         return None
-    parts = ([f"{other} run(s) were trained by other code than this (--dry-run names them; --retrain-stale retrains "
-              f"them)"] if other else []) + ([f"{unknown} by unknown code (trained before runs recorded it; "
-                                              f"kept as they are)"] if unknown else [])
-    return "; ".join(parts)
+    first = (f"{other} run(s) were trained by other code than this (--dry-run names them; --retrain-stale retrains "
+             f"them)") if other else ""
+    then = (f"{unknown} {'by' if other else 'run(s) were trained by'} unknown code (trained before runs recorded it; "
+            f"kept as they are)") if unknown else ""
+    return "; ".join(p for p in (first, then) if p)
 
 
 def write_manifest(exp_dir: Path, exp: Experiment, jobs: list[Job]) -> None:
