@@ -3,7 +3,13 @@
 Skipped (one line) where SLURM is not installed or cannot start; see tests/slurm_cluster.py.
 """
 
+import json
 import os
+import re
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +20,13 @@ from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 submitit = pytest.importorskip("submitit")
 
 TESTS_DIR = Path(__file__).resolve().parent
+#: every job's time limit, far from its reach: SLURM's own SIGUSR2, 90 s before the limit, would
+#: otherwise reach a job slowed down by a busy machine, and kill it if it came before submitit's
+#: handler was in place (a limit of 2 minutes sent it 30 s after the start; submitit also takes any
+#: limit under 10 minutes as timed out at once)
+TIMEOUT_MIN = 30
+#: how long a test waits for a job to start or end: seconds on an idle machine, far more on a busy one
+PATIENCE_S = 180
 
 
 def square(x: int) -> int:
@@ -21,14 +34,27 @@ def square(x: int) -> int:
 
 
 class SleepUntilPreempted(submitit.helpers.Checkpointable):
-    """First run: marks that it started, then sleeps far past the test's patience.
-    After preemption, checkpoint() resubmits it with ``resumed=True`` and it returns at once."""
+    """First run: marks that it started, then sleeps far past the test's patience, in slices of
+    0.1 s: the kernel may hand a signal to another thread of the process (numpy's), and then only
+    a main thread that wakes up runs Python's handler (one long sleep went on for minutes with
+    both signals of a preemption pending). After preemption, checkpoint() resubmits it with
+    ``resumed=True`` and it returns at once.
+
+    submitit's own ``scontrol requeue`` is replaced by posrnn's (``sweep.slurm.requeue``, what
+    every sweep task uses): SLURM signals every process of the job step, and the SIGTERM of a
+    preemption (or of the requeue itself) killed submitit's ``scontrol`` child once in CI, which
+    made the job fail instead of being requeued."""
 
     def __call__(self, started: str, resumed: bool = False):
         if resumed:
             return "resumed", int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        from posrnn_cli.sweep.slurm import requeue
+
+        env = signal.getsignal(signal.SIGUSR2).__self__.env  # submitit's handler and its job environment
+        env._requeue = lambda countdown: requeue(env.job_id)
         Path(started).write_text(str(os.getpid()))
-        time.sleep(300)
+        for _ in range(3000):
+            time.sleep(0.1)
         return "never preempted", 0
 
     def checkpoint(self, started: str, resumed: bool = False):
@@ -46,11 +72,12 @@ def executor(slurm_cluster, tmp_path, monkeypatch):  # noqa: F811
     for key, value in slurm_cluster.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+        "PYTHONPATH",
+        os.pathsep.join(filter(None, [str(TESTS_DIR), str(TESTS_DIR.parent), os.environ.get("PYTHONPATH")])),
     )
     ex = submitit.AutoExecutor(folder=tmp_path / "submitit", cluster="slurm")
     ex.update_parameters(
-        timeout_min=2, cpus_per_task=1, mem_gb=1, slurm_partition=slurm_cluster.partition
+        timeout_min=TIMEOUT_MIN, cpus_per_task=1, mem_gb=1, slurm_partition=slurm_cluster.partition
     )
     return ex
 
@@ -60,8 +87,19 @@ def _wait(job, timeout_s: float) -> None:
     while not job.done():
         if time.monotonic() > deadline:
             job.cancel(check=False)
-            pytest.fail(f"job {job.job_id} not done after {timeout_s:.0f} s (state {job.state})")
+            pytest.fail(f"job {job.job_id} not done after {timeout_s:.0f} s (state {job.state})\n"
+                        f"--- stdout\n{job.stdout()}\n--- stderr\n{job.stderr()}\n{slurm_cluster_tail(job)}")
         time.sleep(0.5)
+
+
+def slurm_cluster_tail(job) -> str:
+    """The daemons' logs of the cluster the job runs on (found through its SLURM_CONF)."""
+    conf = os.environ.get("SLURM_CONF")
+    logs = Path(conf).parent / "log" if conf else None
+    if not logs or not logs.is_dir():
+        return ""
+    return "\n".join(f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-40:])
+                     for p in sorted(logs.glob("*.log")))
 
 
 def _final_state(job, timeout_s: float) -> str:
@@ -77,7 +115,7 @@ def test_map_array_runs_on_the_cluster(executor, slurm_cluster):  # noqa: F811
     jobs = executor.map_array(square, [1, 2])
     assert len(jobs) == 2
     for job in jobs:
-        _wait(job, 30)
+        _wait(job, PATIENCE_S)
     assert [job.result() for job in jobs] == [1, 4], slurm_cluster.log_tail()
     # submitit reads the final state through the stand-in sacct; the result file can appear
     # a moment before SLURM marks the job finished.
@@ -89,12 +127,139 @@ def test_preempted_checkpointable_job_is_requeued_and_resumes(
 ):
     started = tmp_path / "started"
     job = executor.submit(SleepUntilPreempted(), str(started))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while not started.exists():
         if time.monotonic() > deadline:
             job.cancel(check=False)
-            pytest.fail(f"job {job.job_id} did not start in 30 s\n{slurm_cluster.log_tail()}")
+            pytest.fail(f"job {job.job_id} did not start in {PATIENCE_S} s\n{slurm_cluster.log_tail()}")
         time.sleep(0.2)
     job._interrupt()  # preemption: SIGTERM (ignored by submitit), then SIGUSR2
-    _wait(job, 45)
+    _wait(job, PATIENCE_S)
     assert job.result() == ("resumed", 1), slurm_cluster.log_tail()
+
+
+# ---- posrnn sweep: preemption and requeue lose nothing ---------------------------------------------
+ITERATIONS = 2000
+
+
+def _last_step(metrics: Path) -> int:
+    try:
+        lines = metrics.read_text().splitlines()
+        return json.loads(lines[-1])["step"] if lines else 0
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped(
+    slurm_cluster, tmp_path, monkeypatch  # noqa: F811
+):
+    """One task is preempted as submitit's ``_interrupt`` does it (SIGTERM, then SIGUSR2), the
+    other requeued with ``scontrol requeue`` (SIGTERM), both while training. Each saves a
+    checkpoint at the step in progress (none is periodic: ``checkpoint_every`` exceeds the run),
+    leaves without an error result, is requeued and resumes from that step. The sweep exits 0
+    with no failure, and the final weights equal an uninterrupted local sweep's, bit for bit."""
+    import yaml
+
+    from posrnn_cli.sweep import SweepOptions, run_sweep
+
+    from test_sweep import results, same, scratch
+
+    monkeypatch.chdir(tmp_path)
+    for key, value in slurm_cluster.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR.parent))
+    grid = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4,
+            "hidden": 8, "iterations": ITERATIONS, "batch": 8, "warmup": 2, "checkpoint_every": 10**6,
+            "set": {"train.log_every": 10}, "keep_checkpoints": "all"}  # the one written at the signal stays
+    params = scratch(tmp_path, fig2=grid, slurm={"partition": slurm_cluster.partition, "timeout_min": TIMEOUT_MIN,
+                                                 "cpus_per_task": 1, "mem_gb": 1})
+    sweep = subprocess.Popen([sys.executable, "-c", "from posrnn_cli.cli import run; run()", "sweep", "fig2",
+                              "--executor", "slurm", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    lines: list = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(sweep.stdout.readline, "")), daemon=True)
+    reader.start()
+    array = None
+    try:
+        runs = tmp_path / "runs" / "t" / "fig2"
+        deadline = time.monotonic() + 300  # generous: the machine may be busy with other work
+        while array is None or not (len(list(runs.glob("*/metrics.jsonl"))) == 2
+                                    and all(_last_step(m) >= 100 for m in runs.glob("*/metrics.jsonl"))):
+            assert sweep.poll() is None and time.monotonic() < deadline, "".join(lines) + slurm_cluster.log_tail()
+            array = next((m.group(1) for ln in lines if (m := re.search(r"job array (\d+)", ln))), None)
+            time.sleep(0.05)
+        for sig in ("SIGTERM", "USR2"):  # a preemption, in submitit's order (job._interrupt())
+            slurm_cluster.run("scancel", f"{array}_0", "--signal", sig)
+        requeued = slurm_cluster.run("scontrol", "requeue", f"{array}_1")
+        assert requeued.returncode == 0, requeued.stdout
+        sweep.wait(timeout=480)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+            if array is not None:
+                slurm_cluster.run("scancel", array)
+        reader.join(timeout=10)
+    out = "".join(lines)
+    assert sweep.returncode == 0, out + slurm_cluster.log_tail()
+    assert not re.search(r"^(failed|cancelled|lost): |runs (failed|did not finish)", out, re.M), out
+    rows = json.loads(out.strip().splitlines()[-1])
+    for row in rows:
+        run = tmp_path / "runs" / "t" / row["run"]
+        steps = sorted(int(p.stem.split("_")[1]) for p in (run / "checkpoints").glob("step_*.pt"))
+        # the one checkpoint before the end is the one written at the signal, and the run resumed there
+        assert len(steps) == 2 and steps[-1] == ITERATIONS and 100 <= steps[0] < ITERATIONS, (row, steps)
+        assert row["status"] == "done" and row["result"]["training"] == f"resumed from step {steps[0]}", row
+        assert yaml.safe_load((run / "config.yaml").read_text())["train"]["checkpoint_every"] == 10**6
+    logs = {task: "".join(p.read_text(errors="replace") for p in sorted(
+        (tmp_path / "runs" / "t" / ".submitit").rglob(f"{array}_{task}_*log.err"))) for task in (0, 1)}
+    assert "SIGUSR2: requeueing the task" in logs[0], logs[0]
+    assert "SIGTERM: stopped at step" in logs[1] and "requeueing" not in logs[1], logs[1]
+    run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), runs_root=tmp_path / "local")
+    assert same(results(tmp_path / "runs" / "t"), results(tmp_path / "local"))
+
+
+def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
+    slurm_cluster, tmp_path, monkeypatch  # noqa: F811
+):
+    """``scancel`` of a training task: the task saves a checkpoint at the step in progress, and the
+    sweep names the run as cancelled (exit 1, no "failed")."""
+    from test_sweep import scratch
+
+    monkeypatch.chdir(tmp_path)
+    for key, value in slurm_cluster.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR.parent))
+    grid = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "seeds": [1], "length": 4, "hidden": 8,
+            "iterations": ITERATIONS, "batch": 8, "warmup": 2, "checkpoint_every": 10**6,
+            "set": {"train.log_every": 10}}
+    scratch(tmp_path, fig2=grid, slurm={"partition": slurm_cluster.partition, "timeout_min": TIMEOUT_MIN,
+                                        "cpus_per_task": 1, "mem_gb": 1})
+    argv = [sys.executable, "-c", "from posrnn_cli.cli import run; run()", "sweep", "fig2", "--executor", "slurm"]
+    sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(sweep.stdout.readline, "")), daemon=True)
+    reader.start()
+    array = None
+    metrics = tmp_path / "runs" / "t" / "fig2" / "gru-v4-none-s1" / "metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 300  # generous: the machine may be busy with other work
+        while array is None or _last_step(metrics) < 100:
+            assert sweep.poll() is None and time.monotonic() < deadline, "".join(lines) + slurm_cluster.log_tail()
+            array = next((m.group(1) for ln in lines if (m := re.search(r"job array (\d+)", ln))), None)
+            time.sleep(0.05)
+        slurm_cluster.run("scancel", array)
+        sweep.wait(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+            if array is not None:
+                slurm_cluster.run("scancel", array)
+        reader.join(timeout=10)
+    out = "".join(lines)
+    assert sweep.returncode == 1, out
+    assert re.search(r"^cancelled: fig2/gru-v4-none-s1: ", out, re.M), out
+    assert "error: 1 of 1 runs did not finish (1 cancelled;" in out and not re.search(r"^failed: |runs failed", out, re.M), out
+    steps = sorted(int(p.stem.split("_")[1]) for p in metrics.parent.glob("checkpoints/step_*.pt"))
+    assert len(steps) == 1 and 100 <= steps[0] < ITERATIONS, steps  # saved at the SIGTERM before the kill

@@ -99,6 +99,7 @@ class TrainConfig:
     seed: int = bounded(111, 0, 2**63 - 1)
     checkpoint_every: int = bounded(5000, 1)
     checkpoint_initial: bool = False  # also keep the untrained model as step 0 (a stability curve's start)
+    checkpoint_minutes: Optional[float] = bounded(None, hi=10**6, positive=True, none="off")  # also a checkpoint after this much wall time (clusters with short limits)
     log_every: int = bounded(100, 1)
     eval_batch_size: int = bounded(1024, 1, 2**24)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
@@ -115,7 +116,8 @@ class TrainConfig:
 
 #: Keys that describe where/how fast a run executes, not what it computes: they may
 #: differ between a run and its resumption.
-RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every"})
+RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
+                          "train.checkpoint_minutes"})
 
 #: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
 PIPELINE_SECTIONS = ("profile", "profiles")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -130,11 +130,11 @@ def check_run(cfg, task) -> None:
 
 def stability_values(
     run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "cpu",
-    seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None,
+    seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None, skip: Iterable[int] = (),
 ) -> Iterator[tuple[int, str, str, np.ndarray, object]]:
-    """Per-triplet stability of every saved checkpoint of ``run`` (or the one at ``step``):
-    yields ``(step, condition, pair, values, cfg)``. The triplets depend only on ``seed``, so
-    every checkpoint and every run sees the same ones."""
+    """Per-triplet stability of every saved checkpoint of ``run`` (or the one at ``step``), but
+    those at the steps in ``skip`` (done before): yields ``(step, condition, pair, values, cfg)``.
+    The triplets depend only on ``seed``, so every checkpoint and every run sees the same ones."""
     if not 2 <= n_triplets <= 10**7 or not 1 <= chunk_size <= 10**6:
         raise PosrnnError("--triplets must lie in 2 … 10,000,000 and --chunk-size in 1 … 1,000,000")
     if not 0 <= seed < 2**63:
@@ -145,6 +145,8 @@ def stability_values(
         steps = [(int(load_checkpoint(ckpt_path)["step"]), ckpt_path)]
     else:
         steps = list_checkpoints(run_dir)
+    skip = set(skip)
+    steps = [(s, p) for s, p in steps if s not in skip]
     dev = resolve_device(device)
     for s, path in steps:
         t0 = time.perf_counter()

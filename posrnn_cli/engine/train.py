@@ -3,13 +3,14 @@
 Adam (betas configurable), gradient-norm clipping, linear warm-up from 0 then cosine decay
 to 0 (``LambdaLR``), a ``metrics.jsonl`` log every ``log_every`` steps (the loop's only host
 syncs, with one before each checkpoint), atomic checkpoints every ``checkpoint_every`` steps
-and at the end holding model, optimiser, scheduler and RNG states, so ``resume`` continues
-bit-exactly.
+(and every ``checkpoint_minutes`` of wall time, where set) and at the end holding model,
+optimiser, scheduler and RNG states, so ``resume`` continues bit-exactly.
 
 Guarantees: a non-finite loss or gradient norm stops the run with an error naming the step,
-and no checkpoint with non-finite values is written; SIGINT/SIGTERM stop after the current
-step with a checkpoint at that step; resuming a run whose only difference is a larger
-``train.iterations`` continues it under the cosine schedule of the new total.
+and no checkpoint with non-finite values is written; SIGINT/SIGTERM (and SIGUSR2 in a SLURM
+task, ``common.signals``) stop after the current step with a checkpoint at that step; resuming
+a run whose only difference is a larger ``train.iterations`` continues it under the cosine
+schedule of the new total.
 
 Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
 ``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
@@ -22,8 +23,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import signal
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from torch import nn
 from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text, check_out_path, read_marker, remove_stale_temps, write_marker
+from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
 from .checkpoint import (CKPT_DIR, NonFiniteState, check_belongs, check_resumable, enclosing_run, list_checkpoints,
@@ -52,8 +52,15 @@ class TrainingStopped(PosrnnError):
     exit_code = 1
 
 
-class Interrupted(TrainingStopped):
+class Interrupted(TrainingStopped, Stopped):
+    """Stopped on a signal with a checkpoint at ``step`` (the step the loop had finished when it
+    saw the signal ``signal``)."""
+
     exit_code = 130
+
+    def __init__(self, message: str, step: int = 0, signal: str = ""):
+        super().__init__(message)
+        self.step, self.signal = step, signal
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -189,29 +196,11 @@ MAX_TOKENS_PER_BATCH = 2**24
 
 
 # ---- the loop --------------------------------------------------------------------------
-@contextmanager
 def stop_on_signals(enabled: bool):
     """While training: SIGINT / SIGTERM set a flag that the loop reads after each step (so the
-    state is never saved half-updated); a second signal interrupts at once."""
-    flag = {"signal": None}
-    if not enabled or threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-    previous = {}
-
-    def handler(signum, frame):
-        if flag["signal"] is not None:  # asked twice: stop now
-            signal.signal(signum, previous.get(signum, signal.SIG_DFL))
-            raise KeyboardInterrupt
-        flag["signal"] = signal.Signals(signum).name
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        yield flag
-    finally:
-        for sig, h in previous.items():
-            signal.signal(sig, h)
+    state is never saved half-updated); a second signal interrupts at once. Inside a SLURM task
+    the task's flag is read instead (``common.signals``: SIGTERM and SIGUSR2, never aborting)."""
+    return stop_requests(enabled)
 
 
 @dataclass
@@ -328,6 +317,9 @@ class Trainer:
         first_bad = torch.full((), -1, device=self.device, dtype=torch.long)  # first step with a non-finite value
         last: dict = {}
         saved_step = self.step
+        # train.checkpoint_minutes: also a checkpoint once that long has passed since the last one
+        every_s = t.checkpoint_minutes * 60 if t.checkpoint_minutes is not None else None
+        saved_at = time.monotonic()
 
         def kept() -> str:  # every checkpoint was checked for non-finite values when it was written
             return (f"its last checkpoint (step {saved_step}) is kept" if list_checkpoints(self.run_dir)
@@ -383,16 +375,18 @@ class Trainer:
                     sums.zero_()
                     self.log_since = 0
                     update(self.step, last)
-                if self.step % t.checkpoint_every == 0 or self.step == t.iterations:
+                timed = every_s is not None and time.monotonic() - saved_at >= every_s
+                if self.step % t.checkpoint_every == 0 or self.step == t.iterations or timed:
                     check_finite()
                     self.save()
-                    saved_step = self.step
+                    saved_step, saved_at = self.step, time.monotonic()
                 if stop["signal"] is not None:
                     check_finite()
                     if saved_step != self.step:
                         self.save()
                     raise Interrupted(f"{stop['signal']}: stopped at step {self.step} of {t.iterations} with a checkpoint "
-                                      f"there; continue with: posrnn train --out {self.run_dir} --resume")
+                                      f"there; continue with: posrnn train --out {self.run_dir} --resume",
+                                      step=self.step, signal=stop["signal"])
                 if stop_after is not None and self.step - start_step >= stop_after:
                     break
         if self.step != saved_step:

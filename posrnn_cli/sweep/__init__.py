@@ -299,7 +299,7 @@ def _run_waves(jobs: list[Job], experiments: list[str], executor: str, prof: dic
             wave_jobs = [j for j in jobs if j.experiment in wave]
             if not wave_jobs:
                 continue
-            if any(o.status == "failed" and o.job.experiment in sources(wave) for o in outcomes):
+            if any(o.status in ("failed", "cancelled") and o.job.experiment in sources(wave) for o in outcomes):
                 break  # what this wave reads failed: its errors are reported, do not pile more on
             if executor == "local":
                 outcomes += _local(wave_jobs, pool, runs_root, out)

@@ -28,7 +28,8 @@ from typing import Optional
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
-from ..common.io import atomic_write_json, atomic_write_text, read_json, remove_stale_temps, write_npz
+from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
+from ..common.signals import Stopped, stop_requests
 from ..common.sources import fingerprint
 from .plan import Job
 
@@ -73,6 +74,7 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
 
 def ensure_trained(job: Job) -> str:
     """Train the job's run unless it is already finished; returns what was done."""
+    from ..engine.checkpoint import list_checkpoints
     from ..engine.train import train
 
     run_dir, cfg = Path(job.run_dir), job.run_config()
@@ -82,7 +84,10 @@ def ensure_trained(job: Job) -> str:
     if state == "done":
         _prune(run_dir, keep)  # a run finished before the policy, or under another one
         return "skipped (finished)"
+    ckpts = list_checkpoints(run_dir) if state == "resume" else []
     train(cfg, run_dir, resume=state == "resume", force=state == "replace", progress=False, keep_checkpoints=keep)
+    if ckpts:
+        return f"resumed from step {ckpts[-1][0]}"
     return {"new": "trained", "replace": "replaced", "resume": "resumed"}[state]
 
 
@@ -127,11 +132,29 @@ def run_stability(job: Job) -> dict:
     remove_stale_temps(out)
     if npz.is_file() and meta_path.is_file() and read_json(meta_path) == meta:
         return {"stability": "skipped (up to date)"}
-    values = {f"{s}|{c}|{p}": v for s, c, p, v, _ in stability_values(
-        src, n_triplets=o["triplets"], chunk_size=o["chunk_size"], device=o.get("device", "cpu"), seed=o["seed"])}
+    # stopped on a signal (a SLURM requeue or preemption), it keeps the checkpoints done so far and goes on from there
+    part, part_meta = out / "stability_partial.npz", out / "stability_partial_meta.json"
+    values = read_npz(part) if part.is_file() and part_meta.is_file() and read_json(part_meta) == meta else {}
+    done = {int(k.split("|", 1)[0]) for k in values}
+
+    def after(step: int, _seconds: float) -> None:
+        done.add(step)
+        if stop.signal is not None and len(done) < len(ckpts):
+            write_npz(part, values)
+            atomic_write_json(part_meta, meta)
+            raise Stopped(f"{stop.signal}: stability of {src} stopped after {len(done)} of {len(ckpts)} checkpoints, "
+                          f"their values kept; the same job goes on from there")
+
+    with stop_requests() as stop:
+        for s, c, p, v, _ in stability_values(src, n_triplets=o["triplets"], chunk_size=o["chunk_size"],
+                                              device=o.get("device", "cpu"), seed=o["seed"], on_checkpoint=after,
+                                              skip=done):
+            values[f"{s}|{c}|{p}"] = v
     atomic_write_text(out / "config.yaml", (src / "config.yaml").read_text())
     write_npz(npz, values)
     atomic_write_json(meta_path, meta)
+    part.unlink(missing_ok=True)
+    part_meta.unlink(missing_ok=True)
     return {"stability": f"{len(values)} arrays"}
 
 

@@ -15,14 +15,26 @@ process. While it waits it prints each task's state as it changes and each failu
 happens, with its one-line cause and its log. A task that SLURM no longer knows and that left
 no result is reported lost after a grace period. ``submitit-local`` runs the same arrays
 through submitit's local executor (the code path SLURM uses, on this machine).
+
+Requeue and preemption lose nothing. A task holds SIGTERM and SIGUSR2 for its whole life
+(``common.signals.task_signals``): training stops after the step in progress with a
+checkpoint at that step, a stability analysis after the checkpoint in progress with its values
+so far, and an evaluation finishes and is written. The task then leaves without a result, so
+that SLURM decides what follows: on SIGUSR2 (submitit's signal before a time-out, or a
+preemption) it requeues itself through submitit (``Checkpointable``: the same job again, which
+resumes from the checkpoint written at the signal); on SIGTERM alone (``scontrol requeue``,
+``scancel``, a time-out) SLURM requeues, cancels or ends it. A cancelled task is reported as
+cancelled, not failed.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -66,15 +78,94 @@ def _submitit():
     return submitit
 
 
+#: after SIGTERM, how long a stopped task waits for a SIGUSR2 before it leaves: a preemption may
+#: send both, in either order, and only SIGUSR2 asks the task to requeue itself
+USR2_GRACE_S = 5.0
+
+
 class SweepTask(submitit.helpers.Checkpointable if submitit is not None else object):
     """What each array task runs. Checkpointable: on time-out or preemption submitit requeues
-    the same job, which resumes its run (jobs are idempotent)."""
+    the same job, which resumes its run (jobs are idempotent); see the module's doc."""
 
     def __call__(self, job_dict: dict) -> dict:
+        from posrnn_cli.common.signals import Stopped, task_signals
         from posrnn_cli.sweep.jobs import execute, job_from_dict
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        return execute(job_from_dict(job_dict))
+        submitit_usr2 = signal.getsignal(signal.SIGUSR2)  # submitit's checkpoint-and-requeue handler
+        with task_signals() as stop:
+            try:
+                return execute(job_from_dict(job_dict))
+            except Stopped as e:  # training's Interrupted too: the work so far is saved
+                print(f"posrnn: {e}", file=sys.stderr, flush=True)
+            leave(stop, submitit_usr2)
+
+
+def leave(stop, submitit_usr2, grace_s: Optional[float] = None) -> None:
+    """A task stopped on a signal with its work saved: leave without a result (``SystemExit``
+    passes submitit's error handler), so that SLURM's requeue, cancel or time-out decides. On
+    SIGUSR2 (possibly arriving up to ``grace_s`` after a SIGTERM) submitit's handler checkpoints
+    the job and requeues it, with a ``scontrol requeue`` that a SIGTERM cannot kill."""
+    from posrnn_cli.common.signals import PREEMPT
+
+    deadline = time.monotonic() + (USR2_GRACE_S if grace_s is None else grace_s)
+    while stop.signal != PREEMPT and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if stop.signal == PREEMPT and callable(submitit_usr2):
+        env = getattr(getattr(submitit_usr2, "__self__", None), "env", None)
+        if env is not None and env.cluster == "slurm":
+            env._requeue = lambda countdown: requeue(env.job_id)
+        print(f"posrnn: {PREEMPT}: requeueing the task", file=sys.stderr, flush=True)
+        submitit_usr2(signal.SIGUSR2, None)  # checkpoint(), requeue, sys.exit; an error result if it may not requeue
+    raise SystemExit(STOPPED_EXIT)
+
+
+#: a task's exit status when it leaves on a signal without a result (submitit's own is -1: 255)
+STOPPED_EXIT = 255
+
+
+def requeue(job_id: str, attempts: int = 3) -> None:
+    """``scontrol requeue job_id``, immune to the SIGTERM (or a second SIGUSR2) that SLURM sends
+    to every process of the step meanwhile (it killed submitit's own call once in CI): the child
+    starts with both ignored (an ignored signal stays ignored across exec; set in this process
+    for the instant of the fork, so no Python code runs in the child); retried."""
+    import subprocess
+
+    err = ""
+    for attempt in range(attempts):
+        try:
+            proc = _spawn_ignoring((signal.SIGTERM, signal.SIGUSR2), ["scontrol", "requeue", job_id])
+            out = proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired as e:
+            proc.kill()
+            proc.communicate()
+            err = str(e)
+        except OSError as e:
+            err = str(e)
+        else:
+            if proc.returncode == 0:
+                return
+            err = (out.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        if attempt + 1 < attempts:
+            time.sleep(1.0 + attempt)
+    raise PosrnnError(f"scontrol requeue {job_id} failed {attempts} times ({err}); the run's checkpoint is kept: "
+                      f"run the sweep again to resume it")
+
+
+def _spawn_ignoring(signals: tuple, argv: list):
+    import subprocess
+    import threading
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            if signal.getsignal(sig) is not None:  # None: a handler Python cannot put back
+                previous[sig] = signal.signal(sig, signal.SIG_IGN)
+    try:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def check_available(cluster: str) -> None:
