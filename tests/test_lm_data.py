@@ -252,3 +252,20 @@ def test_cli_chain_and_one_line_errors(tmp_path):
 def test_cli_help(cmd):
     r = runner.invoke(lm_app, [*cmd, "--help"])
     assert r.exit_code == 0 and "Usage" in r.output
+
+
+def test_the_pipelines_tokenizer_trains_with_its_recorded_thread_count(tmp_path, monkeypatch):
+    """SentencePiece's pieces depend on its thread count, so the lm_data job passes the profile's
+    `threads`, never the machine's core count, and a new count redoes the corpus."""
+    from posrnn_cli.lm import tokenizer
+    from posrnn_cli.sweep import jobs
+    from posrnn_cli.sweep.plan import Job
+
+    seen = []
+    real = tokenizer.train_tokenizer
+    monkeypatch.setattr(tokenizer, "train_tokenizer", lambda *a, **k: seen.append(k["num_threads"]) or real(*a, **k))
+    root = Path(__file__).resolve().parents[1]
+    for threads in (1, 1, 2):
+        opts = {"data_dir": str(root / "data" / "wikitext-mini"), "vocab_size": 300, "max_tokens": 32, "threads": threads}
+        jobs.run_lm_data(Job("lm_data", "corpus", "lm_data", str(tmp_path / "lm_data"), None, opts))
+    assert seen == [1, 2]  # the second call was up to date; a new count is a new corpus

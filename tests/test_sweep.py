@@ -104,7 +104,9 @@ def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
     ({"fig2": TINY, "extend": {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "seeds": [1]}}, ["extend"],
      "missing extra_vocab"),
     ({"lm_data": {"data_dir": "x", "vocab_size": 300}}, ["lm_data"], "missing max_tokens"),
-    ({"lm_data": {"data_dir": "x", "vocab_size": 70_000, "max_tokens": 64}}, ["lm_data"], "vocab_size must lie in 2 … 65,536"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 70_000, "max_tokens": 64, "threads": 1}}, ["lm_data"], "vocab_size must lie in 2 … 65,536"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 300, "max_tokens": 64}}, ["lm_data"], "missing threads"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 300, "max_tokens": 64, "threads": 0}}, ["lm_data"], "threads must be at least 1"),
 ])
 def test_plan_refuses_bad_profiles_with_one_line(tmp_path, sections, exps, words):
     with pytest.raises(PosrnnError, match=None) as e:

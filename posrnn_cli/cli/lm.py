@@ -63,12 +63,13 @@ def tokenizer(
     vocab_size: Annotated[int, typer.Option("--vocab-size", metavar="N", help=f"Number of SentencePiece pieces (the paper: 32,768; at most {MAX_VOCAB:,}).")] = 32768,
     input_sentence_size: Annotated[int, typer.Option("--input-sentence-size", metavar="N", help="Paragraphs sampled for training; lower it to cap memory.")] = 2_000_000,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of SentencePiece's paragraph sampler.")] = 0,
+    threads: Annotated[int, typer.Option("--threads", metavar="N", min=1, help="SentencePiece's training threads; its pieces depend on this count, so it is fixed, not the machine's cores.")] = 8,
 ):
     """Train a SentencePiece unigram tokenizer on the training paragraphs."""
     from ..lm.tokenizer import train_tokenizer
 
     info = train_tokenizer(data / "train.txt", out / Path(MODEL_NAME).stem, vocab_size=vocab_size,
-                           input_sentence_size=input_sentence_size, seed=seed)
+                           input_sentence_size=input_sentence_size, seed=seed, num_threads=threads)
     console().print(f"[green]tokenizer[/green] {info['model']}: {info['vocab_size']:,} pieces "
                   f"(unknown character {info['unk_id']}, <s> {info['bos_id']}, </s> {info['eos_id']}, WikiText <unk> "
                   f"{info['wikitext_unk_id']}), trained on "

@@ -216,6 +216,9 @@ class LmDataSection:
     data_dir: str = None
     vocab_size: int = bounded(None, 2, 65_536)  # SentencePiece pieces (stored as uint16)
     max_tokens: int = bounded(None, 2)  # tokens kept per paragraph, BOS and EOS included
+    #: SentencePiece's training threads. Its pieces depend on this count (1, 2 and 4 threads give
+    #: three vocabularies), so it is a recorded setting, not the machine's core count
+    threads: int = bounded(None, 1, 1024)
 
 
 def read_section(cls: type, data: Any, where: str, required: tuple[str, ...] = ()) -> Any:

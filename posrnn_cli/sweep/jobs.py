@@ -228,7 +228,8 @@ def run_lm_data(job: Job) -> dict:
         return {"lm_data": "skipped (up to date)"}
     text, tok, enc = out / "text", out / "tokenizer", out / "encoded"
     lm_data.prepare(text, data_dir=data_dir)
-    train_tokenizer(text / "train.txt", tok / Path(MODEL_NAME).stem, vocab_size=int(o["vocab_size"]))
+    train_tokenizer(text / "train.txt", tok / Path(MODEL_NAME).stem, vocab_size=int(o["vocab_size"]),
+                    num_threads=int(o["threads"]))
     m = encode(text, tok, enc, max_tokens=int(o["max_tokens"]))
     atomic_write_json(meta_path, meta)
     return {"lm_data": f"{m['vocab_size']} pieces"}

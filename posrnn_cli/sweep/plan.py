@@ -240,7 +240,7 @@ def lm_data_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_r
     raw = _section(prof, exp.name, profile)
     if not raw:
         return []
-    sec = read_section(LmDataSection, raw, f"profile {profile!r}, {exp.name}", required=("data_dir", "vocab_size", "max_tokens"))
+    sec = read_section(LmDataSection, raw, f"profile {profile!r}, {exp.name}", required=("data_dir", "vocab_size", "max_tokens", "threads"))
     return [Job(exp.name, "corpus", exp.kind, str(runs_root / exp.name), None, asdict(sec), force)]
 
 
