@@ -19,3 +19,16 @@ def test_bar_titles_are_not_clipped(tmp_path, monkeypatch, n_bars):
     fig.canvas.draw()
     box = fig.axes[0].title.get_window_extent(fig.canvas.get_renderer())
     assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+
+
+def test_matplotlibs_font_warnings_stay_off_the_commands_stderr():
+    """A fresh font cache makes matplotlib log every missing font family (STIX, …) as a warning;
+    the console entry point keeps those off stderr, where a failing command's one line goes."""
+    import logging
+
+    from posrnn_cli.cli import run
+
+    logging.getLogger("matplotlib").setLevel(logging.NOTSET)
+    with pytest.raises(SystemExit):
+        run(["--version"])
+    assert logging.getLogger("matplotlib.font_manager").getEffectiveLevel() == logging.ERROR

@@ -54,6 +54,11 @@ def run(argv: Optional[List[str]] = None) -> None:
     except ImportError:  # pragma: no cover
         import click.exceptions as cx
 
+    import logging
+
+    # matplotlib reports each missing font family on stderr while it (re)builds its font cache;
+    # a command's stderr is its one-line error, so only matplotlib's errors are let through
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)
     try:
         code = app(args=argv, prog_name="posrnn", standalone_mode=False)
     except cx.NoArgsIsHelpError as e:
