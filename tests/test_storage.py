@@ -22,17 +22,10 @@ from posrnn_cli.sweep.plan import plan
 from posrnn_cli.sweep.storage import checkpoint_bytes, checkpoints_kept, estimate
 
 ROOT = Path(__file__).resolve().parents[1]
+from test_sweep import scratch  # noqa: E402 - the same scratch params file as the sweep tests
+
 TINY = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4, "hidden": 8,
         "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
-
-
-def scratch(tmp_path: Path, **sections) -> Path:
-    """A params.yaml holding the repository's base config and a profile ``t`` with ``sections``."""
-    base = yaml.safe_load((ROOT / "params.yaml").read_text())
-    profile = {"device": "cpu", "threads": 1, "n_test": 32, "executor": {"kind": "local", "workers": 2}, **sections}
-    data = {k: base[k] for k in ("task", "model", "train")} | {"profile": ["t"], "profiles": {"t": profile}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return tmp_path / "params.yaml"
 
 
 def steps(run: Path) -> list[int]:
