@@ -263,3 +263,99 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
     assert "error: 1 of 1 runs did not finish (1 cancelled;" in out and not re.search(r"^failed: |runs failed", out, re.M), out
     steps = sorted(int(p.stem.split("_")[1]) for p in metrics.parent.glob("checkpoints/step_*.pt"))
     assert len(steps) == 1 and 100 <= steps[0] < ITERATIONS, steps  # saved at the SIGTERM before the kill
+
+
+def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failure(
+    slurm_cluster, tmp_path  # noqa: F811
+):
+    """The whole cluster scenario at once. While both tasks train, one is requeued by SLURM
+    (``scontrol requeuehold``: SIGTERM, then held so it cannot start again before the second sweep
+    looks) and the other is suspended (it stays in flight mid-training, so the test does not depend on
+    timing). The submitting sweep is then killed -9, and a second sweep started while both tasks are
+    still in flight. It reattaches to both, submits nothing, exits 0 with no failed run once the
+    tasks are released and resumed, the requeued run resumes at the step where SIGTERM stopped it,
+    and the final weights equal an uninterrupted local sweep's, bit for bit."""
+    from posrnn_cli.sweep import SweepOptions, run_sweep
+    from posrnn_cli.sweep.slurm import read_record
+
+    from test_sweep import POSRNN, results, same, scratch
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_"))}
+    env.update(slurm_cluster.env, PYTHONPATH=str(TESTS_DIR.parent))
+    grid = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4,
+            "hidden": 8, "iterations": ITERATIONS, "batch": 8, "warmup": 2, "checkpoint_every": 10**6,
+            "set": {"train.log_every": 10}, "keep_checkpoints": "all"}  # the one written at the signal stays
+    params = scratch(tmp_path, fig2=grid, executor={"kind": "slurm"},
+                     slurm={"partition": slurm_cluster.partition, "timeout_min": TIMEOUT_MIN, "cpus_per_task": 1,
+                            "mem_gb": 1})
+    runs = tmp_path / "runs" / "t"
+    metrics = {task: runs / "fig2" / f"gru-v4-{pe}-s1" / "metrics.jsonl" for task, pe in enumerate(grid["pe"])}
+    logs = {k: tmp_path / f"{k}.out" for k in "ab"}
+    cmd = [*POSRNN, "sweep", "fig2", "--timeout", "10m", "--json"]  # generous: 2 cores may be shared
+
+    def start(k):
+        with open(logs[k], "w") as f:
+            return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+    def wait_for(what, why, proc, timeout_s=300):  # generous: the machine may be busy with other work
+        deadline = time.monotonic() + timeout_s
+        while not what():
+            assert proc.poll() is None, f"{why}: the sweep ended first\n{logs[k].read_text()}"
+            assert time.monotonic() < deadline, f"{why}\n{slurm_cluster.log_tail()}"
+            time.sleep(0.05)
+
+    def task_log(task):
+        return "".join(p.read_text(errors="replace") for p in sorted(
+            (runs / ".submitit").rglob(f"{array}_{task}_*log.err")))
+
+    def state(task):
+        return slurm_cluster.run("squeue", "-h", "-j", f"{array}_{task}", "-o", "%T").stdout.strip()
+
+    procs, array = [], None
+    try:
+        k = "a"
+        a = start(k)
+        procs.append(a)
+        wait_for(lambda: (runs / ".slurm-arrays.json").is_file() and all(_last_step(m) >= 100 for m in metrics.values()),
+                 "the tasks did not start training", a)
+        [rec] = read_record(runs)
+        array = rec["array"]
+        assert slurm_cluster.run("scontrol", "suspend", f"{array}_0").returncode == 0
+        requeued = slurm_cluster.run("scontrol", "requeuehold", f"{array}_1")
+        assert requeued.returncode == 0, requeued.stdout
+        wait_for(lambda: "SIGTERM: stopped at step" in task_log(1) and state(1) == "PENDING",
+                 "the requeued task did not stop at a step and wait held", a)
+        assert state(0) == "SUSPENDED"
+        a.kill()  # kill -9: no handler runs
+        a.wait()
+        k = "b"
+        b = start(k)
+        procs.append(b)
+        wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(),
+                 "the second sweep did not reattach to both tasks", b)
+        assert slurm_cluster.run("scontrol", "resume", f"{array}_0").returncode == 0
+        assert slurm_cluster.run("scontrol", "release", f"{array}_1").returncode == 0
+        assert b.wait(timeout=660) == 0, logs["b"].read_text() + slurm_cluster.log_tail()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if array is not None:
+            slurm_cluster.run("scancel", array)
+    out = logs["b"].read_text()
+    assert not re.search(r"^(failed|cancelled|lost): |runs (failed|did not finish)|as job array", out, re.M), out
+    assert [r["array"] for r in read_record(runs)] == [array]
+    mine = [ln.split("|")[0] for ln in slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
+            if ln.split("|")[-1] == str(tmp_path)]
+    assert sorted(mine) == [f"{array}_0", f"{array}_1"], mine  # one array, one task a run: nothing submitted twice
+    rows = {row["run"]: row for row in json.loads(out.strip().splitlines()[-1])}
+    assert all(row["status"] == "done" for row in rows.values()), rows
+    run = metrics[1].parent
+    steps = sorted(int(p.stem.split("_")[1]) for p in (run / "checkpoints").glob("step_*.pt"))
+    assert len(steps) == 2 and steps[-1] == ITERATIONS and 100 <= steps[0] < ITERATIONS, steps
+    assert "SIGTERM: stopped at step" in task_log(1) and "requeueing" not in task_log(1)
+    assert rows["fig2/gru-v4-sinusoidal-s1"]["result"]["training"] == f"resumed from step {steps[0]}", (rows, steps)
+    assert rows["fig2/gru-v4-none-s1"]["result"]["training"] == "trained", rows  # suspended, never restarted
+    run_sweep(params, "t", ["fig2"], SweepOptions(executor="local", workers=2), runs_root=tmp_path / "local")
+    assert same(results(runs), results(tmp_path / "local"))
