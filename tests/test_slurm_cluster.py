@@ -162,7 +162,7 @@ def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped
 
     from posrnn_cli.sweep import SweepOptions, run_sweep
 
-    from test_sweep import results, same, scratch
+    from test_sweep import _stop, results, same, scratch
 
     monkeypatch.chdir(tmp_path)
     for key, value in slurm_cluster.env.items():
@@ -194,11 +194,7 @@ def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped
         assert requeued.returncode == 0, requeued.stdout
         sweep.wait(timeout=480)
     finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait()
-            if array is not None:
-                slurm_cluster.run("scancel", array)
+        _stop(slurm_cluster, [sweep], array)
         reader.join(timeout=10)
     out = "".join(lines)
     assert sweep.returncode == 0, out + slurm_cluster.log_tail()
@@ -224,7 +220,7 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
 ):
     """``scancel`` of a training task: the task saves a checkpoint at the step in progress, and the
     sweep names the run as cancelled (exit 1, no "failed")."""
-    from test_sweep import scratch
+    from test_sweep import _stop, scratch
 
     monkeypatch.chdir(tmp_path)
     for key, value in slurm_cluster.env.items():
@@ -251,11 +247,7 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
         slurm_cluster.run("scancel", array)
         sweep.wait(timeout=300)
     finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait()
-            if array is not None:
-                slurm_cluster.run("scancel", array)
+        _stop(slurm_cluster, [sweep], array)
         reader.join(timeout=10)
     out = "".join(lines)
     assert sweep.returncode == 1, out
@@ -278,10 +270,9 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
     from posrnn_cli.sweep import SweepOptions, run_sweep
     from posrnn_cli.sweep.slurm import read_record
 
-    from test_sweep import POSRNN, results, same, scratch
+    from test_sweep import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, results, same, scratch
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_"))}
-    env.update(slurm_cluster.env, PYTHONPATH=str(TESTS_DIR.parent))
+    env = _cluster_env(slurm_cluster)
     grid = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4,
             "hidden": 8, "iterations": ITERATIONS, "batch": 8, "warmup": 2, "checkpoint_every": 10**6,
             "set": {"train.log_every": 10}, "keep_checkpoints": "all"}  # the one written at the signal stays
@@ -297,12 +288,8 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
         with open(logs[k], "w") as f:
             return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=f, stderr=subprocess.STDOUT)
 
-    def wait_for(what, why, proc, timeout_s=300):  # generous: the machine may be busy with other work
-        deadline = time.monotonic() + timeout_s
-        while not what():
-            assert proc.poll() is None, f"{why}: the sweep ended first\n{logs[k].read_text()}"
-            assert time.monotonic() < deadline, f"{why}\n{slurm_cluster.log_tail()}"
-            time.sleep(0.05)
+    def detail():  # for a failed wait: the sweeps' output and the daemons' logs
+        return "".join(p.read_text() for p in logs.values() if p.exists()) + slurm_cluster.log_tail()
 
     def task_log(task):
         return "".join(p.read_text(errors="replace") for p in sorted(
@@ -313,41 +300,33 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
 
     procs, array = [], None
     try:
-        k = "a"
-        a = start(k)
+        a = start("a")
         procs.append(a)
-        wait_for(lambda: (runs / ".slurm-arrays.json").is_file() and all(_last_step(m) >= 100 for m in metrics.values()),
-                 "the tasks did not start training", a)
+        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file() and all(_last_step(m) >= 100 for m in metrics.values()),
+                  300, "the tasks did not start training", [a], detail)  # generous: the machine may be busy
         [rec] = read_record(runs)
         array = rec["array"]
         assert slurm_cluster.run("scontrol", "suspend", f"{array}_0").returncode == 0
         requeued = slurm_cluster.run("scontrol", "requeuehold", f"{array}_1")
         assert requeued.returncode == 0, requeued.stdout
-        wait_for(lambda: "SIGTERM: stopped at step" in task_log(1) and state(1) == "PENDING",
-                 "the requeued task did not stop at a step and wait held", a)
+        _wait_for(lambda: "SIGTERM: stopped at step" in task_log(1) and state(1) == "PENDING",
+                  300, "the requeued task did not stop at a step and wait held", [a], detail)
         assert state(0) == "SUSPENDED"
         a.kill()  # kill -9: no handler runs
         a.wait()
-        k = "b"
-        b = start(k)
+        b = start("b")
         procs.append(b)
-        wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(),
-                 "the second sweep did not reattach to both tasks", b)
+        _wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(),
+                  300, "the second sweep did not reattach to both tasks", [b], detail)
         assert slurm_cluster.run("scontrol", "resume", f"{array}_0").returncode == 0
         assert slurm_cluster.run("scontrol", "release", f"{array}_1").returncode == 0
         assert b.wait(timeout=660) == 0, logs["b"].read_text() + slurm_cluster.log_tail()
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if array is not None:
-            slurm_cluster.run("scancel", array)
+        _stop(slurm_cluster, procs, array)
     out = logs["b"].read_text()
     assert not re.search(r"^(failed|cancelled|lost): |runs (failed|did not finish)|as job array", out, re.M), out
     assert [r["array"] for r in read_record(runs)] == [array]
-    mine = [ln.split("|")[0] for ln in slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
-            if ln.split("|")[-1] == str(tmp_path)]
+    mine = _tasks_submitted_from(slurm_cluster, tmp_path)
     assert sorted(mine) == [f"{array}_0", f"{array}_1"], mine  # one array, one task a run: nothing submitted twice
     rows = {row["run"]: row for row in json.loads(out.strip().splitlines()[-1])}
     assert all(row["status"] == "done" for row in rows.values()), rows

@@ -460,13 +460,31 @@ def _cluster_env(slurm_cluster) -> dict:
     return {**env, **slurm_cluster.env, "PYTHONPATH": str(ROOT)}
 
 
-def _wait_for(what, timeout_s: float, why: str, procs=()) -> None:
+def _wait_for(what, timeout_s: float, why: str, procs=(), detail=lambda: "") -> None:
+    """Polls ``what`` until it holds; fails, with ``why`` and ``detail()``, at the deadline or when
+    one of ``procs`` (the sweeps being watched) ends first."""
     deadline = time.monotonic() + timeout_s
     while not what():
         for p in procs:
-            assert p.poll() is None, f"{why}: a sweep ended first (exit {p.returncode})"
-        assert time.monotonic() < deadline, why
-        time.sleep(0.2)
+            assert p.poll() is None, f"{why}: a sweep ended first (exit {p.returncode})\n{detail()}"
+        assert time.monotonic() < deadline, f"{why}\n{detail()}"
+        time.sleep(0.05)
+
+
+def _tasks_submitted_from(slurm_cluster, workdir: Path) -> list:
+    """Every task id SLURM knows (any state) whose job was submitted from ``workdir``."""
+    listing = slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
+    return [ln.split("|")[0] for ln in listing if ln.split("|")[-1] == str(workdir)]
+
+
+def _stop(slurm_cluster, procs, array) -> None:
+    """A test's cleanup: kills the sweeps still running and cancels the array they submitted."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if array is not None:
+        slurm_cluster.run("scancel", array)
 
 
 def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster, tmp_path):
@@ -514,19 +532,13 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
         assert b.wait(timeout=660) == 0, logs["b"].read_text()
         assert c.wait(timeout=660) == 0, logs["c"].read_text()
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if array is not None:
-            slurm_cluster.run("scancel", array)
+        _stop(slurm_cluster, procs, array)
     for k in "bc":
         text = logs[k].read_text()
         assert "] failed" not in text and "did not finish" not in text and "as job array" not in text, text
     assert logs["c"].read_text().count("] done fig2/") == 2  # it watched the tasks end, then took over
     assert [r["array"] for r in read_record(runs)] == [array]
-    mine = [ln.split("|")[0] for ln in slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
-            if ln.split("|")[-1] == str(tmp_path)]
+    mine = _tasks_submitted_from(slurm_cluster, tmp_path)
     assert len(mine) == 2 and all(j.startswith(f"{array}_") for j in mine), mine  # one array: nothing submitted twice
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=660)
     assert r.returncode == 0 and "evaluating 2 finished run(s) in this process" in r.stdout, r.stdout + r.stderr
