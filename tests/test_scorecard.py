@@ -22,6 +22,7 @@ from posrnn_cli.common.io import write_csv
 CLAIMS = {c["id"]: c for c in sc.load_claims()}
 R, NR, DO, NM = sc.REPRODUCED, sc.NOT_REPRODUCED, sc.DIRECTION_ONLY, sc.NOT_MEASURED
 INC, FEW = sc.INCONCLUSIVE, sc.TOO_FEW_SEEDS
+UP, NT = sc.UNDERPOWERED, sc.NOT_TESTABLE
 SEEDS = (111, 222, 333)
 PAPER = {"length": 64, "hidden_size": 512}  # the papers' regime for the reverse task
 LITE = {"length": 8, "hidden_size": 64}     # a CPU cell, outside it
@@ -254,11 +255,19 @@ def test_no_gain_with_margin_and_power_guard(tmp_path):
     # both arms at chance (V = 2): the reference learned nothing, so silence proves nothing
     row = score(tmp_path, "length_no_help", length=length_rows(0.50, 0.50))
     assert at(row) == NM and "power guard" in row["at_regime"]["reason"]
-    # seeds too spread for the margin
+    # seeds too spread for the margin: measured, shown, and underpowered (never "not measured")
     row = score(tmp_path, "length_no_help", length=[
         ev("lstm", "sinusoidal", 2, [0.7, 0.9, 0.8], at={"length": 128, "hidden_size": 512}),
         ev("lstm", "none", 2, [0.9, 0.7, 0.8], at={"length": 128, "hidden_size": 512})])
-    assert at(row) == NM and "narrower than the margin" in row["at_regime"]["reason"]
+    assert at(row) == UP and "narrower than the margin" in row["at_regime"]["reason"]
+    assert "gain +0.000" in row["at_regime"]["measured"]
+    needs = row["at_regime"]["seeds_needed"]
+    assert needs["now"] == 3 and needs["clear"] > 3 and needs["power80"] >= needs["clear"]
+    # a wide interval wholly above the margin still refutes the null claim
+    row = score(tmp_path, "length_no_help", length=[
+        ev("lstm", "sinusoidal", 2, [0.95, 0.99, 0.85], at={"length": 128, "hidden_size": 512}),
+        ev("lstm", "none", 2, [0.70, 0.72, 0.68], at={"length": 128, "hidden_size": 512})])
+    assert at(row) == NR and row["at_regime"]["seeds_needed"] is None
 
 
 def test_double_vanilla_against_fig2(tmp_path):
@@ -279,7 +288,8 @@ def test_lm_no_gain(tmp_path):
                                             lm("sinusoidal", [38.0, 38.5, 38.7], V=1000, tokens=256)])
     assert at(row) == NM and "regime" in row["at_regime"]["reason"] and ind(row) == R
     row = score(tmp_path, "lm_no_gain", lm=[lm("none", [30.0, 40.0, 50.0]), lm("sinusoidal", [50.0, 30.0, 40.0])])
-    assert at(row) == NM and "power guard" in row["at_regime"]["reason"]
+    assert at(row) == UP and "power guard" in row["at_regime"]["reason"] and "relative gain" in row["at_regime"]["reason"]
+    assert row["at_regime"]["seeds_needed"]["clear"] > 3
 
 
 # ---- contrasts -------------------------------------------------------------------------------
@@ -370,7 +380,7 @@ def test_every_claim_is_unmeasured_without_its_tables(tmp_path):
     for r in rows:
         for scope in sc.SCOPES:
             assert r[scope]["verdict"] == NM, r
-            assert r[scope]["reason"].startswith("cannot be scored") or ".csv is absent" in r[scope]["reason"], r
+            assert r[scope]["reason"].startswith("cannot be scored") or re.search(r"\.csv (is|are) absent", r[scope]["reason"]), r
 
 
 def test_unscored_claims_say_why(tmp_path):
@@ -565,7 +575,7 @@ def test_scorecard_imports_no_training_code():
     import ast
 
     tree = ast.parse(Path(sc.__file__).read_text())
-    allowed = {"__future__", "csv", "math", "dataclasses", "pathlib", "typing", "numpy", "yaml", "rich.table",
+    allowed = {"__future__", "contextvars", "csv", "math", "dataclasses", "pathlib", "typing", "numpy", "yaml", "rich.table",
                "rich.text", "rich.console", "posrnn_cli.common", "posrnn_cli.common.io", "posrnn_cli.common.errors",
                "posrnn_cli.common.stats"}
     found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

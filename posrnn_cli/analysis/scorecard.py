@@ -39,6 +39,7 @@ columns the rows share, less those the arms set.
 
 from __future__ import annotations
 
+import contextvars
 import csv
 import math
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ import yaml
 from posrnn_cli.common import catalog, experiments
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text, read_csv
-from posrnn_cli.common.stats import t_interval
+from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow, t_interval, t_interval_at
 
 CLAIMS_PATH = Path(__file__).with_name("claims.yaml")
 
@@ -60,8 +61,13 @@ DIRECTION_ONLY = "direction only"
 TOO_FEW_SEEDS = "too few seeds"
 INCONCLUSIVE = "inconclusive"
 NOT_REPRODUCED = "not reproduced"
+UNDERPOWERED = "underpowered"
+NOT_TESTABLE = "not testable"
 NOT_MEASURED = "not measured"
-VERDICTS = (REPRODUCED, DIRECTION_ONLY, TOO_FEW_SEEDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_MEASURED)
+VERDICTS = (REPRODUCED, DIRECTION_ONLY, TOO_FEW_SEEDS, INCONCLUSIVE, UNDERPOWERED, NOT_REPRODUCED, NOT_TESTABLE,
+            NOT_MEASURED)
+#: the verdicts that leave the question open for want of seeds: the seeds-needed table lists them
+OPEN = (INCONCLUSIVE, UNDERPOWERED)
 #: the two scopes of a claim: its verdict at the papers' regime, and an indication outside it
 SCOPES = ("at_regime", "indication")
 SCOPE_NAMES = {"at_regime": "at the papers' regime", "indication": "indication off the papers' regime"}
@@ -95,6 +101,28 @@ _FIX = "re-run the aggregate stage for this profile (dvc repro) to rewrite it"
 
 class _NotMeasured(Exception):
     """Raised inside a test: the rows the claim needs are not in this profile."""
+
+
+class _Settled(Exception):
+    """Raised inside a test that ends before its comparison: data were measured, but the test
+    cannot decide (``underpowered``) or cannot apply (``not testable``); carries the Outcome."""
+
+    def __init__(self, outcome: "Outcome"):
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+#: while a test runs: every interval it reads against a bound (``_side``) and every power-guard
+#: width it checks, so the seeds a comparison needs can be computed afterwards
+_TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("_TRACE", default=None)
+#: the confidence level of every interval a test reads (0.95; 1 − 0.05/k on a Holm step)
+_LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("_LEVEL", default=0.95)
+
+
+def _trace(*entry: Any) -> None:
+    trace = _TRACE.get()
+    if trace is not None:
+        trace.append(entry)
 
 
 # ---- tables ---------------------------------------------------------------------------------
@@ -220,13 +248,17 @@ class TableSet:
 
     def rows(self, names: Iterable[str]) -> tuple[list[dict], list[str]]:
         """Rows of ``names`` concatenated in that order (those ``keep`` passes), and the cell
-        columns they all share. An absent table makes the claim unmeasured."""
+        columns they all share: a claim reads every table that may hold its cells. Absent tables
+        are skipped; with all of them absent the claim is unmeasured."""
         rows: list[dict] = []
         common: Optional[list[str]] = None
-        for n in names:
-            t = self.table(n)
+        names = list(names)
+        present = [(n, self.table(n)) for n in names]
+        if all(t is None for _, t in present):
+            raise _NotMeasured(f"{', '.join(f'{n}.csv' for n in names)} {'is' if len(names) == 1 else 'are'} absent")
+        for n, t in present:
             if t is None:
-                raise _NotMeasured(f"{n}.csv is absent")
+                continue
             rows += [r for r in t.rows if self.keep is None or self.keep(r)]
             common = t.key_columns if common is None else [c for c in common if c in t.key_columns]
         return rows, common or []
@@ -388,7 +420,8 @@ def _differing(filters: list[dict]) -> set[str]:
     return {c for c in cols if any(c not in f or f[c] != filters[0].get(c) for f in filters)}
 
 
-_ORDER = {REPRODUCED: 0, DIRECTION_ONLY: 1, TOO_FEW_SEEDS: 2, INCONCLUSIVE: 3, NOT_REPRODUCED: 4}
+_ORDER = {REPRODUCED: 0, DIRECTION_ONLY: 1, TOO_FEW_SEEDS: 2, INCONCLUSIVE: 3, UNDERPOWERED: 4, NOT_REPRODUCED: 5,
+          NOT_TESTABLE: 6}
 
 
 def _worst(verdicts: Iterable[str]) -> str:
@@ -421,9 +454,17 @@ class Seeded:
     def mean(self) -> float:
         return float(np.mean([self.values[s] for s in self.seeds]))
 
+    @property
+    def sd(self) -> float:
+        """The standard deviation over the seeds (nan with one seed)."""
+        return float(np.std([self.values[s] for s in self.seeds], ddof=1)) if self.n >= 2 else math.nan
+
     def interval(self) -> tuple[float, float, float]:
-        """Mean and 95% t-interval over the seeds (nan bounds with one seed)."""
-        return t_interval([self.values[s] for s in self.seeds])
+        """Mean and t-interval over the seeds (nan bounds with one seed): 95%, or the level a
+        Holm step sets."""
+        level = _LEVEL.get()
+        vals = [self.values[s] for s in self.seeds]
+        return t_interval(vals) if level == 0.95 else t_interval_at(vals, level)
 
     def _pair(self, other: "Seeded", op: Callable[[float, float], float]) -> "Seeded":
         if set(self.values) != set(other.values):
@@ -464,13 +505,15 @@ def _seeded(row: dict, metric: str) -> Seeded:
     return Seeded(dict(zip(seeds, vals)), (row,))
 
 
-def _side(sd: Seeded, bound: float = 0.0) -> str:
+def _side(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
     """Where the seed-level interval lies against ``bound``: "above", "below" or "across".
     With one seed the point value decides (such verdicts end as "too few seeds")."""
     m, lo, hi = sd.interval()
     if sd.n < 2:
         return "above" if m > bound else "below" if m < bound else "across"
-    return "above" if lo > bound else "below" if hi < bound else "across"
+    side = "above" if lo > bound else "below" if hi < bound else "across"
+    _trace("gate" if gate else "side", sd, bound, side)
+    return side
 
 
 def _fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:
@@ -630,6 +673,8 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
     p = claim["params"]
     metric, low = p.get("metric", "token_accuracy"), bool(p.get("lower_is_better", False))
     size = p.get("min_difference")
+    if "ceiling" in p:
+        _check_ceiling(claim, ts, metric, float(p["ceiling"]))
     comps = []
     for br, wr, bf, wf in _pairs_of(claim, ts, p["better"], p["worse"], p.get("where", "all"), p.get("select"),
                                     p.get("match")):
@@ -652,6 +697,29 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
         {"cell": _label(br, skip=arm_cols), "better": _sd_dict(b), "worse": _sd_dict(w), "lead": _sd_dict(lead),
          "verdict": v} for br, bf, wf, b, w, lead, v in comps]}
     return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+
+
+def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> None:
+    """``not testable`` when the ``worse`` arm's measure already sits at or above ``ceiling`` at
+    its first checkpoint (before training): no rise above it could show."""
+    p = claim["params"]
+    rows, _ = ts.rows(claim["tables"])
+    for worse in _as_list(p["worse"]):
+        arm = _select(rows, {**(p.get("select") or {}), **worse})
+        steps = [_num(r, "step") for r in arm if _is_number(r.get("step"))]
+        if not steps:
+            continue
+        first = [r for r in arm if _is_number(r.get("step")) and _num(r, "step") == min(steps)]
+        at = [(r, _seeded(r, metric)) for r in first]
+        top = [(r, sd) for r, sd in at if sd.mean >= ceiling]
+        if top:
+            r, sd = top[0]
+            name = f"{_label(r, skip={'step'})} {_arm_name(r, worse)}"
+            raise _Settled(Outcome(
+                NOT_TESTABLE, f"{name} at step {r.get('step')}: {metric} {_fmt_sd(sd, digits=5)}",
+                f"the {_arm_name(r, worse)} arm's {metric} is {sd.mean:.5f} before training (step {r.get('step')}), at "
+                f"or above {ceiling:g}: the measure starts at its ceiling, so a rise cannot show",
+                {"metric": metric, "ceiling": ceiling, "at_first_step": _sd_dict(sd)}, sd.n))
 
 
 def check_trend(claim: dict, ts: TableSet) -> Outcome:
@@ -700,11 +768,13 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
     arm. Reproduced: the seed-level interval of the paired gain lies below ``margin`` in every
     compared cell; not reproduced: above it somewhere. Only cells that pass the power guard
     count: the reference learned something (its interval lies more than ``learned`` above chance,
-    1/V for token accuracy) and the gain's interval is narrower than the margin."""
+    1/V for token accuracy) and the gain's interval is narrower than the margin, or lies wholly
+    above it (a refutation needs no narrow interval). Cells measured but held back by the width
+    guard alone make the claim ``underpowered``."""
     p = claim["params"]
     metric, margin, learned = p.get("metric", "token_accuracy"), float(p["margin"]), float(p["learned"])
     low = bool(p.get("lower_is_better", False))
-    comps, skipped = [], []
+    comps, skipped, wide = [], [], []
     for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], p.get("where", "all"),
                                     p.get("select"), p.get("match")):
         c, r = _seeded(cr, metric), _seeded(rr, metric)
@@ -716,12 +786,16 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
         if r.n >= 2 and not (r_lo > chance + learned):
             skipped.append((cell, f"the reference did not learn (interval low {r_lo:.3f} ≤ chance {chance:.3f} + {learned:g})"))
             continue
-        if r.n >= 2 and not (g_hi - g_lo) / 2 < margin:
+        if r.n >= 2 and not _narrow(gain, margin) and _side(gain, margin) != "above":
+            # a wide interval cannot show equivalence; one wholly above the margin still refutes
             skipped.append((cell, f"the interval of the gain (±{(g_hi - g_lo) / 2:.3f}) is not narrower than the "
                                   f"margin {margin:g}"))
+            wide.append((cell, c, r, gain, cf, rf))
             continue
         v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(gain, margin)]
         comps.append((cell, c, r, gain, v, cf, rf))
+    if not comps and wide:
+        _underpowered(wide, skipped, margin, lambda g: _fmt_sd(g, sign=True))
     if not comps:
         raise _NotMeasured("power guard: " + "; ".join(f"{cell}: {why}" for cell, why in skipped))
     verdict = _worst(x[4] for x in comps)
@@ -737,6 +811,29 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
         {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain), "verdict": v}
         for cell, c, r, gain, v, cf, rf in comps], "left_out": [{"cell": c, "why": w} for c, w in skipped]}
     return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+
+
+def _narrow(gain: Seeded, margin: float) -> bool:
+    """The power guard of a null claim: the gain's interval is narrower than the margin (traced,
+    so the seeds that would narrow it can be computed)."""
+    _, lo, hi = gain.interval()
+    ok = (hi - lo) / 2 < margin
+    _trace("width", gain, margin, ok)
+    return ok
+
+
+def _underpowered(wide: list, skipped: list, margin: float, fmt: Callable[[Seeded], str]) -> None:
+    """End a null claim whose every measured cell failed the width guard: ``underpowered``, with
+    the measurement shown (the seeds it needs come from the trace)."""
+    parts = [f"{cell}: {_arm_name(c.rows[0], cf)} {_fmt(c.mean)} vs {_arm_name(r.rows[0], rf)} {_fmt(r.mean)}, "
+             f"gain {fmt(gain)}" for cell, c, r, gain, cf, rf in wide]
+    sds = [x for w in wide for x in w[1:4]]
+    reason = ("power guard: " + "; ".join(f"{cell}: {why}" for cell, why in skipped) +
+              "; measured, but too few seeds to decide against the margin")
+    details = {"margin": margin, "comparisons": [
+        {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain)}
+        for cell, c, r, gain, cf, rf in wide]}
+    raise _Settled(Outcome(UNDERPOWERED, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds)))
 
 
 def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, Seeded, dict]]]:
@@ -860,7 +957,7 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
                 continue
             drop = _seeded(c["ref"], metric) - _seeded(c["cond"], metric)
             base_drop = _seeded(bc["ref"], metric) - _seeded(bc["cond"], metric)
-            if _side(base_drop, tol) != "above":
+            if _side(base_drop, tol, gate=True) != "above":
                 unshown.append(f"{name} {ref_name}→{cond_name}: baseline drop {base_drop.mean:+.3f}")
                 continue
             within = _side(drop, tol)
@@ -879,7 +976,7 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     reason = {REPRODUCED: f"where the baseline drops by more than {tol:g}, the {who} model's drop lies below {tol:g}",
               DIRECTION_ONLY: f"some {who} drop exceeds {tol:g}, but the baseline drops more there",
               INCONCLUSIVE: f"the interval of some {who} drop crosses {tol:g}",
-              NOT_REPRODUCED: f"a {who} drop above {tol:g} where the baseline drops no more"}[verdict]
+              NOT_REPRODUCED: f"a {who} drop above {tol:g}, not shown to be smaller than the baseline's drop there"}[verdict]
     if unshown:
         reason += f" ({len(unshown)} cell(s) left out: the baseline effect is not shown there)"
     worst = sorted(drops, key=lambda d: -d["drop"].mean)
@@ -988,9 +1085,9 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
         cell = _label(cr, skip={"pe"})
         if r.n >= 2 and not r_hi < _num(rr, "vocab_size"):
             raise _NotMeasured(f"power guard: {cell}: the reference's perplexity is not below its vocabulary size")
-        if r.n >= 2 and not (g_hi - g_lo) / 2 < margin:
-            raise _NotMeasured(f"power guard: {cell}: the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is "
-                               f"not narrower than the margin {margin:.1%}")
+        if r.n >= 2 and not _narrow(gain, margin) and _side(gain, margin) != "above":
+            why = f"the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is not narrower than the margin {margin:.1%}"
+            _underpowered([(cell, c, r, gain, cf, rf)], [(cell, why)], margin, lambda g: _fmt_sd(g, sign=True))
         v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(gain, margin)]
         comps.append((cell, c, r, gain, v))
     verdict = _worst(x[-1] for x in comps)
@@ -1173,7 +1270,7 @@ SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {
                   _MATCH, _METRIC],
     "decline": [("select", True, _check_filter), _METRIC],
     "ahead": [("better", True, _filters), ("worse", True, _filters), _SELECT, _WHERE, _MATCH, _METRIC, _LOWER,
-              ("min_difference", False, _number(0))],
+              ("min_difference", False, _number(0)), ("ceiling", False, _number())],
     "trend": [("better", True, _check_filter), ("worse", True, _check_filter), _SELECT, _METRIC],
     "no_gain": [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, _WHERE,
                 ("margin", True, _number(0)), ("learned", True, _number(0, 1)), _MATCH, _METRIC, _LOWER],
@@ -1196,7 +1293,7 @@ SECTIONS = {"papers": "The papers' claims", "beyond": "Beyond the papers"}
 REGIME_WORDS = {"papers": "at the papers' regime", "beyond": "at the hypothesis's regime"}
 _TEXT_KEYS = ("id", "claim", "paper", "test")
 _SCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "kind", "params", "test"}
-_OPTIONAL_KEYS = {"models", "section"}
+_OPTIONAL_KEYS = {"models", "section", "implementation"}
 _UNSCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "unscored"}
 
 
@@ -1222,6 +1319,8 @@ def validate_claim(entry: Any) -> None:
         if "models" in entry and (not isinstance(entry["models"], list) or not entry["models"]
                                   or not all(isinstance(m, str) and m for m in entry["models"])):
             raise ValueError("models must be a non-empty list of model names")
+        if not isinstance(entry.get("implementation", False), bool):
+            raise ValueError("implementation must be true or false")
         if entry.get("section", "papers") not in SECTIONS:
             raise ValueError(f"section must be one of {', '.join(SECTIONS)}")
         if "unscored" in entry:
@@ -1281,19 +1380,77 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _run(claim: dict, ts: TableSet) -> dict:
-    """One test on one view of the tables: verdict, measured, reason, details, n_seeds."""
+def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float = 0.95) -> Outcome:
+    """Run the claim's test kind, its intervals read at ``level``, its comparisons traced."""
+    t_tok, l_tok = _TRACE.set(trace), _LEVEL.set(level)
     try:
-        out = TESTS[claim["kind"]](claim, ts)
+        return TESTS[claim["kind"]](claim, ts)
+    except _Settled as e:
+        return e.outcome
+    finally:
+        _TRACE.reset(t_tok)
+        _LEVEL.reset(l_tok)
+
+
+def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
+    """"Not reproduced" needs only one of the test's k comparisons against the claim, so it must
+    hold after Holm's correction across them: its first step, every interval at 1 − 0.05/k, must
+    still give "not reproduced" (Holm's later steps cannot add a first rejection). "Reproduced"
+    needs every comparison (an intersection–union test) and takes no correction."""
+    k = sum(1 for e in trace if e[0] == "side")
+    if out.verdict != NOT_REPRODUCED or k < 2:
+        return out
+    level = 1 - 0.05 / k
+    try:
+        again = _test(claim, ts, level=level).verdict
+    except _NotMeasured:
+        again = NOT_MEASURED
+    if again == NOT_REPRODUCED:
+        return Outcome(out.verdict, out.measured, f"{out.reason} (holds after Holm's correction across the test's "
+                       f"{k} comparisons)", out.details, out.n_seeds)
+    return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after Holm's correction across the "
+                   f"test's {k} comparisons (intervals at {level:.2%})", out.details, out.n_seeds)
+
+
+def _seeds_needed(trace: list, verdict: str) -> Optional[dict]:
+    """For an open verdict: the seeds at which every undecided comparison of the test would
+    clear its bound (and every power guard narrow), if the effects and spreads stayed as observed,
+    and the seeds for 80% power. ``None`` in a field: beyond reach (over 1,000 seeds)."""
+    if verdict not in OPEN:
+        return None
+    clear: list[Optional[int]] = []
+    power: list[Optional[int]] = []
+    for kind, sd, bound, state in trace:
+        if kind in ("side", "gate") and state == "across":
+            clear.append(seeds_to_clear(sd.mean - bound, sd.sd))
+            power.append(seeds_for_power(sd.mean - bound, sd.sd))
+        elif kind == "width" and not state:
+            n = seeds_to_narrow(sd.sd, bound)
+            clear.append(n)
+            power.append(n)
+    if not clear:
+        return None
+    worst = (lambda xs: None if any(x is None for x in xs) else max(xs))
+    now = max((e[1].n for e in trace), default=0)
+    return {"now": now, "clear": worst(clear), "power80": worst(power)}
+
+
+def _run(claim: dict, ts: TableSet) -> dict:
+    """One test on one view of the tables: verdict, measured, reason, details, n_seeds, and the
+    seeds an open verdict needs."""
+    trace: list = []
+    try:
+        out = _holm(claim, ts, _test(claim, ts, trace), trace)
     except _NotMeasured as e:
-        return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0}
+        return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0,
+                "seeds_needed": None}
     verdict, reason = out.verdict, out.reason
     if out.n_seeds < MIN_SEEDS:
         reason = (f"{out.n_seeds} seed(s) per arm, fewer than {MIN_SEEDS}: not judged (on these seeds the test "
                   f"reads {verdict}: {reason})")
         verdict = TOO_FEW_SEEDS
     return {"verdict": verdict, "measured": out.measured, "reason": reason, "details": _plain(out.details),
-            "n_seeds": out.n_seeds}
+            "n_seeds": out.n_seeds, "seeds_needed": _seeds_needed(trace, verdict)}
 
 
 def _combine(per_model: dict[str, dict]) -> dict:
@@ -1304,16 +1461,27 @@ def _combine(per_model: dict[str, dict]) -> dict:
     if not measured:
         reason = "; ".join(f"{m}: {r['reason']}" if m else r["reason"] for m, r in per_model.items())
         return {"verdict": NOT_MEASURED, "measured": "—", "reason": reason, "partial": False, "missing": missing,
-                "models": per_model}
+                "models": per_model, "seeds_needed": None}
     verdict = _worst(r["verdict"] for r in measured.values())
     several = len(per_model) > 1
+    needs = [r["seeds_needed"] for r in measured.values() if r["verdict"] in OPEN and r.get("seeds_needed")]
     measured_text = " || ".join(f"{m.upper()}: {r['measured']}" if several else r["measured"] for m, r in measured.items())
     reason = " || ".join(f"{m.upper()}: {r['verdict']}: {r['reason']}" if several else r["reason"]
                          for m, r in measured.items())
     if missing:
         reason += " || partial: " + "; ".join(f"{m.upper()} not measured ({per_model[m]['reason']})" for m in missing)
     return {"verdict": verdict, "measured": measured_text, "reason": reason, "partial": bool(missing),
-            "missing": missing, "models": per_model}
+            "missing": missing, "models": per_model, "seeds_needed": _max_needs(needs) if verdict in OPEN else None}
+
+
+def _max_needs(needs: list[dict]) -> Optional[dict]:
+    """The seeds every model of a claim needs: the largest of each field (None: out of reach)."""
+    if not needs:
+        return None
+    def most(key: str) -> Optional[int]:
+        vals = [n[key] for n in needs]
+        return None if any(v is None for v in vals) else max(vals)
+    return {"now": most("now"), "clear": most("clear"), "power80": most("power80")}
 
 
 def _regime_text(regime: dict) -> str:
@@ -1327,10 +1495,11 @@ def evaluate_claim(claim: dict, tables: TableSet) -> dict:
     base = {"id": claim["id"], "section": claim.get("section", "papers"), "claim": claim["claim"],
             "paper": claim["paper"], "tables": list(claim["tables"]), "regime": _regime_text(regime),
             "models": list(claim.get("models") or []), "kind": claim.get("kind", "unscored"),
-            "test": claim.get("test", claim.get("unscored", ""))}
+            "test": claim.get("test", claim.get("unscored", "")),
+            "implementation": bool(claim.get("implementation", False))}
     if "unscored" in claim:
         res = {"verdict": NOT_MEASURED, "measured": "—", "reason": f"cannot be scored: {claim['unscored']}",
-               "partial": False, "missing": [], "models": {}}
+               "partial": False, "missing": [], "models": {}, "seeds_needed": None}
         return {**base, "at_regime": res, "indication": dict(res)}
     models = claim.get("models") or [None]
     out = {}
@@ -1409,7 +1578,11 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
     lines = [f"# {title}", "",
              "Verdicts are read at the regime each paper states its claim in; cells outside it give an indication "
              "only. Intervals are 95% Student-t intervals over seeds (paired by seed); fewer than "
-             f"{MIN_SEEDS} seeds per arm is never a verdict.", ""]
+             f"{MIN_SEEDS} seeds per arm is never a verdict. *Underpowered*: measured, but a null claim's interval "
+             "is too wide to decide against its margin. *Not testable*: the measure starts at its ceiling before "
+             "training. *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
+             "the seeds at which the interval would clear its bound if the effect and spread stayed as observed, "
+             "and the seeds for 80% power (seeds.md lists them all).", ""]
     for section, title_s in SECTIONS.items():
         if section not in summary:
             continue
@@ -1426,12 +1599,28 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
                 x = r[scope]
                 tag = " (partial)" if x["partial"] else ""
                 measured = "" if x["measured"] == "—" else f" Measured: {_md(x['measured'])}"
-                cells.append(f"**{_md(x['verdict'])}{tag}**: {_md(x['reason'])}.{measured}")
+                cells.append(f"**{_md(x['verdict'])}{tag}**: {_md(x['reason'])}.{measured}{_needs_text(x)}")
             models = f" ({', '.join(r['models'])})" if r["models"] else ""
-            lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])} | {_md(r['paper'])} | {_md(r['regime'])}{_md(models)} | "
+            impl = " *(a check of the implementation, not a finding)*" if r.get("implementation") else ""
+            lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])}{impl} | {_md(r['paper'])} | {_md(r['regime'])}{_md(models)} | "
                          f"{cells[0]} | {cells[1]} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def seeds_text(needs: Optional[dict]) -> str:
+    """"about 7 (80% power: 10)" — or "over 1,000" — for an open verdict's seeds needed."""
+    if not needs:
+        return ""
+    if needs["clear"] is None:
+        return "over 1,000"
+    power = f"{needs['power80']:,}" if needs["power80"] is not None else "over 1,000"
+    return f"about {needs['clear']:,} (80% power: {power})"
+
+
+def _needs_text(x: dict) -> str:
+    text = seeds_text(x.get("seeds_needed"))
+    return f" Seeds needed: {text}, now {x['seeds_needed']['now']}." if text else ""
 
 
 def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_dir: Optional[Path] = None) -> list[dict]:

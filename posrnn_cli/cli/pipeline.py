@@ -197,7 +197,9 @@ def plot(
 def scorecard(
     profile: Annotated[Optional[str], typer.Argument(metavar="NAME", help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md and scorecard.json into this directory.", show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
+    seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
+    readme: Annotated[Optional[Path], typer.Option("--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (e.g. README.md) from the scorecard.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     json_out: JsonOpt = False,
@@ -206,6 +208,7 @@ def scorecard(
 
     Each row: the claim, the paper's number, the measured value with its 95% CI and seeds, the
     test declared in advance (posrnn_cli/analysis/claims.yaml) and the verdict."""
+    from ..analysis.report import seeds_markdown, update_readme, write_seeds
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
@@ -215,9 +218,18 @@ def scorecard(
         what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
         raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")
     rows = write_scorecard(folder, out_dir=out) if out is not None else score(folder)
+    label = name or Path(folder).parent.name
+    if out is not None:
+        write_seeds(rows, out, label)
+    if readme is not None:
+        changed = update_readme(readme, rows, label)
+        if not quiet:
+            typer.echo(f"{readme}: results block for {label} {'rewritten' if changed else 'already up to date'}")
     if quiet:
         return
-    if json_out:
+    if seeds:
+        typer.echo(seeds_markdown(rows, label), nl=False)
+    elif json_out:
         typer.echo(json.dumps(rows))
     else:
         console().print(scorecard_rich_table(rows))

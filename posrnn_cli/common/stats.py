@@ -16,7 +16,7 @@ Two methods (the README's "How a verdict is read" says why):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -102,3 +102,112 @@ def hierarchical(values: list, n_resamples: int = 10_000, level: float = 0.95, s
     lo, hi = min(float(lo), mean), max(float(hi), mean)  # identical scores: equal up to rounding
     return {"mean": mean, "ci_low": lo, "ci_high": hi, "by_seed": by_seed,
             "n": int(sum(x.size for x in arrays)), "n_seeds": k}
+
+
+# ---- how many seeds a comparison needs --------------------------------------------------------
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(ln) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(ln) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(x: float, df: float) -> float:
+    """P(T ≤ x) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + x * x))
+    return 1.0 - tail if x >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on ``t_cdf``)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError("t_quantile needs 0 < p < 1")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo < 1e-10 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+def t_interval_at(values: Sequence[float] | np.ndarray, level: float) -> tuple[float, float, float]:
+    """Mean and two-sided Student-t interval of ``values`` at confidence ``level`` (e.g. 1 − 0.05/k
+    for a Bonferroni–Holm step over k comparisons)."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    m = float(x.mean()) if x.size else math.nan
+    if x.size < 2:
+        return (m, math.nan, math.nan)
+    half = t_quantile(1.0 - (1.0 - level) / 2.0, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return (m, m - half, m + half)
+
+
+#: beyond this many seeds a comparison is reported as out of reach
+MAX_SEEDS = 1000
+
+
+def seeds_to_clear(effect: float, sd: float, limit: int = MAX_SEEDS) -> Optional[int]:
+    """The fewest seeds n ≥ 2 at which the 95% t interval of a per-seed value with mean distance
+    ``effect`` from its bound and spread ``sd`` would exclude the bound, if mean and spread stayed
+    as observed (about 50% power). None beyond ``limit`` (or with no effect at all)."""
+    effect, sd = abs(effect), abs(sd)
+    if effect == 0.0 or not math.isfinite(effect) or not math.isfinite(sd):
+        return None
+    for n in range(2, limit + 1):
+        if t975(n - 1) * sd / math.sqrt(n) < effect:
+            return n
+    return None
+
+
+def seeds_for_power(effect: float, sd: float, power: float = 0.8, limit: int = MAX_SEEDS) -> Optional[int]:
+    """The fewest seeds n ≥ 2 for ``power`` of a two-sided one-sample t test at 5% to exclude the
+    bound, at the observed standardized effect (the shifted-central-t approximation:
+    P(T_{n−1} > t_{0.975, n−1} − √n·effect/sd)). None beyond ``limit``."""
+    effect, sd = abs(effect), abs(sd)
+    if effect == 0.0 or not math.isfinite(effect) or not math.isfinite(sd):
+        return None
+    if sd == 0.0:
+        return 2
+    for n in range(2, limit + 1):
+        if 1.0 - t_cdf(t975(n - 1) - math.sqrt(n) * effect / sd, n - 1) >= power:
+            return n
+    return None
+
+
+def seeds_to_narrow(sd: float, half_width: float, limit: int = MAX_SEEDS) -> Optional[int]:
+    """The fewest seeds n ≥ 2 at which the 95% t interval's half-width falls below ``half_width``."""
+    sd = abs(sd)
+    if half_width <= 0.0 or not math.isfinite(sd):
+        return None
+    for n in range(2, limit + 1):
+        if t975(n - 1) * sd / math.sqrt(n) < half_width:
+            return n
+    return None

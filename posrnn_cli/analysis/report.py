@@ -1,0 +1,128 @@
+"""Views of a scored profile that other documents quote: the seeds-needed table and the README's
+results block. Both read the scorecard's rows (``scorecard.scorecard`` or a committed
+``scorecard.json``) and compute nothing of their own, so the README cannot say what the
+scorecard does not.
+
+The README holds each profile's block between ``<!-- results:NAME -->`` and
+``<!-- /results:NAME -->``; ``posrnn scorecard NAME --readme README.md`` rewrites it, and a test
+fails when the committed README differs from what the committed scorecard gives.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.io import atomic_write_text
+
+from .scorecard import OPEN, REGIME_WORDS, SCOPES, SECTIONS, VERDICTS, seeds_text, summarize
+
+#: how the seeds table and the README name the two scopes
+SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
+
+
+def _open_rows(rows: list[dict]) -> list[tuple[dict, str, dict]]:
+    return [(r, scope, r[scope]) for r in rows for scope in SCOPES if r[scope]["verdict"] in OPEN]
+
+
+def seeds_markdown(rows: list[dict], name: str) -> str:
+    """Markdown: every open verdict (inconclusive, underpowered) of a profile with the seeds it
+    has and the seeds it would need, widest first."""
+    lines = [f"# Seeds each open claim needs: {name}", "",
+             "For every claim whose verdict is open (inconclusive, or underpowered), the seeds at which each "
+             "undecided interval of its test would clear its bound (and each power guard narrow below its "
+             "margin) if the mean and spread over seeds stayed as observed — about 50% power — and the seeds "
+             "for 80% power (two-sided t test at 5%). An SD from 3 seeds has a 95% range of roughly 0.5× to "
+             "6× itself: read these as rough. `posrnn scorecard NAME --seeds` prints this table.", "",
+             "| claim | scope | verdict | seeds now | to clear | 80% power |", "|---|---|---|---|---|---|"]
+    found = _open_rows(rows)
+    def order(item: tuple) -> tuple:
+        n = item[2]["seeds_needed"] or {}
+        return (n.get("clear") is None, n.get("clear") or 0, item[0]["id"])
+    for r, scope, x in sorted(found, key=order, reverse=True):
+        n = x.get("seeds_needed") or {}
+        clear = "over 1,000" if n.get("clear") is None else f"{n['clear']:,}"
+        power = "over 1,000" if n.get("power80") is None else f"{n['power80']:,}"
+        lines.append(f"| `{r['id']}` | {SCOPE_SHORT[scope]} | {x['verdict']} | {n.get('now', '—')} | {clear} | "
+                     f"{power} |")
+    if not found:
+        lines.append("| (no open verdict) | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
+    path = Path(out_dir) / "seeds.md"
+    atomic_write_text(path, seeds_markdown(rows, name))
+    return path
+
+
+def _counts(c: dict) -> str:
+    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v))
+    if c.get("partial"):
+        text += "; partial, counted apart: " + ", ".join(f"{n} {v}" for v, n in c["partial"].items())
+    return text or "none"
+
+
+def _cell(x: dict) -> str:
+    if x["verdict"] == "not measured":
+        return "—"
+    text = x["verdict"] + (" (partial)" if x.get("partial") else "")
+    needs = seeds_text(x.get("seeds_needed"))
+    return f"{text}; seeds needed: {needs}" if needs else text
+
+
+def readme_block(rows: list[dict], name: str) -> str:
+    """The README's results block for one profile: the counts per section and scope, then one
+    line per claim that anything was measured for (verdict, seeds needed)."""
+    summary = summarize(rows)
+    out = [f"<!-- results:{name} -->",
+           f"*Generated from `results/{name}/scorecard/scorecard.json` by `posrnn scorecard {name} --readme "
+           f"README.md`; a test fails when this block differs from the scorecard.*", ""]
+    for section, title in SECTIONS.items():
+        if section not in summary:
+            continue
+        s = summary[section]
+        where = REGIME_WORDS[section]
+        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "",
+                f"- {where[0].upper()}{where[1:]}: {_counts(s['at_regime'])}.",
+                f"- Indications off {where.split(' ', 1)[1]}: {_counts(s['indication'])}.", ""]
+        measured = [r for r in rows if r["section"] == section
+                    and any(r[scope]["verdict"] != "not measured" for scope in SCOPES)]
+        if measured:
+            out += [f"| claim | {where} | indication |", "|---|---|---|"]
+            for r in measured:
+                impl = " (implementation check)" if r.get("implementation") else ""
+                out.append(f"| `{r['id']}`{impl} | {_cell(r['at_regime'])} | {_cell(r['indication'])} |")
+            out.append("")
+    out.append(f"<!-- /results:{name} -->")
+    return "\n".join(out)
+
+
+def _block_re(name: str) -> re.Pattern:
+    return re.compile(rf"<!-- results:{re.escape(name)} -->.*?<!-- /results:{re.escape(name)} -->", re.S)
+
+
+def readme_block_in(text: str, name: str) -> Optional[str]:
+    """The block for ``name`` as the README holds it, or None."""
+    m = _block_re(name).search(text)
+    return m.group(0) if m else None
+
+
+def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
+    """Rewrite ``name``'s block in ``readme`` (atomically); True when it changed. A README with
+    no block for the profile is refused: where the block goes is the README's choice."""
+    readme = Path(readme)
+    try:
+        text = readme.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PosrnnError(f"cannot read {readme} ({type(e).__name__}); pass the README to update") from None
+    if readme_block_in(text, name) is None:
+        raise PosrnnError(f"{readme} has no results block for {name}; add the two lines "
+                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->' where it should go")
+    new = _block_re(name).sub(lambda _: readme_block(rows, name), text, count=1)
+    if new == text:
+        return False
+    atomic_write_text(readme, new)
+    return True

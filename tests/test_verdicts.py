@@ -1,0 +1,206 @@
+"""What a reader can cite: the seeds each open claim needs, "underpowered" and "not testable"
+apart from "not measured", Holm's correction for "not reproduced", claims that read every table
+holding their cells, and the README's results blocks, which must say exactly what the committed
+scorecard says. Each rule flips on fabricated tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posrnn_cli.analysis import report
+from posrnn_cli.analysis import scorecard as sc
+from posrnn_cli.cli import app
+from posrnn_cli.common import stats
+from posrnn_cli.common.errors import PosrnnError
+from tests.test_scorecard import CLAIMS, INC, NM, NR, NT, R, UP, at, dual, ev, ind, score, stab
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- the statistics behind "seeds needed" --------------------------------------------------------
+def test_t_quantiles_and_cdf_match_the_tables():
+    for df in (1, 2, 5, 10, 30):
+        assert stats.t_quantile(0.975, df) == pytest.approx(stats.t975(df), abs=1e-3)
+        assert stats.t_cdf(stats.t975(df), df) == pytest.approx(0.975, abs=1e-4)
+    assert stats.t_quantile(1 - 0.025 / 4, 2) == pytest.approx(8.860, abs=1e-3)  # a Holm step over 4
+    assert stats.t_cdf(0.0, 3) == pytest.approx(0.5)
+    m, lo, hi = stats.t_interval_at([1.0, 2.0, 3.0], 0.95)
+    assert (m, lo, hi) == pytest.approx(stats.t_interval([1.0, 2.0, 3.0]), abs=1e-3)
+
+
+def test_seeds_to_clear_and_for_power():
+    # mean 0.015, sd 0.011 over seeds: the 95% t half-width falls below 0.015 at n = 5
+    assert stats.seeds_to_clear(0.015, 0.011) == 5
+    assert 4.303 * 0.011 / math.sqrt(3) > 0.015 and stats.t975(4) * 0.011 / math.sqrt(5) < 0.015
+    assert stats.seeds_for_power(0.015, 0.011) == 7
+    assert stats.seeds_for_power(0.015, 0.011, power=0.5) <= stats.seeds_to_clear(0.015, 0.011)
+    assert stats.seeds_to_clear(0.0, 0.1) is None and stats.seeds_to_clear(1e-6, 1.0) is None  # out of reach
+    assert stats.seeds_to_narrow(0.02, 0.02) == 7
+
+
+# ---- underpowered, not testable, inconclusive with its seeds -------------------------------------
+def test_an_inconclusive_claim_says_how_many_seeds_it_needs(tmp_path):
+    rows = [ev("gru", "sinusoidal", 256, [0.52, 0.50, 0.55]), ev("gru", "none", 256, [0.50, 0.51, 0.51]),
+            ev("lstm", "sinusoidal", 16384, [0.9, 0.91, 0.92]), ev("lstm", "none", 16384, [0.5, 0.5, 0.52])]
+    row = score(tmp_path, "fig2_pe_ahead_largest_v", fig2=rows)
+    assert at(row) == INC
+    needs = row["at_regime"]["seeds_needed"]
+    lead = [0.02, -0.01, 0.04]
+    sd = float(__import__("numpy").std(lead, ddof=1))
+    assert needs == {"now": 3, "clear": stats.seeds_to_clear(sum(lead) / 3, sd),
+                     "power80": stats.seeds_for_power(sum(lead) / 3, sd)}
+    # decided: nothing needed
+    rows[0] = ev("gru", "sinusoidal", 256, [0.60, 0.61, 0.62])
+    row = score(tmp_path, "fig2_pe_ahead_largest_v", fig2=rows)
+    assert at(row) == R and row["at_regime"]["seeds_needed"] is None
+
+
+def test_double_no_help_shows_its_measurement_as_underpowered(tmp_path):
+    """Double vanilla ahead on every seed but its interval wider than the margin: measured and
+    shown, counted as underpowered, not as "not measured"."""
+    fig2 = [ev("lstm", "none", 64, [0.42, 0.43, 0.42], at={"length": 8, "hidden_size": 64})]
+    double = [ev("lstm", "dummy", 64, [0.47, 0.45, 0.45], at={"length": 8, "hidden_size": 64})]
+    row = score(tmp_path, "double_no_help", double=double, fig2=fig2)
+    assert ind(row) == UP
+    assert "gain +0.033" in row["indication"]["measured"] and "per seed" in row["indication"]["measured"]
+    assert row["indication"]["seeds_needed"]["clear"] > 3
+    counts = sc.summarize([row])["papers"]["indication"]
+    assert counts[UP] == 1 and counts[NM] == 0
+
+
+def test_a_measure_at_its_ceiling_is_not_testable(tmp_path):
+    at_ = {"length": 8, "hidden_size": 58}
+    def series(pe, start, end):
+        return [stab("mamba", pe, s, "F/R", v, at=at_, spread=1e-6) for s, v in ((0, start), (750, end), (1500, end))]
+    rows = series("none", 0.99999, 0.9997) + series("sinusoidal", 0.99999, 0.9999)
+    row = score(tmp_path, "beyond_pe_changes_mamba_stability", stability=rows)
+    assert at(row) == NT and "ceiling" in row["at_regime"]["reason"] and "0.99999" in row["at_regime"]["measured"]
+    # the same comparison from a measure with room to rise is scored
+    rows = series("none", 0.80, 0.60) + series("sinusoidal", 0.80, 0.75)
+    assert at(score(tmp_path, "beyond_pe_changes_mamba_stability", stability=rows)) == R
+    assert sc.summarize([row])["beyond"]["at_regime"][NT] == 1
+
+
+# ---- Holm across a claim's comparisons -------------------------------------------------------------
+def test_not_reproduced_must_survive_holm(tmp_path):
+    """One of the forms falls behind sinusoidal by an interval just below 0 at 95%: without a
+    correction that reads "not reproduced"; across the claim's two comparisons it does not hold."""
+    def rows(random_acc):
+        return [ev("lstm", "sinusoidal", 16384, [0.80, 0.81, 0.82]),
+                ev("lstm", "random", 16384, random_acc), ev("lstm", "learnable", 16384, [0.70, 0.71, 0.72])]
+    # sinusoidal − random per seed: −0.03, −0.04, −0.02: interval just below 0 at 95%, not at 97.5%
+    row = score(tmp_path, "forms_sin_beats_fixed", forms=rows([0.83, 0.85, 0.84]))
+    assert at(row) == INC and "not after Holm's correction" in row["at_regime"]["reason"]
+    # a clear fall behind holds after the correction
+    row = score(tmp_path, "forms_sin_beats_fixed", forms=rows([0.90, 0.91, 0.92]))
+    assert at(row) == NR and "holds after Holm's correction" in row["at_regime"]["reason"]
+
+
+# ---- a claim reads every table that holds its cells ------------------------------------------------
+def test_s4d_pe_helps_reads_fig2_too(tmp_path):
+    at_ = {"length": 8, "hidden_size": 82}
+    fig2 = [ev("s4d", "sinusoidal", 64, [0.66, 0.67, 0.65], at=at_), ev("s4d", "none", 64, [0.60, 0.59, 0.61], at=at_)]
+    assert ind(score(tmp_path, "s4d_pe_helps", fig2=fig2)) == R  # s4d.csv absent: fig2 alone
+    only = {**CLAIMS["s4d_pe_helps"], "tables": ["s4d"]}
+    assert ind(score(tmp_path, only, fig2=fig2)) == NM
+
+
+def test_the_committed_beyond_s4d_cells_are_read():
+    """Beyond runs the S4D inside fig2 (no s4d.csv): the S4D claim reads it there."""
+    rows = {r["id"]: r for r in json.loads((ROOT / "results" / "beyond" / "scorecard" / "scorecard.json")
+                                           .read_text())["rows"]}
+    assert not (ROOT / "results" / "beyond" / "tables" / "s4d.csv").exists()
+    assert rows["s4d_pe_helps"]["indication"]["verdict"] != NM
+    assert "S4D V=64" in rows["s4d_pe_helps"]["indication"]["measured"]
+
+
+# ---- the seeds table and the README ----------------------------------------------------------------
+def test_seeds_table_lists_every_open_verdict(tmp_path):
+    rows = sc.scorecard(ROOT / "results" / "lite" / "tables")
+    text = report.seeds_markdown(rows, "lite")
+    open_ids = {r["id"] for r in rows for s in sc.SCOPES if r[s]["verdict"] in sc.OPEN}
+    assert open_ids and all(f"`{i}`" in text for i in open_ids)
+    closed = {r["id"] for r in rows} - open_ids
+    assert not any(f"`{i}`" in text for i in closed)
+    result = CliRunner().invoke(app, ["scorecard", "lite", "--seeds"])
+    assert result.exit_code == 0 and result.output == text
+
+
+@pytest.mark.parametrize("profile", ["lite", "beyond"])
+def test_committed_seeds_table_is_what_the_scorecard_gives(profile):
+    folder = ROOT / "results" / profile
+    rows = json.loads((folder / "scorecard" / "scorecard.json").read_text())["rows"]
+    assert (folder / "scorecard" / "seeds.md").read_text() == report.seeds_markdown(rows, profile)
+
+
+@pytest.mark.parametrize("profile", ["lite", "beyond"])
+def test_readme_results_are_the_scorecard(profile):
+    """Every verdict and count the README states for a profile is its committed scorecard's."""
+    rows = json.loads((ROOT / "results" / profile / "scorecard" / "scorecard.json").read_text())["rows"]
+    block = report.readme_block_in((ROOT / "README.md").read_text(), profile)
+    assert block is not None, f"README.md has no results block for {profile}"
+    assert block == report.readme_block(rows, profile), f"run: posrnn scorecard {profile} --readme README.md"
+
+
+def test_a_readme_that_differs_from_the_scorecard_is_caught_and_rewritten(tmp_path):
+    rows = json.loads((ROOT / "results" / "lite" / "scorecard" / "scorecard.json").read_text())["rows"]
+    good = report.readme_block(rows, "lite")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nintro\n\n{good}\n\nafter\n")
+    assert report.readme_block_in(readme.read_text(), "lite") == good
+    # one verdict changed by hand: the check fails, and the rewrite restores the scorecard's words
+    verdict = rows[0]["indication"]["verdict"]
+    forged = good.replace(verdict, "reproduced" if verdict != "reproduced" else "inconclusive", 1)
+    readme.write_text(readme.read_text().replace(good, forged))
+    assert report.readme_block_in(readme.read_text(), "lite") != good
+    assert report.update_readme(readme, rows, "lite") is True
+    assert readme.read_text() == f"# x\n\nintro\n\n{good}\n\nafter\n"
+    assert report.update_readme(readme, rows, "lite") is False
+    (tmp_path / "OTHER.md").write_text("no block here\n")
+    with pytest.raises(PosrnnError, match="no results block for lite"):
+        report.update_readme(tmp_path / "OTHER.md", rows, "lite")
+
+
+def test_implementation_checks_are_labelled():
+    rows = json.loads((ROOT / "results" / "lite" / "scorecard" / "scorecard.json").read_text())["rows"]
+    impl = {r["id"] for r in rows if r["implementation"]}
+    assert impl == {"irie_one_layer_invariant", "irie_two_layers_sensitive"}
+    md = (ROOT / "results" / "lite" / "scorecard" / "scorecard.md").read_text()
+    assert md.count("a check of the implementation, not a finding") == 2
+    assert "irie_two_layers_sensitive` (implementation check)" in report.readme_block(rows, "lite")
+
+
+def test_the_two_layer_pe_gain_is_shown():
+    rows = {r["id"]: r for r in json.loads((ROOT / "results" / "lite" / "scorecard" / "scorecard.json")
+                                           .read_text())["rows"]}
+    x = rows["irie_two_layers_pe_nonessential"]["at_regime"]
+    assert x["verdict"] == NR and "gain +0.328" in x["measured"]
+
+
+def test_margins_follow_their_stated_rules():
+    """Null claims with no number in the paper use the file's one rule (0.02); the LM margin is
+    the Table 1 arithmetic its sentence states."""
+    for c in CLAIMS.values():
+        if c.get("kind") == "no_gain":
+            assert c["params"]["margin"] == 0.02, c["id"]
+    lm = CLAIMS["lm_no_gain"]
+    assert lm["params"]["margin"] == pytest.approx(round((38.92 - 36.83) / 37.77, 4))
+    assert "(38.92 − 36.83) / 37.77" in lm["test"]
+
+
+def test_robust_reason_says_what_was_found(tmp_path):
+    """"Not reproduced" in a robustness contrast says the PE drop was not shown smaller than the
+    baseline's, never that the baseline dropped no more."""
+    rows = [dual("gru", "sinusoidal", "F/F", [0.99, 0.99, 0.99]), dual("gru", "sinusoidal", "F/R", [0.80, 0.81, 0.79]),
+            dual("gru", "none", "F/F", [0.99, 0.99, 0.99]), dual("gru", "none", "F/R", [0.80, 0.78, 0.82])]
+    claim = {**CLAIMS["dual_pe_robust_gru"], "params": {**CLAIMS["dual_pe_robust_gru"]["params"],
+             "pairs": [{"ref": {"condition": "F/F", "half": "all"}, "cond": {"condition": "F/R", "half": "all"}}]}}
+    row = score(tmp_path, claim, dual=rows)
+    assert at(row) == NR
+    assert "drops no more" not in row["at_regime"]["reason"]
+    assert "not shown to be smaller than the baseline's drop" in row["at_regime"]["reason"]
