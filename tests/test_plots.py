@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
@@ -80,21 +81,29 @@ def tables() -> dict:
     }
 
 
-def keep_figures(monkeypatch) -> dict:
-    kept: dict = {}
-    monkeypatch.setattr(plots, "_save", lambda fig, path: kept.__setitem__(path.name, fig))
-    return kept
+def _keeping(mp):
+    """Figures are kept (file name → Figure) instead of saved, then closed."""
+    figs: dict = {}
+    mp.setattr(plots, "_save", lambda fig, path: figs.__setitem__(path.name, fig))
+    yield figs
+    for fig in figs.values():
+        plt.close(fig)
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    yield from _keeping(monkeypatch)
 
 
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory):
-    """Every registered figure, drawn once from the fabricated tables: file name → Figure."""
+    """Every registered figure, drawn once from the fabricated tables."""
     with pytest.MonkeyPatch.context() as mp:
-        kept = keep_figures(mp)
-        plots._draw(tables(), tmp_path_factory.mktemp("figs"))
-    assert set(kept) == {"fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
-                         "double_vanilla.png", "extend_vocab.png", "length_v2.png"}
-    return kept
+        for figs in _keeping(mp):
+            plots._draw(tables(), tmp_path_factory.mktemp("figs"))
+            assert set(figs) == {"fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
+                                 "double_vanilla.png", "extend_vocab.png", "length_v2.png"}
+            yield figs
 
 
 def texts(fig) -> list[str]:
@@ -162,8 +171,7 @@ def test_every_figure_states_its_seed_count_and_names_its_bars_in_the_legend(fig
         assert "95% t interval over 3 seeds" in legends, name
 
 
-def test_the_seed_count_and_interval_follow_the_table(monkeypatch, tmp_path):
-    kept = keep_figures(monkeypatch)
+def test_the_seed_count_and_interval_follow_the_table(kept, tmp_path):
     five = [acc_row("lstm", pe, _vals(p, n=5)) for p, pe in enumerate(("none", "sinusoidal"))]
     plots.fig_bars(five, tmp_path / "five.png", "five seeds")
     words = " ".join(texts(kept["five.png"]))
@@ -171,8 +179,7 @@ def test_the_seed_count_and_interval_follow_the_table(monkeypatch, tmp_path):
     assert same(drawn_intervals(kept["five.png"]), expected_intervals(five, "token_accuracy"))
 
 
-def test_one_seed_draws_no_bar_and_says_so(monkeypatch, tmp_path):
-    kept = keep_figures(monkeypatch)
+def test_one_seed_draws_no_bar_and_says_so(kept, tmp_path):
     rows = [acc_row("lstm", pe, [0.4 + 0.1 * p]) for p, pe in enumerate(("none", "sinusoidal"))]
     plots.fig_bars(rows, tmp_path / "one.png", "one seed")
     fig = kept["one.png"]
@@ -181,8 +188,7 @@ def test_one_seed_draws_no_bar_and_says_so(monkeypatch, tmp_path):
     assert "mean of 1 seed;" in words and "1 seed: no bar" in words and "95%" not in words
 
 
-def test_a_row_without_per_seed_values_is_drawn_as_the_range_of_its_seeds(monkeypatch, tmp_path):
-    kept = keep_figures(monkeypatch)
+def test_a_row_without_per_seed_values_is_drawn_as_the_range_of_its_seeds(kept, tmp_path):
     rows = [{k: v for k, v in acc_row("lstm", "none", [0.2, 0.3, 0.7]).items() if not k.endswith("_by_seed")}]
     rows[0].update(token_accuracy_min=0.2, token_accuracy_max=0.7)
     bare = {k: v for k, v in rows[0].items() if not k.endswith(("_min", "_max"))}
@@ -221,8 +227,7 @@ def test_chance_lines_are_drawn_at_one_over_v_on_token_accuracy(figures):
     assert chance_lines(figures["stability.png"]) == []
 
 
-def test_no_chance_line_where_it_is_not_defined(monkeypatch, tmp_path):
-    kept = keep_figures(monkeypatch)
+def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
     plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4], task="copy")], tmp_path / "c.png", "copy")
     plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4])], tmp_path / "r.png", "reverse")
     assert chance_lines(kept["c.png"]) == [] and chance_lines(kept["r.png"])
@@ -234,8 +239,7 @@ def _mean_lines(fig):
 
 
 @pytest.mark.parametrize("what", ["length", "fig2"])
-def test_a_one_point_sweep_is_drawn_as_points_on_a_linear_axis(monkeypatch, tmp_path, what):
-    kept = keep_figures(monkeypatch)
+def test_a_one_point_sweep_is_drawn_as_points_on_a_linear_axis(kept, tmp_path, what):
     for n in (1, 2):
         if what == "length":
             rows = [acc_row("lstm", pe, _vals(p + j), V=2, length=L) for p, pe in enumerate(("none", "sinusoidal"))
@@ -262,8 +266,7 @@ def test_many_panels_wrap_into_a_grid(figures):
     assert fig.get_figwidth() * plots._DPI <= 2000
 
 
-def test_few_panels_stay_in_one_row(monkeypatch, tmp_path):
-    kept = keep_figures(monkeypatch)
+def test_few_panels_stay_in_one_row(kept, tmp_path):
     plots.fig_stability(stability_rows(EIGHT_ARMS[:3]), tmp_path / "s.png")
     fig = kept["s.png"]
     assert len(fig.axes) == 6 and _columns(fig) == 3
@@ -312,8 +315,7 @@ def test_no_text_is_clipped(figures):
 
 
 @pytest.mark.parametrize("n_bars", [1, 2, 3, 6])
-def test_bar_titles_are_not_clipped(tmp_path, monkeypatch, n_bars):
-    kept = keep_figures(monkeypatch)
+def test_bar_titles_are_not_clipped(kept, tmp_path, n_bars):
     rows = [acc_row("lstm", pe, _vals(k)) for k, pe in
             enumerate(["none", "sinusoidal", "random", "learnable", "dummy", "phase"][:n_bars])]
     plots.fig_bars(rows, tmp_path / "f.png",
@@ -321,9 +323,8 @@ def test_bar_titles_are_not_clipped(tmp_path, monkeypatch, n_bars):
     assert_text_inside(kept["f.png"])
 
 
-def test_the_single_run_stability_plot_fits_and_says_what_its_band_is(monkeypatch, tmp_path):
+def test_the_single_run_stability_plot_fits_and_says_what_its_band_is(kept, tmp_path):
     """``posrnn stability --plot`` draws one run's rows: no seeds, a bootstrap over its triplets."""
-    kept = keep_figures(monkeypatch)
     rows = [{k: v for k, v in r.items() if k not in ("seeds", "stability_by_seed")} | {"n_seeds": 1, "n_triplets": 16}
             for r in stability_rows([("lstm", "none")], n=1)]
     plots.fig_stability(rows, tmp_path / "one.png")

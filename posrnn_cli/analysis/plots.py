@@ -7,9 +7,11 @@ What every figure shows, and says it shows:
   seeds") in its title.
 - Each error bar or band is the 95% Student-t interval over seeds (``common.stats.t_interval``),
   computed here from the table's per-seed column (``<metric>_by_seed``, one value per ``seeds``):
-  the interval the scorecard's verdicts read, named in the legend. The tables'
-  ``*_ci_low``/``*_ci_high`` columns (the hierarchical bootstrap) are not drawn: over 3 seeds they
-  are the seeds' minimum and maximum, about 75% coverage.
+  the interval the scorecard's verdicts read, named in the legend. (A verdict reads it on the
+  per-seed differences between two arms, which can be narrower than either arm's bar: bars that
+  overlap do not mean "no difference".) The tables' ``*_ci_low``/``*_ci_high`` columns (the
+  hierarchical bootstrap) are not drawn: over 3 seeds they are the seeds' minimum and maximum,
+  about 75% coverage.
 - A row without per-seed values but with ``<metric>_min``/``_max`` gets a bar labelled "range of
   N seeds". With one seed, or no per-seed values at all, there is no bar, and the figure says so.
 - ``posrnn stability --plot`` draws a single run: its band is the 95% bootstrap interval over
@@ -304,9 +306,9 @@ def _pe_sorted(pes) -> list[str]:
     return catalog.order(catalog.PE_FORMS, pes)
 
 
-def _setting(r: dict, seeds: bool = True) -> str:
-    s = f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
-    return s + (f", seeds: {r.get('n_seeds', '?')}" if seeds else "")
+def _setting(r: dict) -> str:
+    """The training setting of a row (the seed count is in the figure's title)."""
+    return f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
 
 
 def fig_vocab(rows: list[dict], path: Path) -> None:
@@ -326,7 +328,7 @@ def fig_vocab(rows: list[dict], path: Path) -> None:
             ax.set_ylabel(ylabel)
             ax.set_xlabel("vocabulary size V")
             ax.grid(alpha=0.3)
-        _ax_title(acc, f"{model_label(model)} ({_setting(mrows[0], seeds=False)})")
+        _ax_title(acc, f"{model_label(model)} ({_setting(mrows[0])})")
     note, name = describe(spreads)
     _legend(items[0][0], name)
     _finish(fig, f"Reverse ordering: accuracy and edit distance vs vocabulary size ({note})", path)
@@ -353,7 +355,7 @@ def fig_dual(rows: list[dict], path: Path) -> None:
         ax.set_ylim(0, 1.3)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.grid(alpha=0.3, axis="y")
-        _ax_title(ax, f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0], seeds=False)})")
+        _ax_title(ax, f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})")
     note, name = describe(spreads)
     for (ax,) in items:
         _legend(ax, name, loc="upper center", ncol=2)
@@ -398,9 +400,9 @@ def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accurac
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
     plt = _plt()
     width = max(4.0, 1.2 * len(rows) + 1.5) + 2.4  # + the legend beside the axes
+    spreads = [spread(r, key) for r in rows]
     fig, ax = plt.subplots(figsize=(width, 3.8))
     xs = list(range(len(rows)))
-    spreads = [spread(r, key) for r in rows]
     labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{_n_seeds(r)} seed{'' if _n_seeds(r) == 1 else 's'}"
               for r in rows]
     ax.bar(xs, [r[key] for r in rows], color=[pe_color(r["pe"]) for r in rows])
@@ -474,13 +476,13 @@ def draw_stability(t: dict, path: Path) -> None:
 
 def draw_forms(t: dict, path: Path) -> None:
     rows = _beside_fig2(t, "forms")
-    fig_bars(rows, path, f"PE forms ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, {_setting(rows[0], seeds=False)})")
+    fig_bars(rows, path, f"PE forms ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, {_setting(rows[0])})")
 
 
 def draw_double(t: dict, path: Path) -> None:
     rows = _beside_fig2(t, "double")
     fig_bars(rows, path, f"Double vanilla control ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, "
-                         f"{_setting(rows[0], seeds=False)})")
+                         f"{_setting(rows[0])})")
 
 
 def draw_extend(t: dict, path: Path) -> None:
