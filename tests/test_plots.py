@@ -1,24 +1,339 @@
-"""Figures: titles fit inside the image."""
+"""Figures: what their bars are (the verdicts' t interval over seeds, or a plainly labelled
+range), the seed count, chance lines, one-point sweeps, panel grids, one model order, titles that
+fit. Every check reads the figure's matplotlib artists, drawn from fabricated tables."""
 
 from __future__ import annotations
 
+import math
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.text import Text
 
 from posrnn_cli.analysis import plots
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.stats import t_interval
+
+SETTING = {"length": 8, "hidden_size": 8, "iterations": 100, "batch_size": 4}
+
+
+def _metric(name: str, vals) -> dict:
+    """A metric's columns as ``posrnn aggregate`` writes them, with CI columns that are NOT the
+    t interval (mean ± 0.001), so a figure drawing them is caught."""
+    m = float(np.mean(vals))
+    return {name: m, f"{name}_by_seed": " ".join(f"{v:g}" for v in vals), f"{name}_ci_low": m - 0.001,
+            f"{name}_ci_high": m + 0.001}
+
+
+def acc_row(model, pe, vals, V=16, task="reverse", **over) -> dict:
+    r = {"task": task, "model": model, "pe": pe, "vocab_size": V, **SETTING, "rarity": None,
+         "seeds": " ".join(str(111 * (i + 1)) for i in range(len(vals))), "n_seeds": len(vals),
+         **_metric("token_accuracy", vals), **_metric("damerau_levenshtein", [8 * (1 - v) for v in vals])}
+    r.update(over)
+    return r
+
+
+def _vals(k: int, n: int = 3) -> list[float]:
+    """Per-seed values, different for every k (so each drawn interval can be told apart)."""
+    return [round(0.3 + 0.05 * k + 0.07 * i * (1 + k % 3), 4) for i in range(n)]
+
+
+def stability_rows(arms, steps=(0, 10), n=3) -> list[dict]:
+    rows = []
+    for k, (model, pe) in enumerate(arms):
+        for step in steps:
+            for c, cond in enumerate(("F/F", "F/R", "R/F", "R/R")):
+                for pair in ("common_target", "common_suffix"):
+                    vals = [min(0.99, 0.5 + 0.01 * (k + c + step / 10) + 0.03 * i) for i in range(n)]
+                    m = float(np.mean(vals))
+                    rows.append({"model": model, "pe": pe, "step": step, "condition": cond, "pair": pair,
+                                 "stability": m, "stability_by_seed": " ".join(f"{v:g}" for v in vals),
+                                 "ci_low": m - 0.001, "ci_high": m + 0.001, "seeds": " ".join(map(str, range(1, n + 1))),
+                                 "n_seeds": n, "n_triplets": 64 * n})
+    return rows
+
+
+#: models listed against the registry's order (elman, gru, lstm, s4d, mamba, mingru, transformer)
+EIGHT_ARMS = [(m, pe) for m in ("mingru", "s4d", "mamba", "gru") for pe in ("sinusoidal", "none")]
+
+
+def tables() -> dict:
+    fig2 = [acc_row(m, pe, _vals(k * 4 + j * 2 + p), V=V)
+            for k, m in enumerate(("mamba", "lstm", "gru")) for j, V in enumerate((16, 64))
+            for p, pe in enumerate(("sinusoidal", "none"))]
+    dual = [acc_row(m, pe, _vals(k * 8 + p * 4 + c), V=32, rarity=0.25, condition=cond, half="all")
+            for k, m in enumerate(("lstm", "gru")) for p, pe in enumerate(("none", "sinusoidal"))
+            for c, cond in enumerate(("F/F", "F/R", "R/F", "R/R"))]
+    extend = [acc_row(m, pe, _vals(20 + k * 2 + p), V=64, base_vocab=32, extra_vocab=32)
+              for k, m in enumerate(("mamba", "gru")) for p, pe in enumerate(("sinusoidal", "none"))]
+    return {
+        "fig2": fig2, "dual": dual, "extend": extend,
+        "stability": stability_rows(EIGHT_ARMS),
+        "forms": [acc_row("lstm", pe, _vals(30 + p)) for p, pe in enumerate(("random", "learnable"))],
+        "double": [acc_row("lstm", "dummy", _vals(33))],
+        "length": [acc_row("lstm", pe, _vals(40 + p * 2 + j), V=2, length=L)
+                   for p, pe in enumerate(("none", "sinusoidal")) for j, L in enumerate((8, 16))],
+        "lm": [{"model": "lstm", "pe": "none", "perplexity": 40.0, "perplexity_by_seed": "39 40 41",
+                "perplexity_min": 39.0, "perplexity_max": 41.0, "seeds": "1 2 3", "n_seeds": 3}],
+    }
+
+
+def _keeping(mp):
+    """Figures are kept (file name → Figure) instead of saved, then closed."""
+    figs: dict = {}
+    mp.setattr(plots, "_save", lambda fig, path: figs.__setitem__(path.name, fig))
+    yield figs
+    for fig in figs.values():
+        plt.close(fig)
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    yield from _keeping(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory):
+    """Every registered figure, drawn once from the fabricated tables."""
+    with pytest.MonkeyPatch.context() as mp:
+        for figs in _keeping(mp):
+            plots._draw(tables(), tmp_path_factory.mktemp("figs"))
+            assert set(figs) == {"fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
+                                 "double_vanilla.png", "extend_vocab.png", "length_v2.png"}
+            yield figs
+
+
+def texts(fig) -> list[str]:
+    """The figure's visible texts, each with its wrapping undone."""
+    return [" ".join(t.get_text().split()) for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+
+
+def drawn_intervals(fig) -> list[tuple[float, float]]:
+    """Every interval drawn as error bars or bands, as (low, high) rounded, sorted."""
+    out = []
+    for ax in fig.axes:
+        for c in ax.collections:
+            if c.get_gid() != "interval":
+                continue
+            if isinstance(c, LineCollection):
+                out += [(seg[:, 1].min(), seg[:, 1].max()) for seg in c.get_segments()]
+            elif isinstance(c, PolyCollection):
+                v = c.get_paths()[0].vertices
+                out += [(v[v[:, 0] == x, 1].min(), v[v[:, 0] == x, 1].max()) for x in np.unique(v[:, 0])]
+    return sorted((round(float(a), 6), round(float(b), 6)) for a, b in out)
+
+
+def same(a, b) -> bool:
+    return len(a) == len(b) and bool(np.allclose(np.array(a, dtype=float).reshape(-1), np.array(b, dtype=float).reshape(-1), atol=1e-6))
+
+
+def expected_intervals(rows, metric: str) -> list[tuple[float, float]]:
+    out = []
+    for r in rows:
+        _, lo, hi = t_interval([float(v) for v in str(r[f"{metric}_by_seed"]).split()])
+        out.append((round(lo, 6), round(hi, 6)))
+    return sorted(out)
+
+
+def test_every_bar_and_band_is_the_t_interval_of_the_seeds_not_the_tables_ci(figures):
+    t = tables()
+    acc = lambda rows: expected_intervals(rows, "token_accuracy")  # noqa: E731
+    fig2_rows = t["fig2"]
+    beside = [r for r in fig2_rows if r["model"] == "lstm" and r["vocab_size"] == 16]
+    want = {
+        "fig2_vocab.png": sorted(acc(fig2_rows) + expected_intervals(fig2_rows, "damerau_levenshtein")),
+        "dual_frequency.png": acc(t["dual"]), "extend_vocab.png": acc(t["extend"]),
+        "pe_forms.png": acc(beside + t["forms"]), "double_vanilla.png": acc(beside + t["double"]),
+        "length_v2.png": acc(t["length"]), "stability.png": expected_intervals(t["stability"], "stability"),
+    }
+    for name, expected in want.items():
+        got = drawn_intervals(figures[name])
+        assert same(got, expected), name
+        ci = [(r.get("token_accuracy_ci_low"), r.get("token_accuracy_ci_high")) for r in t["fig2"]]
+        assert not set(got) & {(round(a, 6), round(b, 6)) for a, b in ci}, name
+
+
+def test_no_figure_calls_an_interval_95_percent_unless_it_is_the_t_interval(figures):
+    for name, fig in figures.items():
+        words = " ".join(texts(fig))
+        assert "CI" not in words and "bootstrap" not in words, name
+        assert re.findall(r"95%[^\n]{0,11}", words), name  # named …
+        assert all(m.startswith("95% t interval") for m in re.findall(r"95%[^\n]{0,11}", words)), name  # … as it is
+
+
+def test_every_figure_states_its_seed_count_and_names_its_bars_in_the_legend(figures):
+    for name, fig in figures.items():
+        assert "mean of 3 seeds" in " ".join(texts(fig)), name
+        legends = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        assert "95% t interval over 3 seeds" in legends, name
+
+
+def test_the_seed_count_and_interval_follow_the_table(kept, tmp_path):
+    five = [acc_row("lstm", pe, _vals(p, n=5)) for p, pe in enumerate(("none", "sinusoidal"))]
+    plots.fig_bars(five, tmp_path / "five.png", "five seeds")
+    words = " ".join(texts(kept["five.png"]))
+    assert "mean of 5 seeds" in words and "95% t interval over 5 seeds" in words and "3 seeds" not in words
+    assert same(drawn_intervals(kept["five.png"]), expected_intervals(five, "token_accuracy"))
+
+
+def test_one_seed_draws_no_bar_and_says_so(kept, tmp_path):
+    rows = [acc_row("lstm", pe, [0.4 + 0.1 * p]) for p, pe in enumerate(("none", "sinusoidal"))]
+    plots.fig_bars(rows, tmp_path / "one.png", "one seed")
+    fig = kept["one.png"]
+    assert drawn_intervals(fig) == []
+    words = " ".join(texts(fig))
+    assert "mean of 1 seed;" in words and "1 seed: no bar" in words and "95%" not in words
+
+
+def test_a_row_without_per_seed_values_is_drawn_as_the_range_of_its_seeds(kept, tmp_path):
+    rows = [{k: v for k, v in acc_row("lstm", "none", [0.2, 0.3, 0.7]).items() if not k.endswith("_by_seed")}]
+    rows[0].update(token_accuracy_min=0.2, token_accuracy_max=0.7)
+    bare = {k: v for k, v in rows[0].items() if not k.endswith(("_min", "_max"))}
+    plots.fig_bars([rows[0], {**bare, "pe": "sinusoidal"}], tmp_path / "r.png", "ranges")
+    fig = kept["r.png"]
+    assert same(drawn_intervals(fig), [(0.2, 0.7)])  # the bare row (no per-seed values, no range): no bar
+    words = " ".join(texts(fig))
+    assert "range of 3 seeds" in words and "no bar where no per-seed values" in words and "95%" not in words
+
+
+def test_a_per_seed_column_that_does_not_match_the_seeds_is_refused(tmp_path):
+    row = acc_row("lstm", "none", [0.2, 0.3, 0.7], token_accuracy_by_seed="0.2 0.3")
+    with pytest.raises(PosrnnError, match="token_accuracy_by_seed .* not one finite number per seed"):
+        plots.fig_bars([row], tmp_path / "x.png", "bad")
+    assert not (tmp_path / "x.png").exists()
+
+
+def chance_lines(fig) -> list[tuple[str, list[float]]]:
+    out = []
+    for ax in fig.axes:
+        for a in ax.lines + ax.collections:
+            if a.get_gid() == "chance":
+                ys = list(a.get_ydata()) if hasattr(a, "get_ydata") else [s[0][1] for s in a.get_segments()]
+                out.append((a.get_label(), [float(y) for y in ys]))
+    return out
+
+
+def test_chance_lines_are_drawn_at_one_over_v_on_token_accuracy(figures):
+    want = {"dual_frequency.png": [1 / 32], "pe_forms.png": [1 / 16], "double_vanilla.png": [1 / 16],
+            "extend_vocab.png": [1 / 64], "length_v2.png": [1 / 2]}
+    for name, levels in want.items():
+        lines = chance_lines(figures[name])
+        assert lines and all(set(ys) == set(levels) and "chance 1/V" in label for label, ys in lines), name
+    fig2 = chance_lines(figures["fig2_vocab.png"])
+    assert len(fig2) == 3 and all(ys == pytest.approx([1 / 16, 1 / 64]) for _, ys in fig2)  # one per model: 1/V at each V
+    assert chance_lines(figures["stability.png"]) == []
+
+
+def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
+    plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4], task="copy")], tmp_path / "c.png", "copy")
+    plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4])], tmp_path / "r.png", "reverse")
+    assert chance_lines(kept["c.png"]) == [] and chance_lines(kept["r.png"])
+
+
+def _mean_lines(fig):
+    """The lines of means (error bars' caps and the chance line are not in the legend)."""
+    return [ln for ax in fig.axes for ln in ax.lines if ln.get_gid() != "chance" and not ln.get_label().startswith("_")]
+
+
+@pytest.mark.parametrize("what", ["length", "fig2"])
+def test_a_one_point_sweep_is_drawn_as_points_on_a_linear_axis(kept, tmp_path, what):
+    for n in (1, 2):
+        if what == "length":
+            rows = [acc_row("lstm", pe, _vals(p + j), V=2, length=L) for p, pe in enumerate(("none", "sinusoidal"))
+                    for j, L in enumerate((8, 16)[:n])]
+            plots.fig_length(rows, tmp_path / f"{n}.png")
+        else:
+            rows = [acc_row("gru", pe, _vals(p + j), V=V) for p, pe in enumerate(("none", "sinusoidal"))
+                    for j, V in enumerate((16, 64)[:n])]
+            plots.fig_vocab(rows, tmp_path / f"{n}.png")
+    one, two = kept["1.png"], kept["2.png"]
+    assert _mean_lines(one) and all(ln.get_linestyle() == "None" and ln.get_marker() == "o" for ln in _mean_lines(one))
+    assert all(ax.get_xscale() == "linear" for ax in one.axes)
+    assert all(ln.get_linestyle() == "-" for ln in _mean_lines(two))  # the flip: two points make a line
+    assert all(ax.get_xscale() == "log" for ax in two.axes)
+
+
+def _columns(fig) -> int:
+    return len({round(ax.get_position().x0, 2) for ax in fig.axes})
+
+
+def test_many_panels_wrap_into_a_grid(figures):
+    fig = figures["stability.png"]
+    assert len(fig.axes) == 16 and _columns(fig) == plots.MAX_COLUMNS == 4  # 8 arms × 2 pairs, 4 arms a row
+    assert fig.get_figwidth() * plots._DPI <= 2000
+
+
+def test_few_panels_stay_in_one_row(kept, tmp_path):
+    plots.fig_stability(stability_rows(EIGHT_ARMS[:3]), tmp_path / "s.png")
+    fig = kept["s.png"]
+    assert len(fig.axes) == 6 and _columns(fig) == 3
+
+
+def _reading_order(fig) -> list[str]:
+    axes = sorted(fig.axes, key=lambda ax: (-round(ax.get_position().y1, 2), ax.get_position().x0))
+    return [ax.get_title() for ax in axes if ax.get_title()]
+
+
+def _models_named(words: list[str]) -> list[str]:
+    names = [plots.model_label(m) for m in plots.MODEL_ORDER]
+    found = [next((n for n in names if re.match(rf"{re.escape(n)}\b", w)), None) for w in words]
+    return list(dict.fromkeys(n for n in found if n))
+
+
+def test_one_model_order_in_every_figure(figures):
+    order = [plots.model_label(m) for m in plots.MODEL_ORDER]
+
+    def in_registry_order(models):
+        return models == sorted(models, key=order.index) and len(models) > 1
+
+    assert _models_named(_reading_order(figures["fig2_vocab.png"])) == ["GRU", "LSTM", "Mamba"]
+    assert _models_named(_reading_order(figures["dual_frequency.png"])) == ["GRU", "LSTM"]
+    assert _models_named(_reading_order(figures["stability.png"])) == ["GRU", "S4D", "Mamba", "minGRU"]
+    ticks = [t.get_text() for t in figures["extend_vocab.png"].axes[0].get_xticklabels()]
+    assert _models_named(ticks) == ["GRU", "Mamba"]
+    for name in ("fig2_vocab.png", "dual_frequency.png", "stability.png"):
+        assert in_registry_order(_models_named(_reading_order(figures[name]))), name
+
+
+def assert_text_inside(fig) -> None:
+    """Everything drawn (titles, legends, tick labels) lies inside the image."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    drawn = fig.get_tightbbox(renderer)  # inches
+    w, h = fig.get_size_inches()
+    assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= w + 0.01 and drawn.y1 <= h + 0.01, (drawn, w, h)
+    title = fig.get_suptitle() and fig._suptitle.get_window_extent(renderer)
+    assert title and 0 <= title.x0 and title.x1 <= fig.bbox.x1 and title.y1 <= fig.bbox.y1
+
+
+def test_no_text_is_clipped(figures):
+    for fig in figures.values():
+        assert_text_inside(fig)
 
 
 @pytest.mark.parametrize("n_bars", [1, 2, 3, 6])
-def test_bar_titles_are_not_clipped(tmp_path, monkeypatch, n_bars):
-    kept = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: kept.append(fig))
-    rows = [{"pe": pe, "token_accuracy": 0.5, "token_accuracy_ci_low": 0.4, "token_accuracy_ci_high": 0.6,
-             "n_seeds": 1} for pe in ["none", "sinusoidal", "random", "learnable", "dummy", "phase"][:n_bars]]
+def test_bar_titles_are_not_clipped(kept, tmp_path, n_bars):
+    rows = [acc_row("lstm", pe, _vals(k)) for k, pe in
+            enumerate(["none", "sinusoidal", "random", "learnable", "dummy", "phase"][:n_bars])]
     plots.fig_bars(rows, tmp_path / "f.png",
                    "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)")
-    fig = kept[0]
-    fig.canvas.draw()
-    box = fig.axes[0].title.get_window_extent(fig.canvas.get_renderer())
-    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+    assert_text_inside(kept["f.png"])
+
+
+def test_the_single_run_stability_plot_fits_and_says_what_its_band_is(kept, tmp_path):
+    """``posrnn stability --plot`` draws one run's rows: no seeds, a bootstrap over its triplets."""
+    rows = [{k: v for k, v in r.items() if k not in ("seeds", "stability_by_seed")} | {"n_seeds": 1, "n_triplets": 16}
+            for r in stability_rows([("lstm", "none")], n=1)]
+    plots.fig_stability(rows, tmp_path / "one.png")
+    fig = kept["one.png"]
+    assert_text_inside(fig)
+    words = " ".join(texts(fig))
+    assert "95% bootstrap interval over 16 triplets of one run" in words and "seeds" not in words
+    assert same(drawn_intervals(fig), sorted((r["ci_low"], r["ci_high"]) for r in rows))
+    assert not math.isnan(drawn_intervals(fig)[0][0])
 
 
 def test_matplotlibs_font_warnings_stay_off_the_commands_stderr():

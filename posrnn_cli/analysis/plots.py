@@ -1,13 +1,34 @@
-"""The figures, drawn from the aggregated tables (``results/<profile>/*.csv``) with
-matplotlib's Agg backend. Every error bar / band is the hierarchical 95% bootstrap CI (seeds,
-then sequences within each seed) that ``posrnn aggregate`` computed. A figure is drawn only when its table exists.
+"""The figures, drawn from the aggregated tables (``results/<profile>/tables/*.csv``) with
+matplotlib's Agg backend. A figure is drawn only when its table exists.
+
+What every figure shows, and says it shows:
+
+- Each point or bar is the mean over seeds, and the figure states how many seeds ("mean of 3
+  seeds") in its title.
+- Each error bar or band is the 95% Student-t interval over seeds (``common.stats.t_interval``),
+  computed here from the table's per-seed column (``<metric>_by_seed``, one value per ``seeds``):
+  the interval the scorecard's verdicts read, named in the legend. (A verdict reads it on the
+  per-seed differences between two arms, which can be narrower than either arm's bar: bars that
+  overlap do not mean "no difference".) The tables' ``*_ci_low``/``*_ci_high`` columns (the
+  hierarchical bootstrap) are not drawn: over 3 seeds they are the seeds' minimum and maximum,
+  about 75% coverage.
+- A row without per-seed values but with ``<metric>_min``/``_max`` gets a bar labelled "range of
+  N seeds". With one seed, or no per-seed values at all, there is no bar, and the figure says so.
+- ``posrnn stability --plot`` draws a single run: its band is the 95% bootstrap interval over
+  that run's triplets, and is labelled so.
+- Token-accuracy axes of the reverse and sort tasks carry the chance line 1/V (a uniform guess
+  over the V ids).
+- Models appear in one order everywhere (``MODEL_ORDER``: the model registry's), PE forms in
+  the catalogue's; at most ``MAX_COLUMNS`` panels a row; titles wrap to the figure's width; a
+  sweep over a single value is drawn as points on a linear axis, never as a line.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import textwrap
-from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -15,9 +36,18 @@ from ..common import catalog
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, resolve
 from ..common.io import atomic_write_bytes, atomic_write_text, check_table, read_csv, write_files_together
+from ..common.stats import t_interval
 from .aggregate import DUAL_CONDITIONS
 
 PE_ORDER = list(catalog.PE_FORMS)
+#: the order of the models in every figure (panels, bars): the model registry's
+MODEL_ORDER = tuple(catalog.CORES)
+#: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
+MAX_COLUMNS = 4
+#: the tasks whose token accuracy has the chance level 1/V (a uniform guess over the V ids)
+CHANCE_TASKS = ("reverse", "sort")
+_DPI = 110
+_FIX = "re-run `posrnn aggregate` to rewrite the tables"
 
 
 def pe_label(pe: str) -> str:
@@ -30,6 +60,23 @@ def pe_color(pe: str) -> str:
 
 def model_label(model: str) -> str:
     return catalog.label(catalog.CORES, model)
+
+
+def models_in_order(rows: list[dict]) -> list[str]:
+    """The models of ``rows`` in ``MODEL_ORDER`` (unknown names last)."""
+    return catalog.order(catalog.CORES, (r["model"] for r in rows))
+
+
+def _model_key(model: str) -> tuple:
+    return (MODEL_ORDER.index(model) if model in MODEL_ORDER else len(MODEL_ORDER), str(model))
+
+
+def _pe_key(pe: str) -> tuple:
+    return (PE_ORDER.index(pe) if pe in PE_ORDER else len(PE_ORDER), str(pe))
+
+
+def _arm_key(model: str, pe: str) -> tuple:
+    return (*_model_key(model), *_pe_key(pe))
 
 
 def _plt():
@@ -47,7 +94,7 @@ _pending: Optional[dict] = None
 
 def _save(fig, path: Path) -> None:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=_DPI)
     _plt().close(fig)
     if _pending is not None:
         _pending[Path(path)] = buf.getvalue()
@@ -55,6 +102,191 @@ def _save(fig, path: Path) -> None:
         atomic_write_bytes(Path(path), buf.getvalue())
 
 
+# ---- what a bar shows ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Spread:
+    """The interval drawn around one mean. ``kind``: "t" (95% Student-t interval over the seeds),
+    "range" (the seeds' minimum and maximum), "triplets" (one run's 95% bootstrap interval over
+    its triplets) or "none" (no bar). ``n``: the seeds (the triplets for "triplets")."""
+
+    lo: float
+    hi: float
+    kind: str
+    n: int
+
+
+def _n_seeds(r: dict) -> int:
+    if isinstance(r.get("n_seeds"), int):
+        return r["n_seeds"]
+    return len(str(r.get("seeds") or "").split()) or 1
+
+
+def per_seed(r: dict, metric: str) -> Optional[list[float]]:
+    """Row ``r``'s value of ``metric`` per seed (its ``<metric>_by_seed`` column, in the order of
+    ``seeds``); None when the table has no such column."""
+    cell = r.get(f"{metric}_by_seed")
+    if cell is None:
+        return None
+    try:
+        vals = [float(x) for x in str(cell).split()]
+    except ValueError:
+        vals = []
+    seeds = str(r.get("seeds") or "").split()
+    if not vals or not all(math.isfinite(v) for v in vals) or (seeds and len(seeds) != len(vals)):
+        raise PosrnnError(f"{metric}_by_seed = {cell!r} is not one finite number per seed "
+                          f"(seeds: {r.get('seeds')}); {_FIX}")
+    return vals
+
+
+def spread(r: dict, metric: str) -> Spread:
+    """The interval drawn around row ``r``'s mean of ``metric``: the 95% t interval of its per-seed
+    values (the verdicts' interval), else the range of its seeds (``<metric>_min``/``_max``), else,
+    for one run's stability rows, the bootstrap interval over its triplets, else none."""
+    vals = per_seed(r, metric)
+    if vals is not None:
+        _, lo, hi = t_interval(vals)
+        return Spread(lo, hi, "t", len(vals)) if len(vals) >= 2 else Spread(math.nan, math.nan, "none", 1)
+    n = _n_seeds(r)
+    lo, hi = r.get(f"{metric}_min"), r.get(f"{metric}_max")
+    if n >= 2 and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        return Spread(float(lo), float(hi), "range", n)
+    if n == 1 and "seeds" not in r and isinstance(r.get("n_triplets"), int) and "ci_low" in r:
+        return Spread(float(r["ci_low"]), float(r["ci_high"]), "triplets", r["n_triplets"])
+    return Spread(math.nan, math.nan, "none", n)
+
+
+def _span(ns: list[int]) -> str:
+    return f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}–{max(ns)}"
+
+
+def describe(spreads: list[Spread], mark: str = "bars") -> tuple[str, Optional[str]]:
+    """What a figure says of its ``spreads``: the note for its title (seed count, what the
+    ``mark``s are, where there are none) and the legend's name of the marks (None when none is drawn)."""
+    kinds: dict[str, list[int]] = {}
+    for s in spreads:
+        kinds.setdefault(s.kind, []).append(s.n)
+    if "triplets" in kinds:
+        name = f"95% bootstrap interval over {_span(kinds['triplets'])} triplets of one run"
+        return f"{mark}: {name}", name
+    names = [f"95% t interval over {_span(kinds['t'])} seeds"] if "t" in kinds else []
+    names += [f"range of {_span(kinds['range'])} seeds"] if "range" in kinds else []
+    name = "; ".join(names) or None
+    seeds = [s.n for s in spreads] or [0]
+    note = f"mean of {_span(seeds)} seed{'' if max(seeds) == 1 else 's'}" + (f"; {mark}: {name}" if name else "")
+    none = kinds.get("none", [])
+    one = mark.rstrip("s")
+    if 1 in none:
+        note += f"; no {one} where 1 seed" if name or max(none) > 1 else f"; 1 seed: no {one}"
+    if any(n > 1 for n in none):
+        note += f"; no {one} where no per-seed values"
+    return note, name
+
+
+def _errorbars(ax, xs: list, ys: list, spreads: list[Spread], color: str) -> None:
+    """The finite ``spreads`` as error bars at ``xs`` (their lines tagged gid "interval")."""
+    pts = [(x, y, s) for x, y, s in zip(xs, ys, spreads) if math.isfinite(s.lo) and math.isfinite(s.hi)]
+    if not pts:
+        return
+    x, y, s = zip(*pts)
+    yerr = [[max(0.0, b - c.lo) for b, c in zip(y, s)], [max(0.0, c.hi - b) for b, c in zip(y, s)]]
+    eb = ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=color, capsize=3, elinewidth=1.2)
+    for c in eb.lines[2]:
+        c.set_gid("interval")
+
+
+def _series(ax, xs: list, rows: list[dict], key: str, color: str, label: str, band: bool = False) -> list[Spread]:
+    """One line of means (points only when it has a single x) with its intervals: error bars,
+    or a shaded band when ``band`` and there are several points. Returns the intervals."""
+    ys, spreads = [r[key] for r in rows], [spread(r, key) for r in rows]
+    ax.plot(xs, ys, marker="o", ms=4 if band else 6, ls="-" if len(xs) > 1 else "none", color=color, label=label)
+    if band and len(xs) > 1:
+        ax.fill_between(xs, [s.lo for s in spreads], [s.hi for s in spreads], color=color, alpha=0.2, lw=0, gid="interval")
+    else:
+        _errorbars(ax, xs, ys, spreads, color)
+    return spreads
+
+
+def _sweep_axis(ax, xs: list, log2: bool = True) -> None:
+    """A log2 axis for a sweep over several values; over one value a linear axis ticked there."""
+    values = sorted(set(xs))
+    if len(values) > 1 and log2:
+        ax.set_xscale("log", base=2)
+    elif len(values) == 1:
+        ax.set_xticks(values)
+        ax.set_xlim(values[0] - 1, values[0] + 1)
+
+
+def chance_level(r: dict) -> Optional[float]:
+    """1/V for the token accuracy of a reverse or sort row (a uniform guess over the V ids); None
+    where chance is not defined this way."""
+    v = r.get("vocab_size")
+    return 1.0 / v if r.get("task") in CHANCE_TASKS and isinstance(v, int) and v >= 2 else None
+
+
+def _chance(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
+    """The chance level of each row at ``xs``: one horizontal line when all share V, short
+    segments over each x otherwise, a curve when ``half`` is None (x = V); tagged gid "chance"."""
+    pts = sorted({(x, chance_level(r), r.get("vocab_size")) for x, r in zip(xs, rows) if chance_level(r) is not None})
+    if not pts:
+        return
+    style = dict(ls="--", lw=1, color="0.35", gid="chance", zorder=1.5)
+    if len({v for *_, v in pts}) == 1:
+        ax.axhline(pts[0][1], label=f"chance 1/V = 1/{pts[0][2]} (uniform guess)", **style)
+    elif half is None:
+        ax.plot([x for x, *_ in pts], [c for _, c, _ in pts], label="chance 1/V (uniform guess)", **style)
+    else:
+        ax.hlines([c for _, c, _ in pts], [x - half for x, *_ in pts], [x + half for x, *_ in pts],
+                  label="chance 1/V (uniform guess)", **style)
+
+
+def _legend(ax, interval: Optional[str], mark: str = "bars", **kw) -> None:
+    """``ax``'s legend, the intervals named last (``interval``: their name, None when none is drawn)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, labels = ax.get_legend_handles_labels()
+    if interval:
+        handles.append(Patch(color="0.4", alpha=0.3) if mark == "bands" else
+                       Line2D([], [], color="black", marker="|", markersize=11, ls="none", markeredgewidth=1.2))
+        labels.append(interval)
+    ax.legend(handles, labels, **{"fontsize": 7, **kw})
+
+
+# ---- layout ------------------------------------------------------------------------------------
+def _grid(n: int, rows_each: int = 1, w: float = 4.6, h: float = 3.2, sharey: bool = False, min_width: float = 5.5):
+    """A figure of ``n`` items, each ``rows_each`` panels stacked, at most ``MAX_COLUMNS`` items a
+    row. Returns (figure, the panels of each item)."""
+    plt = _plt()
+    cols = max(1, min(n, MAX_COLUMNS))
+    grid_rows = -(-max(n, 1) // cols)
+    fig, axes = plt.subplots(grid_rows * rows_each, cols, squeeze=False, sharey=sharey,
+                             figsize=(max(min_width, w * cols), h * rows_each * grid_rows + 0.8))
+    items = [[axes[(k // cols) * rows_each + i][k % cols] for i in range(rows_each)] for k in range(n)]
+    used = {id(ax) for item in items for ax in item}
+    for ax in axes.flat:
+        if id(ax) not in used:
+            fig.delaxes(ax)
+    return fig, items
+
+
+def _wrap(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped to about ``width_in`` inches at ``fontsize`` points (110/fontsize characters an inch)."""
+    return "\n".join(textwrap.fill(part, max(16, int(width_in * 110 / fontsize))) for part in text.split("\n"))
+
+
+def _ax_title(ax, text: str, fontsize: float = 8) -> None:
+    width = ax.get_position().width * ax.figure.get_figwidth()
+    ax.set_title(_wrap(text, width, fontsize), fontsize=fontsize)
+
+
+def _finish(fig, title: str, path: Path, fontsize: float = 10) -> None:
+    """The figure's title, wrapped to its width; laid out so that nothing is clipped; saved."""
+    fig.suptitle(_wrap(title, 0.95 * fig.get_figwidth(), fontsize), fontsize=fontsize)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+# ---- the figures ------------------------------------------------------------------------------
 _CELL = ("model", "pe", "hidden_size", "length", "iterations", "batch_size")
 _ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
 #: the columns each figure reads from its table
@@ -70,134 +302,143 @@ COLUMNS = {
 }
 
 
-def _err(rows: list[dict], key: str = "token_accuracy", lo: str = None, hi: str = None):
-    lo, hi = lo or f"{key}_ci_low", hi or f"{key}_ci_high"
-    return [[r[key] - r[lo] for r in rows], [r[hi] - r[key] for r in rows]]
-
-
 def _pe_sorted(pes) -> list[str]:
     return catalog.order(catalog.PE_FORMS, pes)
 
 
-def _setting(r: dict, seeds: bool = True) -> str:
-    s = f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
-    return s + (f", seeds: {r.get('n_seeds', '?')}" if seeds else "")
+def _setting(r: dict) -> str:
+    """The training setting of a row (the seed count is in the figure's title)."""
+    return f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
 
 
 def fig_vocab(rows: list[dict], path: Path) -> None:
     """Fig. 2: token accuracy (top) and Damerau–Levenshtein distance (bottom) vs V, per model."""
-    plt = _plt()
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    fig, axes = plt.subplots(2, len(models), figsize=(max(7.5, 4.6 * len(models)), 6.4), squeeze=False, sharex="col")
-    for j, model in enumerate(models):
-        for pe in _pe_sorted(r["pe"] for r in rows if r["model"] == model):
-            rs = sorted((r for r in rows if r["model"] == model and r["pe"] == pe), key=lambda r: r["vocab_size"])
-            V = [r["vocab_size"] for r in rs]
-            for i, key in enumerate(("token_accuracy", "damerau_levenshtein")):
-                axes[i][j].errorbar(V, [r[key] for r in rs], yerr=_err(rs, key), marker="o", capsize=3,
-                                    color=pe_color(pe), label=pe_label(pe))
-        axes[0][j].set_title(f"{model_label(model)}  ({_setting(rs[0])})", fontsize=8)
-        axes[0][j].set_ylabel("token accuracy")
-        axes[1][j].set_ylabel("Damerau–Levenshtein distance")
-        axes[1][j].set_xlabel("vocabulary size V")
-        for ax in (axes[0][j], axes[1][j]):
-            ax.set_xscale("log", base=2)
+    models = models_in_order(rows)
+    fig, items = _grid(len(models), rows_each=2, w=4.6, h=3.0)
+    spreads: list[Spread] = []
+    for model, (acc, dl) in zip(models, items):
+        mrows = [r for r in rows if r["model"] == model]
+        for pe in _pe_sorted(r["pe"] for r in mrows):
+            rs = sorted((r for r in mrows if r["pe"] == pe), key=lambda r: r["vocab_size"])
+            for ax, key in ((acc, "token_accuracy"), (dl, "damerau_levenshtein")):
+                spreads += _series(ax, [r["vocab_size"] for r in rs], rs, key, pe_color(pe), pe_label(pe))
+        _chance(acc, [r["vocab_size"] for r in mrows], mrows, half=None)
+        for ax, ylabel in ((acc, "token accuracy"), (dl, "Damerau–Levenshtein distance")):
+            _sweep_axis(ax, [r["vocab_size"] for r in mrows])
+            ax.set_ylabel(ylabel)
+            ax.set_xlabel("vocabulary size V")
             ax.grid(alpha=0.3)
-        axes[0][j].legend(fontsize=8)
-    fig.suptitle("Reverse ordering: accuracy vs vocabulary size (mean over seeds, 95% CI resampling seeds then sequences)", fontsize=10)
-    fig.tight_layout()
-    _save(fig, path)
+        _ax_title(acc, f"{model_label(model)} ({_setting(mrows[0])})")
+    note, name = describe(spreads)
+    _legend(items[0][0], name)
+    _finish(fig, f"Reverse ordering: accuracy and edit distance vs vocabulary size ({note})", path)
 
 
 def fig_dual(rows: list[dict], path: Path) -> None:
     """The dual-frequency grid: accuracy on the target token per (target kind / disturbant kind)."""
-    plt = _plt()
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    fig, axes = plt.subplots(1, len(models), figsize=(max(7.5, 5.2 * len(models)), 4.0), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    models = models_in_order(rows)
+    fig, items = _grid(len(models), w=5.2, h=3.6)
+    spreads: list[Spread] = []
+    for model, (ax,) in zip(models, items):
         pes = _pe_sorted(r["pe"] for r in rows if r["model"] == model)
         width = 0.8 / len(pes)
         for k, pe in enumerate(pes):
             rs = [next(r for r in rows if r["model"] == model and r["pe"] == pe and r["condition"] == c
                        and r.get("half", "all") == "all") for c in DUAL_CONDITIONS]
             xs = [i + (k - (len(pes) - 1) / 2) * width for i in range(len(DUAL_CONDITIONS))]
-            ax.bar(xs, [r["token_accuracy"] for r in rs], width, yerr=_err(rs), capsize=3,
-                   color=pe_color(pe), label=pe_label(pe))
+            ax.bar(xs, [r["token_accuracy"] for r in rs], width, color=pe_color(pe), label=pe_label(pe))
+            spreads += [spread(r, "token_accuracy") for r in rs]
+            _errorbars(ax, xs, [r["token_accuracy"] for r in rs], spreads[-len(rs):], "black")
+        _chance(ax, list(range(len(DUAL_CONDITIONS))), rs)
         ax.set_xticks(range(len(DUAL_CONDITIONS)), [f"{c[0]} target\n{c[2]} disturbants" for c in DUAL_CONDITIONS], fontsize=8)
         ax.set_ylabel("accuracy on the target token")
-        ax.set_ylim(0, 1.05)
-        ax.set_title(f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})", fontsize=8)
+        ax.set_ylim(0, 1.3)
+        ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
-    fig.suptitle("Dual-frequency vocabulary: F = Frequent half, R = Rare half (95% bootstrap CI)", fontsize=10)
-    fig.tight_layout()
-    _save(fig, path)
+        _ax_title(ax, f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})")
+    note, name = describe(spreads)
+    for (ax,) in items:
+        _legend(ax, name, loc="upper center", ncol=2)
+    _finish(fig, f"Dual-frequency vocabulary: F = Frequent half, R = Rare half ({note})", path)
+
+
+def _conditions(rows: list[dict]) -> list[str]:
+    names = list(dict.fromkeys(r["condition"] for r in rows))
+    return sorted(names, key=lambda c: (DUAL_CONDITIONS.index(c) if c in DUAL_CONDITIONS else len(DUAL_CONDITIONS), c))
 
 
 def fig_stability(rows: list[dict], path: Path) -> None:
-    """Fig. 5: gradient stability over training, per pair (rows) and model/PE (columns)."""
-    plt = _plt()
-    arms = list(dict.fromkeys((r["model"], r["pe"]) for r in rows))
-    arms.sort(key=lambda a: (a[0], PE_ORDER.index(a[1]) if a[1] in PE_ORDER else 99))
-    pairs = ["common_target", "common_suffix"]
-    fig, axes = plt.subplots(2, len(arms), figsize=(4.2 * len(arms), 6.2), squeeze=False, sharey=True)
-    for j, (model, pe) in enumerate(arms):
-        for i, pair in enumerate(pairs):
-            ax = axes[i][j]
-            for cond in dict.fromkeys(r["condition"] for r in rows):
-                rs = sorted((r for r in rows if r["model"] == model and r["pe"] == pe and r["pair"] == pair
-                             and r["condition"] == cond), key=lambda r: r["step"])
-                steps = [r["step"] for r in rs]
-                ax.plot(steps, [r["stability"] for r in rs], marker="o", ms=3, label=cond)
-                ax.fill_between(steps, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2)
-            ax.set_title(f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
+    """Fig. 5: gradient stability over training, per arm (model, PE), each with its two pairs
+    stacked; a single run's rows (``posrnn stability --plot``) or a table's over seeds."""
+    import matplotlib as mpl
+
+    arms = sorted(dict.fromkeys((r["model"], r["pe"]) for r in rows), key=lambda a: _arm_key(*a))
+    pairs, conds = ["common_target", "common_suffix"], _conditions(rows)
+    colors = {c: mpl.colormaps["tab10"](i % 10) for i, c in enumerate(conds)}
+    fig, items = _grid(len(arms), rows_each=2, w=4.2, h=2.9, sharey=True)
+    spreads: list[Spread] = []
+    several = len({r["step"] for r in rows}) > 1
+    for (model, pe), panels in zip(arms, items):
+        for pair, ax in zip(pairs, panels):
+            for cond in conds:
+                rs = sorted((r for r in rows if (r["model"], r["pe"], r["pair"], r["condition"]) == (model, pe, pair, cond)),
+                            key=lambda r: r["step"])
+                if rs:
+                    spreads += _series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], cond, band=True)
+            _sweep_axis(ax, [r["step"] for r in rows], log2=False)
+            _ax_title(ax, f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
             ax.grid(alpha=0.3)
-            if i == 1:
-                ax.set_xlabel("training iteration")
-            if j == 0:
-                ax.set_ylabel("gradient stability")
-    axes[0][0].legend(title="target/disturbant", fontsize=7, title_fontsize=7)
-    fig.suptitle("Gradient stability over training (row-wise Jacobian similarity, 95% CI resampling seeds then triplets)",
-                 fontsize=9)
-    fig.tight_layout()
-    _save(fig, path)
+            ax.set_xlabel("training iteration")
+            ax.set_ylabel("gradient stability")
+    mark = "bands" if several else "bars"
+    note, name = describe(spreads, mark)
+    _legend(items[0][0], name, mark, title="target/disturbant", title_fontsize=7)
+    _finish(fig, f"Gradient stability over training (row-wise Jacobian similarity; {note})", path, fontsize=9)
 
 
 def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy", label: Optional[Callable] = None) -> None:
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
     plt = _plt()
-    width = max(4.0, 1.2 * len(rows) + 1.5)
-    fig, ax = plt.subplots(figsize=(width, 3.6))
-    labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{r.get('n_seeds', '?')} seed(s)" for r in rows]
-    ax.bar(range(len(rows)), [r[key] for r in rows], yerr=_err(rows, key), capsize=4,
-           color=[pe_color(r["pe"]) for r in rows])
-    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    width = max(4.0, 1.2 * len(rows) + 1.5) + 2.4  # + the legend beside the axes
+    spreads = [spread(r, key) for r in rows]
+    fig, ax = plt.subplots(figsize=(width, 3.8))
+    xs = list(range(len(rows)))
+    labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{_n_seeds(r)} seed{'' if _n_seeds(r) == 1 else 's'}"
+              for r in rows]
+    ax.bar(xs, [r[key] for r in rows], color=[pe_color(r["pe"]) for r in rows])
+    _errorbars(ax, xs, [r[key] for r in rows], spreads, "black")
+    if key == "token_accuracy":
+        _chance(ax, xs, rows)
+    ax.set_xticks(xs, labels, fontsize=8)
     ax.set_ylabel(key.replace("_", " "))
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3, axis="y")
-    ax.set_title(textwrap.fill(title, int(11 * width)), fontsize=9)  # about 11 characters of 9 pt per inch
-    fig.tight_layout()
-    _save(fig, path)
+    note, name = describe(spreads)
+    _legend(ax, name, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    _finish(fig, f"{title} ({note})", path, fontsize=9)
 
 
 def fig_length(rows: list[dict], path: Path) -> None:
-    """The length sweep at V = 2: token accuracy vs L."""
+    """The length sweep at V = 2: token accuracy vs L (points only when it holds one length)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.0, 3.6))
-    for pe in _pe_sorted(r["pe"] for r in rows):
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    spreads: list[Spread] = []
+    pes = _pe_sorted(r["pe"] for r in rows)
+    dodge = 0.0 if len({r["length"] for r in rows}) > 1 else 0.12  # one length: the PEs' bars side by side
+    for k, pe in enumerate(pes):
         rs = sorted((r for r in rows if r["pe"] == pe), key=lambda r: r["length"])
-        ax.errorbar([r["length"] for r in rs], [r["token_accuracy"] for r in rs], yerr=_err(rs), marker="o", capsize=3,
-                    color=pe_color(pe), label=pe_label(pe))
-    r0 = rows[0]
-    ax.set_xscale("log", base=2)
+        xs = [r["length"] + (k - (len(pes) - 1) / 2) * dodge for r in rs]
+        spreads += _series(ax, xs, rs, "token_accuracy", pe_color(pe), pe_label(pe))
+    _chance(ax, [r["length"] for r in rows], rows, half=None)
+    _sweep_axis(ax, [r["length"] for r in rows])
     ax.set_xlabel("input length L")
     ax.set_ylabel("token accuracy")
-    ax.set_title(f"Length sweep, V = {r0['vocab_size']} ({model_label(r0['model'])}, H={r0['hidden_size']}, "
-                 f"{r0['iterations']:,} it, seeds: {r0['n_seeds']})", fontsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    _save(fig, path)
+    note, name = describe(spreads)
+    _legend(ax, name, loc="lower right")
+    r0 = rows[0]
+    _finish(fig, f"Length sweep, V = {r0['vocab_size']} ({model_label(r0['model'])}, H={r0['hidden_size']}, "
+                 f"{r0['iterations']:,} it; {note})", path, fontsize=9)
 
 
 def _same_setting(a: dict, b: dict) -> bool:
@@ -208,9 +449,9 @@ def _same_setting(a: dict, b: dict) -> bool:
 def lm_table(rows: list[dict]) -> str:
     lines = ["| model | PE | seeds | test perplexity (min / mean / max) | per seed |", "|---|---|---|---|---|"]
     for r in rows:
-        per_seed = ", ".join(f"{s}: {float(v):.2f}" for s, v in zip(str(r["seeds"]).split(), str(r["perplexity_by_seed"]).split()))
+        each = ", ".join(f"{s}: {float(v):.2f}" for s, v in zip(str(r["seeds"]).split(), str(r["perplexity_by_seed"]).split()))
         lines.append(f"| {r['model']} | {pe_label(r['pe'])} | {r['n_seeds']} | {float(r['perplexity_min']):.2f} / "
-                     f"{float(r['perplexity']):.2f} / {float(r['perplexity_max']):.2f} | {per_seed} |")
+                     f"{float(r['perplexity']):.2f} / {float(r['perplexity_max']):.2f} | {each} |")
     return "\n".join(lines) + "\n"
 
 
@@ -218,7 +459,7 @@ def lm_table(rows: list[dict]) -> str:
 def _beside_fig2(t: dict, name: str) -> list[dict]:
     """``name``'s rows after fig2's vanilla and sinusoidal rows of the same setting, in PE order."""
     rows = [r for r in t.get("fig2", []) if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t[name][0])] + t[name]
-    return sorted(rows, key=lambda r: PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99)
+    return sorted(rows, key=lambda r: _arm_key(r["model"], r["pe"]))
 
 
 def draw_fig2(t: dict, path: Path) -> None:
@@ -235,17 +476,17 @@ def draw_stability(t: dict, path: Path) -> None:
 
 def draw_forms(t: dict, path: Path) -> None:
     rows = _beside_fig2(t, "forms")
-    fig_bars(rows, path, f"PE forms ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, {_setting(rows[0], seeds=False)})")
+    fig_bars(rows, path, f"PE forms ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, {_setting(rows[0])})")
 
 
 def draw_double(t: dict, path: Path) -> None:
     rows = _beside_fig2(t, "double")
     fig_bars(rows, path, f"Double vanilla control ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, "
-                         f"{_setting(rows[0], seeds=False)})")
+                         f"{_setting(rows[0])})")
 
 
 def draw_extend(t: dict, path: Path) -> None:
-    rows = sorted(t["extend"], key=lambda r: (r["model"], r["base_vocab"], PE_ORDER.index(r["pe"]) if r["pe"] in PE_ORDER else 99))
+    rows = sorted(t["extend"], key=lambda r: (_model_key(r["model"]), r["base_vocab"], _pe_key(r["pe"])))
     fig_bars(rows, path, "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)",
              label=lambda r: f"{model_label(r['model'])} {pe_label(r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}")
 
