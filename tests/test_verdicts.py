@@ -204,3 +204,20 @@ def test_robust_reason_says_what_was_found(tmp_path):
     assert at(row) == NR
     assert "drops no more" not in row["at_regime"]["reason"]
     assert "not shown to be smaller than the baseline's drop" in row["at_regime"]["reason"]
+
+
+def test_the_paper_profiles_extension_can_score_extend_beyond_scratch():
+    """Each extension of the paper profile ends at a total V inside the claim's regime, beside a
+    fig2 cell that learned that V from scratch on the same seeds (1,024 doubled to 2,048 never could)."""
+    from posrnn_cli.sweep.plan import plan
+
+    jobs = plan(ROOT / "params.yaml", "paper", ["fig2", "extend"])
+    regime = CLAIMS["extend_beyond_scratch"]["regime"]["vocab_size"]
+    scratch = {(j.config["model"]["name"], j.config["task"]["vocab_size"], j.config["train"]["seed"],
+                j.config["model"]["pe"]) for j in jobs if j.experiment == "fig2"}
+    ext = [j for j in jobs if j.experiment == "extend"]
+    assert ext
+    for j in ext:
+        key = (j.config["model"]["name"], j.config["task"]["vocab_size"], j.config["train"]["seed"], j.config["model"]["pe"])
+        assert regime["min"] <= key[1] <= regime["max"], key
+        assert key in scratch, f"no fig2 run learns {key} from scratch"
