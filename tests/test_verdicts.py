@@ -221,3 +221,11 @@ def test_the_paper_profiles_extension_can_score_extend_beyond_scratch():
         key = (j.config["model"]["name"], j.config["task"]["vocab_size"], j.config["train"]["seed"], j.config["model"]["pe"])
         assert regime["min"] <= key[1] <= regime["max"], key
         assert key in scratch, f"no fig2 run learns {key} from scratch"
+
+
+def test_the_readme_counts_the_paper_profiles_train_array():
+    from posrnn_cli.common.experiments import experiments_of_stage
+    from posrnn_cli.sweep.plan import plan
+
+    n = len(plan(ROOT / "params.yaml", "paper", [e for e in experiments_of_stage("train")]))
+    assert f"lists that array: {n} runs" in (ROOT / "README.md").read_text()
