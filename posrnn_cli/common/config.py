@@ -113,6 +113,14 @@ class TrainConfig:
         """The warm-up actually used: ``warmup``, or 1% of the run capped at the papers' 1,000."""
         return self.warmup if self.warmup is not None else min(1000, self.iterations // 100)
 
+    def scheduled(self, step: int) -> bool:
+        """Whether the schedule checkpoints ``step``: every ``checkpoint_every`` steps, the last one
+        and, under ``checkpoint_initial``, step 0. Checkpoints taken for the wall clock
+        (``checkpoint_minutes``), a signal or ``--stop-after`` are not: they exist to resume from,
+        and no result reads them."""
+        return step == self.iterations or (step > 0 and step % self.checkpoint_every == 0) or (
+            step == 0 and self.checkpoint_initial)
+
 
 #: Keys that describe where/how fast a run executes, not what it computes: they may
 #: differ between a run and its resumption.

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from ..common.errors import PosrnnError
 from ..common.stats import bootstrap_ci
 from ..models import CORES
-from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, resolve_checkpoint
+from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, read_run_config, resolve_checkpoint
 from .device import resolve_device
 from .evaluate import load_run
 
@@ -128,6 +128,15 @@ def check_run(cfg, task) -> None:
         raise PosrnnError("stability of vocabulary-extended runs is not defined; analyse the original run")
 
 
+def scheduled_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The checkpoints of ``run_dir`` its config's schedule names (``TrainConfig.scheduled``): a
+    curve over training reads these only, so a checkpoint taken for the wall clock, a signal or
+    ``--stop-after`` (a runtime matter) changes no result."""
+    cfg = read_run_config(run_dir)
+    ckpts = list_checkpoints(run_dir)
+    return ckpts if cfg is None else [(s, p) for s, p in ckpts if cfg.train.scheduled(s)]
+
+
 def stability_values(
     run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "cpu",
     seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None, skip: Iterable[int] = (),
@@ -144,7 +153,7 @@ def stability_values(
     if run.is_file() or step is not None:
         steps = [(int(load_checkpoint(ckpt_path)["step"]), ckpt_path)]
     else:
-        steps = list_checkpoints(run_dir)
+        steps = scheduled_checkpoints(run_dir)
     skip = set(skip)
     steps = [(s, p) for s, p in steps if s not in skip]
     dev = resolve_device(device)
