@@ -32,7 +32,7 @@ import numpy as np
 import yaml
 
 from ..common import catalog
-from ..common.config import RunConfig, safe_load_bounded
+from ..common.config import CELL_IGNORED, RunConfig, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
@@ -49,8 +49,7 @@ CELL_COLUMNS = (
     ("batch_size", "train.batch_size"), ("warmup", "train.warmup"),
 )
 #: config keys that do not split a cell (a run's seed and where it ran)
-IGNORED = {"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
-           "train.checkpoint_every", "train.checkpoint_initial", "task.data"}
+IGNORED = CELL_IGNORED
 MANIFEST = "sweep.json"
 #: the position ranges of the dual table, as fractions of L: all, halves, quarters
 POSITIONS = {"all": (0, 1), "first": (0, 0.5), "second": (0.5, 1),

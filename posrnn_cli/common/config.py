@@ -127,6 +127,11 @@ class TrainConfig:
 RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
                           "train.checkpoint_minutes"})
 
+#: Keys that do not split a cell of a grid (a run's seed, where it ran, how often it logs and keeps
+#: checkpoints): runs that differ only in these are seeds of one table row.
+CELL_IGNORED = frozenset({"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
+                          "train.checkpoint_every", "train.checkpoint_initial", "task.data"})
+
 #: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
 PIPELINE_SECTIONS = ("profile", "profiles")
 
