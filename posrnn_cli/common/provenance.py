@@ -46,15 +46,15 @@ def eval_digest(result: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def _finite_numbers(value: Any) -> bool:
+def finite_numbers(value: Any) -> bool:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return True
     if isinstance(value, (int, float)):
         return math.isfinite(value)
     if isinstance(value, list):
-        return all(_finite_numbers(v) for v in value)
+        return all(finite_numbers(v) for v in value)
     if isinstance(value, dict):
-        return all(_finite_numbers(v) for v in value.values())
+        return all(finite_numbers(v) for v in value.values())
     return False
 
 
@@ -67,7 +67,7 @@ def check_eval(data: Any, path: Path) -> dict:
     for key, kind in (("step", int), ("checkpoint", str), ("task", str), ("model", str), ("pe", str)):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise PosrnnError(f"{path} is not an evaluation ({key} is missing or of the wrong type); {fix}")
-    if not _finite_numbers(data):
+    if not finite_numbers(data):
         raise PosrnnError(f"{path} holds a non-finite or non-numeric value; {fix}")
     for key, ci in data.items():
         if not key.endswith("_ci"):

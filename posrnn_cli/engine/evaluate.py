@@ -19,7 +19,7 @@ from torch import nn
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, write_csv, write_npz
-from ..common.provenance import check_eval, eval_digest, file_sha256, stamped  # noqa: F401  (read from here too)
+from ..common.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped  # noqa: F401  (read from here too)
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
@@ -101,6 +101,7 @@ def evaluate(
     dev = next(model.parameters()).device
     default = min(cfg.train.eval_batch_size, task.max_eval_batch or cfg.train.eval_batch_size)
     summary, per_seq = evaluate_model(task, model, dev, batch_size or default, n_resamples)
+    check_finite_scores(summary, per_seq, f"{ckpt_path} (step {int(ckpt['step'])})")
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(ckpt_path),
@@ -130,6 +131,18 @@ def evaluate(
     if write:
         atomic_write_json(run_dir / f"{name}.json", result)
     return result
+
+
+def check_finite_scores(summary: dict, per_seq: dict, where: str) -> None:
+    """Refuse scores holding a NaN or an infinity (a model whose outputs overflow), naming the
+    checkpoint: no file is written with them."""
+    import numpy as np
+
+    bad = [k for k, v in per_seq.items() if not np.isfinite(np.asarray(v, dtype=float)).all()]
+    bad += [k for k, v in summary.items() if not finite_numbers(v) and k not in bad]
+    if bad:
+        raise PosrnnError(f"evaluating {where} gave non-finite scores ({', '.join(bad[:3])}), so nothing was written; "
+                          f"evaluate an earlier checkpoint (--step) or re-train with a lower train.lr")
 
 
 def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:

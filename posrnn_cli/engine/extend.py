@@ -22,7 +22,7 @@ from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir
-from .evaluate import evaluate_model, file_sha256, load_run
+from .evaluate import check_finite_scores, evaluate_model, file_sha256, load_run
 from .rundir import list_checkpoints, record_code
 from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
                     settle)
@@ -105,6 +105,7 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
     tests = extension_tasks(cfg.task, cfg.model.frozen_vocab)
     batch = cfg.train.eval_batch_size
     new, per_seq = evaluate_model(tests["new_ids"], model, device, batch)
+    check_finite_scores(new, per_seq, f"the extension in {out}")
     old, _ = evaluate_model(tests["old_ids"], model, device, batch)
     old_all, _ = evaluate_model(tests["old_ids_all_classes"], model, device, batch)
     scores = {"new_ids": new, "old_ids": old, "old_ids_all_classes": old_all}

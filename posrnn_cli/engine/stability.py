@@ -113,7 +113,14 @@ def pair_stabilities(model: nn.Module, tri: Triplets, query_id: int, chunk_size:
         raise PosrnnError(f"the chunk size (sequences per Jacobian pass) must lie in 1 … 1,000,000, got {chunk_size}")
     dev = next(model.parameters()).device
     J = {k: jacobians(model.core, encode(getattr(tri, k).to(dev)), chunk_size) for k in ("xs", "xs2", "x2s")}
+    bad = sorted({i for j in J.values() for i in (~torch.isfinite(j)).flatten(1).any(1).nonzero().flatten().tolist()})
+    if bad:  # a NaN or infinite Jacobian would score 0, an answer the model never gave
+        raise NonFiniteAnalysis(f"{len(bad)} of {len(tri.xs)} triplets have a non-finite Jacobian (first: triplet {bad[0]})")
     return {"common_target": stability(J["xs"], J["xs2"]).cpu(), "common_suffix": stability(J["xs"], J["x2s"]).cpu()}
+
+
+class NonFiniteAnalysis(PosrnnError):
+    """An analysis met a NaN or an infinity: its result would be a number the model never gave."""
 
 
 def check_run(cfg, task) -> None:
@@ -165,7 +172,12 @@ def stability_values(
         for name, (trange, drange) in conditions(cfg.task).items():
             gen = torch.Generator().manual_seed(seed)  # the same triplets at every checkpoint
             tri = make_triplets(n_triplets, cfg.task.length, gen, trange, drange)
-            for pair, v in pair_stabilities(model, tri, task.query_id, chunk_size).items():
+            try:
+                pairs = pair_stabilities(model, tri, task.query_id, chunk_size)
+            except NonFiniteAnalysis as e:
+                raise NonFiniteAnalysis(f"stability of {path} (step {s}, condition {name}): {e}, so no value is reported; "
+                                        f"analyse an earlier checkpoint (--checkpoint) or re-train with a lower train.lr") from None
+            for pair, v in pairs.items():
                 yield s, name, pair, v.double().numpy(), cfg
         if on_checkpoint:
             on_checkpoint(s, time.perf_counter() - t0)
