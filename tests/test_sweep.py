@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import read_npz
+from posrnn_cli.common.provenance import STAMPS
 from posrnn_cli.common.profiles import active_profiles, use_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
 from posrnn_cli.sweep.plan import plan
@@ -40,12 +41,13 @@ def scratch(tmp_path: Path, **sections) -> Path:
 
 
 def results(root: Path) -> dict:
-    """Every run's final weights and per-sequence scores under ``root``."""
+    """Every run's final weights and per-sequence scores under ``root`` (without the stamps naming
+    the checkpoint file, which also records its run's own id)."""
     out = {}
     for run in sorted(p.parent for p in root.glob("*/*/config.yaml")):
         ckpts = sorted((run / "checkpoints").glob("step_*.pt"))
-        out[run.relative_to(root).as_posix()] = (torch.load(ckpts[-1], weights_only=True)["model"],
-                                                 read_npz(run / "eval_sequences.npz"))
+        scores = {k: v for k, v in read_npz(run / "eval_sequences.npz").items() if k not in STAMPS}
+        out[run.relative_to(root).as_posix()] = (torch.load(ckpts[-1], weights_only=True)["model"], scores)
     return out
 
 

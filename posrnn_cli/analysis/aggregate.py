@@ -358,9 +358,13 @@ def table_form(exp_dir: Path) -> Optional[str]:
     the one its sweep manifest recorded, else the registry's entry for the directory's name."""
     manifest = Path(exp_dir) / MANIFEST
     if manifest.is_file():
-        recorded = read_json(manifest).get("table", "")
-        if recorded is None or recorded in TABLE_FORMS:
+        data = read_json(manifest)
+        recorded = data.get("table", "") if isinstance(data, dict) else None
+        if recorded in TABLE_FORMS:
             return recorded
+        if recorded != "" or data.get("experiment", Path(exp_dir).name) != Path(exp_dir).name:
+            raise PosrnnError(f"{manifest} is not a sweep manifest of {Path(exp_dir).name} (its table is {recorded!r}, "
+                              f"its experiment {data.get('experiment') if isinstance(data, dict) else None!r}); re-run the sweep")
     name = Path(exp_dir).name
     if name not in EXPERIMENTS:
         raise PosrnnError(f"{exp_dir} is not an experiment posrnn knows (known: {', '.join(EXPERIMENTS)}); "
@@ -395,11 +399,13 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         if name not in present:
             raise PosrnnError(f"no experiment {name!r} under {runs_root}; present: {', '.join(present) or 'none'}")
         runs = runs_of(runs_root / name)
-        if not runs:
+        form = table_form(runs_root / name) if runs or (runs_root / name / MANIFEST).is_file() else None
+        if not runs or form is None:  # an empty grid, or an experiment whose runs feed another (lm_data)
+            old = [p for p in (out_dir / f"{name}.csv", metrics_dir / f"{name}.json") if p.exists()]
+            if old and form is not None:
+                raise PosrnnError(f"{runs_root / name} has no runs in its current grid, but {old[0]} holds a table of an "
+                                  f"older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run its sweep)")
             continue
-        form = table_form(runs_root / name)
-        if form is None:
-            continue  # an experiment whose runs feed another (lm_data)
         rows = resolve(TABLE_FORMS[form].build)(runs, n_resamples)
         if rows:
             check_table(rows, runs_root / name, what=f"{form} table",
