@@ -308,7 +308,7 @@ def test_profile_use_refuses_a_repeated_key_and_leaves_the_file(tmp_path):
     text = "profile: [lite]\n'profile': [lite]\n" + PROFILES_TEXT
     params.write_text(text)
     code, out = cli("profile", "use", "micro", "--params", str(params))
-    assert code == 1 and out.startswith("error: ") and "2 top-level" in out and len(out.splitlines()) == 1
+    assert code == 1 and out.startswith("error: ") and "the key profile appears twice" in out and len(out.splitlines()) == 1
     assert params.read_text() == text
 
 

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 import yaml
 
+from fabricate import scored_run
+
 from posrnn_cli.analysis.aggregate import aggregate, table_eval
 from posrnn_cli.analysis.plots import draw_all
-from posrnn_cli.common.config import RunConfig, dump_yaml
-from posrnn_cli.common.io import read_csv, write_npz
+from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.io import read_csv
 from posrnn_cli.common.profiles import active_profiles, load_profile
 from posrnn_cli.analysis.scorecard import VERDICTS
 from posrnn_cli.common.stats import bootstrap_ci, hierarchical
@@ -65,12 +67,8 @@ def test_every_profile_plans_every_experiment():
 def fake_run(root: Path, seed: int, pe: str, token: np.ndarray) -> Path:
     cfg = RunConfig()
     cfg.task.vocab_size, cfg.task.length, cfg.model.pe, cfg.train.seed = 16, 8, pe, seed
-    run = root / f"lstm-v16-{pe}-s{seed}"
-    run.mkdir(parents=True)
-    (run / "config.yaml").write_text(dump_yaml(cfg))
-    write_npz(run / "eval_sequences.npz", {"token_accuracy": token, "sequence_accuracy": (token == 1).astype(float),
-                                           "damerau_levenshtein": 1 - token})
-    return run
+    return scored_run(root / f"lstm-v16-{pe}-s{seed}", cfg, {"token_accuracy": token,
+                      "sequence_accuracy": (token == 1).astype(float), "damerau_levenshtein": 1 - token})
 
 
 def test_aggregate_keeps_each_seed_and_resamples_seeds(tmp_path):

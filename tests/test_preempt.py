@@ -196,15 +196,27 @@ def test_requeue_survives_the_sigterm_slurm_sends_meanwhile(tmp_path, monkeypatc
 
 # ---- train.checkpoint_minutes -------------------------------------------------------------------------
 def test_checkpoint_minutes_adds_checkpoints_by_wall_time_and_changes_nothing_else(tmp_path, monkeypatch):
-    cfg = cfg_of(**{"train.iterations": 12})
+    """A timed checkpoint is kept until a later one is written: a finished run holds the checkpoints
+    of its schedule only (the ones the disk estimate counts), whatever the wall clock did."""
+    from posrnn_cli.sweep.storage import checkpoints_kept
+
+    cfg = cfg_of(**{"train.iterations": 12, "train.checkpoint_every": 5})
     train(cfg, tmp_path / "straight", progress=False)
-    assert [s for s, _ in list_checkpoints(tmp_path / "straight")] == [12]
+    assert [s for s, _ in list_checkpoints(tmp_path / "straight")] == [5, 10, 12]
     clock = iter(range(0, 10**6, 60))  # a minute passes at every look at the clock
     monkeypatch.setattr(train_mod.time, "monotonic", lambda: float(next(clock)))
-    timed = cfg_of(**{"train.iterations": 12, "train.checkpoint_minutes": 1})
-    train(timed, tmp_path / "run", progress=False)
+    timed = cfg_of(**{"train.iterations": 12, "train.checkpoint_every": 5, "train.checkpoint_minutes": 1})
+    seen = []
+    real_save = train_mod.save_checkpoint
+    monkeypatch.setattr(train_mod, "save_checkpoint", lambda *a: seen.append(a[1]) or real_save(*a))
+    train(timed, tmp_path / "run", progress=False, stop_after=7)
+    assert [s for s, _ in list_checkpoints(tmp_path / "run")] == [5, 7]  # the latest timed one is there to resume from
+    train(timed, tmp_path / "run", resume=True, progress=False)
     monkeypatch.undo()
-    assert [s for s, _ in list_checkpoints(tmp_path / "run")] == list(range(1, 13))
+    assert seen == list(range(1, 13))  # a checkpoint at every step was written
+    assert [s for s, _ in list_checkpoints(tmp_path / "run")] == [5, 10, 12] == [
+        s for s, _ in list_checkpoints(tmp_path / "straight")]
+    assert checkpoints_kept(timed, "all") == 3
     assert same(weights(tmp_path / "run"), weights(tmp_path / "straight"))
     with pytest.raises(PosrnnError, match="train.checkpoint_minutes must be positive, got 0"):
         train(cfg_of(**{"train.checkpoint_minutes": 0}), tmp_path / "bad", progress=False)

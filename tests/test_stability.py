@@ -144,3 +144,20 @@ def test_stability_of_an_s4d_run_uses_its_recurrent_view(tmp_path):
     run = small_run(tmp_path, **{"model.name": "s4d", "model.state_size": 4})
     rows = analyze(run, n_triplets=8, device="cpu", n_resamples=200)
     assert len(rows) == 2 * 2 and all(-1 <= r["stability"] <= 1 for r in rows)
+
+
+def test_stability_reads_only_the_checkpoints_of_the_schedule(tmp_path, monkeypatch):
+    """A checkpoint taken for the wall clock (train.checkpoint_minutes, a runtime key) is no point
+    of the curve, even when a run kept it."""
+    from posrnn_cli.engine import train as train_mod
+    from posrnn_cli.engine.checkpoint import list_checkpoints
+    from posrnn_cli.engine.stability import scheduled_checkpoints, stability_values
+
+    monkeypatch.setattr(train_mod, "drop_unscheduled", lambda *a: 0)  # a run trained before they were removed
+    clock = iter(range(0, 10**6, 60))
+    monkeypatch.setattr(train_mod.time, "monotonic", lambda: float(next(clock)))
+    run = small_run(tmp_path, **{"train.iterations": 12, "train.checkpoint_every": 5, "train.checkpoint_minutes": 1})
+    monkeypatch.undo()
+    assert [s for s, _ in list_checkpoints(run)] == list(range(1, 13))
+    assert [s for s, _ in scheduled_checkpoints(run)] == [5, 10, 12]
+    assert sorted({s for s, *_ in stability_values(run, n_triplets=4, device="cpu")}) == [5, 10, 12]

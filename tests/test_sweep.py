@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import read_npz
+from posrnn_cli.common.provenance import STAMPS
 from posrnn_cli.common.profiles import active_profiles, use_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
 from posrnn_cli.sweep.plan import plan
@@ -40,12 +41,13 @@ def scratch(tmp_path: Path, **sections) -> Path:
 
 
 def results(root: Path) -> dict:
-    """Every run's final weights and per-sequence scores under ``root``."""
+    """Every run's final weights and per-sequence scores under ``root`` (without the stamps naming
+    the checkpoint file, which also records its run's own id)."""
     out = {}
     for run in sorted(p.parent for p in root.glob("*/*/config.yaml")):
         ckpts = sorted((run / "checkpoints").glob("step_*.pt"))
-        out[run.relative_to(root).as_posix()] = (torch.load(ckpts[-1], weights_only=True)["model"],
-                                                 read_npz(run / "eval_sequences.npz"))
+        scores = {k: v for k, v in read_npz(run / "eval_sequences.npz").items() if k not in STAMPS}
+        out[run.relative_to(root).as_posix()] = (torch.load(ckpts[-1], weights_only=True)["model"], scores)
     return out
 
 
@@ -112,6 +114,31 @@ def test_plan_refuses_bad_profiles_with_one_line(tmp_path, sections, exps, words
     with pytest.raises(PosrnnError, match=None) as e:
         plan(scratch(tmp_path, **sections), "t", exps)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+GRU4 = {"model": "gru", "vocab": 4}
+
+
+@pytest.mark.parametrize("fig2, words", [
+    ({"pe": ["../../escape"]}, "run name 'gru-v4-../../escape-s1' (made from the grid's values) is not a plain directory"),
+    ({"cells": [{"model": "gru/x", "vocab": 4}]}, "is not a plain directory name"),
+    ({"cells": [{**GRU4, "set": {"model.pe_mode": "a/b"}}]}, "is not a plain directory name"),
+    ({"cells": [{"model": "..", "vocab": 4}]}, "is not a plain directory name"),
+    ({"cells": [GRU4, GRU4]}, "two runs are both named 'gru-v4-none-s1'"),
+    ({"cells": [GRU4, {"vocab": 4, "model": "gru"}]}, "gru-v4-none-s1 and v4-gru-none-s1 are the same cell with the same seed"),
+    ({"cells": [GRU4, {**GRU4, "checkpoint_every": 5}]}, "are the same cell with the same seed"),
+])
+def test_grid_values_become_run_names_only_when_plain_and_unique(tmp_path, monkeypatch, fig2, words):
+    """A value with / or .. would write outside runs/<profile>; a cell listed twice would be
+    trained twice, then refused by aggregation. Both are refused at the plan, before any write."""
+    monkeypatch.chdir(tmp_path)
+    params = scratch(tmp_path, fig2={**TINY, "pe": ["none"], **fig2})
+    with pytest.raises(PosrnnError) as e:
+        plan(params, "t", ["fig2"])
+    assert words in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(PosrnnError):
+        run_sweep(params, "t", ["fig2"], SweepOptions(workers=1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
 def test_waves_run_an_experiment_after_its_source():

@@ -32,10 +32,11 @@ import numpy as np
 import yaml
 
 from ..common import catalog
-from ..common.config import RunConfig, safe_load_bounded
+from ..common.config import CELL_IGNORED, RunConfig, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
+from ..common.provenance import Proof, check_scores, proven_eval
 from ..common.stats import hierarchical
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
@@ -48,8 +49,7 @@ CELL_COLUMNS = (
     ("batch_size", "train.batch_size"), ("warmup", "train.warmup"),
 )
 #: config keys that do not split a cell (a run's seed and where it ran)
-IGNORED = {"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
-           "train.checkpoint_every", "train.checkpoint_initial", "task.data"}
+IGNORED = CELL_IGNORED
 MANIFEST = "sweep.json"
 #: the position ranges of the dual table, as fractions of L: all, halves, quarters
 POSITIONS = {"all": (0, 1), "first": (0, 0.5), "second": (0.5, 1),
@@ -120,6 +120,20 @@ def arrays(path: Path, keys: tuple) -> dict:
     return data
 
 
+def scores(run: Path, keys: tuple, name: str = "eval_sequences.npz") -> tuple[dict, dict]:
+    """A run's per-sequence scores and the summary beside them, both proven to score the run's
+    latest checkpoint under its current config.yaml (``common.provenance``): ``eval.json`` for
+    ``eval_sequences.npz``, ``{}`` for an extension's ``extend_sequences.npz``."""
+    proof = Proof(run)
+    if name == "eval_sequences.npz":
+        summary = proven_eval(run, proof)
+        n, sha = summary.get("n_test"), summary.get("sequences_sha256")
+    else:
+        summary, n, sha = {}, None, None
+    path = Path(run) / name
+    return check_scores(path, arrays(path, keys), keys, proof, n if isinstance(n, int) else None, sha), summary
+
+
 def need(path: Path, what: str) -> Path:
     if not path.is_file():
         raise PosrnnError(f"{path} is missing ({what}); re-run the sweep that writes it (posrnn sweep or dvc repro)")
@@ -145,13 +159,12 @@ def table_eval(runs: list[Path], n_resamples: int) -> list[dict]:
     """One row per cell: token / sequence accuracy and DL distance (each seed and their mean, 95% CIs)."""
     rows = []
     for cfg, members in group_runs(runs):
-        data = [arrays(run / "eval_sequences.npz", METRICS) for _, run in members]
+        data, reports = zip(*(scores(run, METRICS) for _, run in members))
         row = {**cell_columns(cfg), **seeds_columns(members)}
         for m in METRICS:
             s = hierarchical([a[m] for a in data], n_resamples)
             row.update(with_ci(m, s))
         row["n_sequences"] = s["n"]
-        reports = [read_json(run / "eval.json") if (run / "eval.json").is_file() else {} for _, run in members]
         if reports and all(isinstance(r.get("non_decreasing_share"), (int, float)) for r in reports):
             share = [float(r["non_decreasing_share"]) for r in reports]  # the sort diagnostic (000 App. C.2)
             row.update({"non_decreasing_share": float(np.mean(share)), "non_decreasing_share_by_seed": by_seed(share)})
@@ -166,7 +179,7 @@ def table_dual(runs: list[Path], n_resamples: int) -> list[dict]:
     rows = []
     for cfg, members in group_runs(runs):
         L = cfg.task.length
-        data = [arrays(run / "eval_sequences.npz", ("token_accuracy", "group")) for _, run in members]
+        data = [scores(run, ("token_accuracy", "group"))[0] for _, run in members]
         for k, name in enumerate(DUAL_CONDITIONS):
             for half, (lo, hi) in POSITIONS.items():
                 picked = []
@@ -205,11 +218,11 @@ def table_extend(runs: list[Path], n_resamples: int) -> list[dict]:
     """One row per extended cell: accuracy on sequences of new ids only."""
     rows = []
     for cfg, members in group_runs(runs):
-        scores = [arrays(run / "extend_sequences.npz", METRICS) for _, run in members]
+        data = [scores(run, METRICS, "extend_sequences.npz")[0] for _, run in members]
         row = {**cell_columns(cfg), "base_vocab": cfg.model.frozen_vocab,
                "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab, **seeds_columns(members)}
         for m in METRICS:
-            row.update(with_ci(m, hierarchical([sc[m] for sc in scores], n_resamples)))
+            row.update(with_ci(m, hierarchical([sc[m] for sc in data], n_resamples)))
         rows.append(row)
     return rows
 
@@ -243,7 +256,11 @@ def table_lm(runs: list[Path], n_resamples: int) -> list[dict]:
     training loss over the first tenth of training (``early_train_loss``, ``EARLY_FRACTION``)."""
     rows = []
     for cfg, members in group_runs(runs):
-        ppl = [float(read_json(need(run / "eval.json", "evaluation"))["perplexity"]) for _, run in members]
+        reports = [proven_eval(run) for _, run in members]
+        if not all(isinstance(r.get("perplexity"), (int, float)) for r in reports):
+            raise PosrnnError(f"an eval.json of {', '.join(str(r) for _, r in members)} has no perplexity (not a language "
+                              f"model's evaluation); re-run the lm sweep")
+        ppl = [float(r["perplexity"]) for r in reports]
         early = [early_loss(run) for _, run in members]
         row = {**cell_columns(cfg), "max_tokens": cfg.task.length, **seeds_columns(members),
                "perplexity": float(np.mean(ppl)), "perplexity_by_seed": by_seed(ppl),
@@ -259,7 +276,7 @@ def table_irie(runs: list[Path], n_resamples: int) -> list[dict]:
     positions changed the last position's output (``permutation.json`` of each run)."""
     rows = []
     for cfg, members in group_runs(runs):
-        data = [arrays(run / "eval_sequences.npz", ("token_accuracy",)) for _, run in members]
+        data = [scores(run, ("token_accuracy",))[0] for _, run in members]
         perms = [read_json(need(run / "permutation.json", "permutation report")) for _, run in members]
         s = hierarchical([a["token_accuracy"] for a in data], n_resamples)
         sens = hierarchical([np.asarray(p["sensitive"], dtype=float) for p in perms], n_resamples)
@@ -346,9 +363,13 @@ def table_form(exp_dir: Path) -> Optional[str]:
     the one its sweep manifest recorded, else the registry's entry for the directory's name."""
     manifest = Path(exp_dir) / MANIFEST
     if manifest.is_file():
-        recorded = read_json(manifest).get("table", "")
-        if recorded is None or recorded in TABLE_FORMS:
+        data = read_json(manifest)
+        recorded = data.get("table", "") if isinstance(data, dict) else None
+        if recorded in TABLE_FORMS:
             return recorded
+        if recorded != "" or data.get("experiment", Path(exp_dir).name) != Path(exp_dir).name:
+            raise PosrnnError(f"{manifest} is not a sweep manifest of {Path(exp_dir).name} (its table is {recorded!r}, "
+                              f"its experiment {data.get('experiment') if isinstance(data, dict) else None!r}); re-run the sweep")
     name = Path(exp_dir).name
     if name not in EXPERIMENTS:
         raise PosrnnError(f"{exp_dir} is not an experiment posrnn knows (known: {', '.join(EXPERIMENTS)}); "
@@ -383,11 +404,13 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         if name not in present:
             raise PosrnnError(f"no experiment {name!r} under {runs_root}; present: {', '.join(present) or 'none'}")
         runs = runs_of(runs_root / name)
-        if not runs:
+        form = table_form(runs_root / name) if runs or (runs_root / name / MANIFEST).is_file() else None
+        if not runs or form is None:  # an empty grid, or an experiment whose runs feed another (lm_data)
+            old = [p for p in (out_dir / f"{name}.csv", metrics_dir / f"{name}.json") if p.exists()]
+            if old and form is not None:
+                raise PosrnnError(f"{runs_root / name} has no runs in its current grid, but {old[0]} holds a table of an "
+                                  f"older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run its sweep)")
             continue
-        form = table_form(runs_root / name)
-        if form is None:
-            continue  # an experiment whose runs feed another (lm_data)
         rows = resolve(TABLE_FORMS[form].build)(runs, n_resamples)
         if rows:
             check_table(rows, runs_root / name, what=f"{form} table",

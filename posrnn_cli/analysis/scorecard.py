@@ -51,7 +51,7 @@ import yaml
 
 from posrnn_cli.common import catalog, experiments
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import atomic_write_json, atomic_write_text, read_csv
+from posrnn_cli.common.io import atomic_write_json, atomic_write_text, check_table, read_csv
 from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow, t_interval, t_interval_at
 
 CLAIMS_PATH = Path(__file__).with_name("claims.yaml")
@@ -204,6 +204,7 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
         raise PosrnnError(f"cannot read {path} ({type(e).__name__}: {e}); {_FIX}") from None
     if not raw:
         raise PosrnnError(f"{path} is empty (no rows); {_FIX}")
+    check_table(raw, path, REQUIRED_COLUMNS.get(name, []), what=f"{name} table", fix=_FIX)  # the one check plot makes too
     rows = []
     for i, r in enumerate(raw):
         if None in r:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -113,11 +114,24 @@ class TrainConfig:
         """The warm-up actually used: ``warmup``, or 1% of the run capped at the papers' 1,000."""
         return self.warmup if self.warmup is not None else min(1000, self.iterations // 100)
 
+    def scheduled(self, step: int) -> bool:
+        """Whether the schedule checkpoints ``step``: every ``checkpoint_every`` steps, the last one
+        and, under ``checkpoint_initial``, step 0. Checkpoints taken for the wall clock
+        (``checkpoint_minutes``), a signal or ``--stop-after`` are not: they exist to resume from,
+        and no result reads them."""
+        return step == self.iterations or (step > 0 and step % self.checkpoint_every == 0) or (
+            step == 0 and self.checkpoint_initial)
+
 
 #: Keys that describe where/how fast a run executes, not what it computes: they may
 #: differ between a run and its resumption.
 RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
                           "train.checkpoint_minutes"})
+
+#: Keys that do not split a cell of a grid (a run's seed, where it ran, how often it logs and keeps
+#: checkpoints): runs that differ only in these are seeds of one table row.
+CELL_IGNORED = frozenset({"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
+                          "train.checkpoint_every", "train.checkpoint_initial", "task.data"})
 
 #: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
 PIPELINE_SECTIONS = ("profile", "profiles")
@@ -250,7 +264,8 @@ def parse_set(item: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise PosrnnError(f"--set expects KEY=VALUE (e.g. model.hidden_size=64), got {item!r}")
     try:
-        value = safe_load_bounded(raw, f"--set {key.strip()}") if raw.strip() else None
+        # as DVC would read it once `dvc exp run -S` wrote it into params.yaml
+        value = safe_load_bounded(raw, f"--set {key.strip()}", as_dvc=True) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     return key.strip(), value
@@ -286,10 +301,42 @@ def _expanded_size(node, memo: dict, open_: set, limit: int) -> int:
     return total
 
 
-def safe_load_bounded(text: str, source: str) -> Any:
+def _repeated_key(node, seen: set, path: str = "") -> Optional[str]:
+    """The dotted path of the first key that a mapping of ``node`` holds twice (DVC refuses such a
+    file; PyYAML would keep the last value), or None."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set = set()
+        for k, v in node.value:
+            key = (k.tag, k.value) if isinstance(k, yaml.ScalarNode) else None
+            name = f"{path}.{k.value}" if path and key else (str(k.value) if key else path)
+            if key is not None and key[1] != "<<":
+                if key in keys:
+                    return name
+                keys.add(key)
+            found = _repeated_key(v, seen, name)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            found = _repeated_key(v, seen, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+#: documents found to read alike in YAML 1.1 and 1.2 (a params file is read several times per command)
+_AGREED: dict[str, None] = {}
+
+
+def safe_load_bounded(text: str, source: str, as_dvc: bool = False) -> Any:
     """``yaml.safe_load(text)``, but a document whose aliases expand beyond ``MAX_YAML_NODES``
-    nodes (or refer to themselves) is refused before it is built. The message never shows
-    the value."""
+    nodes (or refer to themselves) is refused before it is built, and so is one that repeats a
+    key in a mapping (DVC refuses it; PyYAML would keep the last). ``as_dvc`` (params files and
+    ``--set`` values): also one that DVC reads otherwise (``check_as_dvc_reads``). The message
+    never shows the value."""
     loader = yaml.SafeLoader(text)
     try:
         try:
@@ -299,11 +346,98 @@ def safe_load_bounded(text: str, source: str) -> Any:
             if _expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
                 raise PosrnnError(f"{source}: its YAML aliases (&/*) expand beyond {MAX_YAML_NODES:,} values; "
                                   f"write the values out instead of aliasing them")
+            repeated = _repeated_key(node, set())
+            if repeated:
+                raise PosrnnError(f"{source}: the key {repeated} appears twice in one mapping (DVC refuses such a file, "
+                                  f"and which value counts is unclear); keep one")
+            if as_dvc and text not in _AGREED:
+                check_as_dvc_reads(node, source)
+                _AGREED[text] = None
+                if len(_AGREED) > 16:
+                    _AGREED.pop(next(iter(_AGREED)))
             return loader.construct_document(node)
         except RecursionError:
             raise PosrnnError(f"{source}: its YAML is nested too deeply to read; flatten it") from None
     finally:
         loader.dispose()
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two readings of one YAML value give one config: equal, or a number read as text
+    by one (YAML 1.1 reads ``1e-4`` as text) that ``coerce`` turns into the other's number."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    if type(a) is type(b) or {type(a), type(b)} <= {int, float}:
+        return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
+    text, number = (a, b) if isinstance(a, str) else (b, a)
+    return isinstance(text, str) and isinstance(number, (int, float)) and not isinstance(number, bool) \
+        and _number(text.replace("_", "")) == number
+
+
+#: a plain number that YAML 1.1 and 1.2 read alike (no leading zero, underscore, sign of base or colon)
+_PLAIN_NUMBER = re.compile(r"[-+]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
+@functools.lru_cache(maxsize=1024)
+def _two_readings(text: str) -> tuple[Any, Any]:
+    """A plain scalar as YAML 1.1 (posrnn's PyYAML) and as YAML 1.2 (DVC's ruamel.yaml) read it."""
+    from ruamel.yaml import YAML
+
+    return yaml.safe_load(text), YAML(typ="safe", pure=True).load(text)
+
+
+@functools.lru_cache(maxsize=1)
+def _resolver_12():
+    from ruamel.yaml.resolver import VersionedResolver
+
+    return VersionedResolver(version=(1, 2))
+
+
+def _disagreement(node, seen: set, path: str = "") -> Optional[tuple[str, Any, Any]]:
+    """The first plain scalar of ``node`` that YAML 1.1 and YAML 1.2 read as different values
+    (``_same_value``): its dotted path and both values, or None."""
+    from ruamel.yaml.nodes import ScalarNode
+
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        if node.style is not None:
+            return None  # quoted or a block: text in both
+        tag12 = _resolver_12().resolve(ScalarNode, node.value, (True, False))
+        if tag12 == node.tag and (node.tag.endswith(":str") or _PLAIN_NUMBER.fullmatch(node.value)
+                                  or not node.tag.endswith((":int", ":float"))):
+            return None
+        mine, dvc = _two_readings(node.value)
+        return None if _same_value(mine, dvc) else (path or "its value", mine, dvc)
+    children = (node.value if isinstance(node, yaml.SequenceNode) else
+                [v for _, v in node.value] if isinstance(node, yaml.MappingNode) else [])
+    names = (range(len(children)) if isinstance(node, yaml.SequenceNode) else
+             [k.value if isinstance(k, yaml.ScalarNode) else "?" for k, _ in node.value] if children else [])
+    for name, child in zip(names, children):
+        sub = f"{path}[{name}]" if isinstance(name, int) else (f"{path}.{name}" if path else str(name))
+        found = _disagreement(child, seen, sub)
+        if found:
+            return found
+    if isinstance(node, yaml.MappingNode):  # a key read otherwise is another key
+        for k, _ in node.value:
+            found = _disagreement(k, seen, f"{path}.<key {k.value}>" if path else f"<key {k.value}>")
+            if found:
+                return found
+    return None
+
+
+def check_as_dvc_reads(node, source: str) -> None:
+    """Refuse a document that DVC (ruamel.yaml, YAML 1.2) reads otherwise than posrnn (PyYAML,
+    YAML 1.1): a seed ``0123`` is 83 here but 123 there, ``yes`` a boolean here but text there,
+    ``1:30`` 90 here; one line naming the key and how to write it so both agree."""
+    found = _disagreement(node, set())
+    if found:
+        key, mine, dvc = found
+        raise PosrnnError(f"{source}: {key} reads as {str(repr(mine))[:40]} here but as {str(repr(dvc))[:40]} in DVC "
+                          f"(YAML 1.2); write it so both agree (no leading zero, true/false, quotes around text)")
 
 
 def load_yaml(path: Path) -> Any:
@@ -312,7 +446,7 @@ def load_yaml(path: Path) -> Any:
         what = "is a directory" if path.is_dir() else "does not exist"
         raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
     try:
-        return safe_load_bounded(path.read_text(encoding="utf-8"), f"params file {path}")
+        return safe_load_bounded(path.read_text(encoding="utf-8"), f"params file {path}", as_dvc=True)
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import re
 import shutil
@@ -26,6 +25,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+
+from .tables import check_table  # noqa: F401  (the one check of a result table, read from here too)
 
 TEMP_SUFFIX = ".tmp"
 _TEMP_RE = re.compile(r"^\..+\.posrnn-(\d+)\.[^.]+\.tmp$")
@@ -246,39 +247,6 @@ def read_csv(path: Path) -> list[dict]:
             return rows
     except (UnicodeDecodeError, csv.Error, ValueError):
         raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); re-run the step that writes it") from None
-
-
-def check_table(rows: list[dict], path: Path, columns: Iterable[str] = (), what: str = "table",
-                fix: str = "re-run the step that writes it") -> list[dict]:
-    """Validate a result table read by ``read_csv``: at least one row, every column of
-    ``columns`` present, every number finite, and for each ``X`` with ``X_ci_low`` / ``X_ci_high``
-    (or ``ci_low`` / ``ci_high`` beside a single value column named in ``columns`` first)
-    ``ci_low ≤ X ≤ ci_high``. Returns ``rows``; a table that fails is one ``PosrnnError``
-    naming the file, the row and the fix. The analysis (plot, scorecard) calls it on every table."""
-    from .errors import PosrnnError
-
-    if not rows:
-        raise PosrnnError(f"{path} holds no rows (an empty {what}); {fix}")
-    missing = [c for c in columns if c not in rows[0]]
-    if missing:
-        raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)} of a {what}; {fix}")
-    for i, r in enumerate(rows, start=2):
-        for k, v in r.items():
-            if isinstance(v, float) and not math.isfinite(v):
-                raise PosrnnError(f"{path} line {i}: {k} is {v}, not a finite number; {fix}")
-        for k in r:
-            if not k.endswith("_ci_low") and k != "ci_low":
-                continue
-            stem = k[: -len("ci_low")]
-            hi = stem + "ci_high"
-            value = stem[:-1] if stem else next((c for c in ("stability", "value", "mean") if c in r), None)
-            if hi not in r or value is None or value not in r:
-                continue
-            lo_v, v, hi_v = r[k], r[value], r[hi]
-            if all(isinstance(x, (int, float)) for x in (lo_v, v, hi_v)) and not lo_v <= v <= hi_v:
-                raise PosrnnError(f"{path} line {i}: {value} = {v} lies outside its CI [{lo_v}, {hi_v}] "
-                                  f"(bounds swapped or edited?); {fix}")
-    return rows
 
 
 def write_npz(path: Path, arrays: Mapping[str, Any]) -> None:

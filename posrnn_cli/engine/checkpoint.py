@@ -15,16 +15,15 @@ No checkpoint holding a non-finite tensor is ever written (``NonFiniteState``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from ..common.config import RUNTIME_KEYS, RunConfig, config_diff
+from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
+from ..common.provenance import config_digest  # noqa: F401  (read from here too)
 from ..common.io import MARKER, atomic_write, check_out_path, inside, read_marker, same_path
 from .rundir import _STEP_RE, CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
 
@@ -45,13 +44,6 @@ class NonFiniteState(PosrnnError):
     """A state to be checkpointed holds a NaN or an infinity: it is not written."""
 
     exit_code = 1
-
-
-def config_digest(config: dict) -> str:
-    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
-    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
-    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def non_finite(state: Any, prefix: str = "") -> list[str]:

@@ -8,20 +8,18 @@ model run also gets ``RUN/nll_by_position.csv``.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, write_csv, write_npz
+from ..common.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped  # noqa: F401  (read from here too)
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
@@ -103,6 +101,7 @@ def evaluate(
     dev = next(model.parameters()).device
     default = min(cfg.train.eval_batch_size, task.max_eval_batch or cfg.train.eval_batch_size)
     summary, per_seq = evaluate_model(task, model, dev, batch_size or default, n_resamples)
+    check_finite_scores(summary, per_seq, f"{ckpt_path} (step {int(ckpt['step'])})")
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(ckpt_path),
@@ -121,7 +120,9 @@ def evaluate(
         ckpts = list_checkpoints(run_dir)
         latest = bool(ckpts) and ckpts[-1][1].resolve() == Path(ckpt_path).resolve()
         name = "eval" if latest else f"eval_step{int(ckpt['step']):07d}"
-        write_npz(run_dir / f"{name}_sequences.npz", {k: np.asarray(v) for k, v in per_seq.items()})
+        sequences = run_dir / f"{name}_sequences.npz"
+        write_npz(sequences, stamped(per_seq, result["checkpoint_sha256"], result["config_digest"]))
+        result["sequences_sha256"] = file_sha256(sequences)
         if "nll_by_position" in result:
             rows = [{"position": i, "nll": float(nll), "tokens": int(n)}
                     for i, (nll, n) in enumerate(zip(result["nll_by_position"], result["tokens_by_position"]))]
@@ -132,53 +133,16 @@ def evaluate(
     return result
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def check_finite_scores(summary: dict, per_seq: dict, where: str) -> None:
+    """Refuse scores holding a NaN or an infinity (a model whose outputs overflow), naming the
+    checkpoint: no file is written with them."""
+    import numpy as np
 
-
-def eval_digest(result: dict) -> str:
-    """sha256 of an evaluation's JSON (without its own digest): an edited eval.json no longer matches."""
-    body = {k: v for k, v in result.items() if k != "digest"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def _finite_numbers(value: Any) -> bool:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return True
-    if isinstance(value, (int, float)):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_finite_numbers(v) for v in value)
-    if isinstance(value, dict):
-        return all(_finite_numbers(v) for v in value.values())
-    return False
-
-
-def check_eval(data: Any, path: Path) -> dict:
-    """Validate an ``eval.json``: a mapping with the run's fields, finite numbers, each ``X_ci``
-    a pair with ``low ≤ X ≤ high`` and the digest ``evaluate`` wrote. One line when not."""
-    fix = f"re-run `posrnn eval {Path(path).parent}`"
-    if not isinstance(data, dict):
-        raise PosrnnError(f"{path} is not an evaluation (not a JSON object); {fix}")
-    for key, kind in (("step", int), ("checkpoint", str), ("task", str), ("model", str), ("pe", str)):
-        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
-            raise PosrnnError(f"{path} is not an evaluation ({key} is missing or of the wrong type); {fix}")
-    if not _finite_numbers(data):
-        raise PosrnnError(f"{path} holds a non-finite or non-numeric value; {fix}")
-    for key, ci in data.items():
-        if not key.endswith("_ci"):
-            continue
-        value = data.get(key[:-3])
-        if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci)
-                and isinstance(value, (int, float)) and ci[0] <= value <= ci[1]):
-            raise PosrnnError(f"{path}: {key} is not a CI around {key[:-3]} (low ≤ value ≤ high); {fix}")
-    if data.get("digest") != eval_digest(data):
-        raise PosrnnError(f"{path} does not match the digest `posrnn eval` wrote into it (edited?); {fix}")
-    return data
+    bad = [k for k, v in per_seq.items() if not np.isfinite(np.asarray(v, dtype=float)).all()]
+    bad += [k for k, v in summary.items() if not finite_numbers(v) and k not in bad]
+    if bad:
+        raise PosrnnError(f"evaluating {where} gave non-finite scores ({', '.join(bad[:3])}), so nothing was written; "
+                          f"evaluate an earlier checkpoint (--step) or re-train with a lower train.lr")
 
 
 def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:

@@ -12,18 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import torch
 
 from ..common.config import resolve_config
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, read_json, same_path, write_npz
+from ..common.provenance import config_digest, stamped
 from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir
-from .evaluate import evaluate_model, file_sha256, load_run
-from .rundir import record_code
+from .evaluate import check_finite_scores, evaluate_model, file_sha256, load_run
+from .rundir import list_checkpoints, record_code
 from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
                     settle)
 
@@ -105,6 +105,7 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
     tests = extension_tasks(cfg.task, cfg.model.frozen_vocab)
     batch = cfg.train.eval_batch_size
     new, per_seq = evaluate_model(tests["new_ids"], model, device, batch)
+    check_finite_scores(new, per_seq, f"the extension in {out}")
     old, _ = evaluate_model(tests["old_ids"], model, device, batch)
     old_all, _ = evaluate_model(tests["old_ids_all_classes"], model, device, batch)
     scores = {"new_ids": new, "old_ids": old, "old_ids_all_classes": old_all}
@@ -114,7 +115,9 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
     info = read_extend_json(path) if path.is_file() else {}
     info.update({"vocab_size": cfg.model.frozen_vocab, "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab,
                  "model": cfg.model.name, "pe": cfg.model.pe, "iterations": cfg.train.iterations, **scores})
-    write_npz(Path(out) / "extend_sequences.npz", {k: np.asarray(v) for k, v in per_seq.items()})
+    ckpts = list_checkpoints(out)  # the scores carry the checkpoint and config they score
+    write_npz(Path(out) / "extend_sequences.npz",
+              stamped(per_seq, file_sha256(ckpts[-1][1]) if ckpts else "", config_digest(cfg.to_dict())))
     atomic_write_json(path, info)
     return scores
 

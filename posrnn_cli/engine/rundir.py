@@ -71,15 +71,18 @@ def record_code(run_dir: Path, module: str) -> None:
 def code_state(run_dir: Path, module: str) -> str:
     """``current`` when the run was trained by this code, ``other`` when by other code, ``unknown``
     when it records none (trained before runs recorded it, or its record is unreadable)."""
-    from ..common.sources import code_fingerprint
+    from ..common.sources import code_fingerprint, module_files
 
     try:
         rec = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "unknown"
     if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
         return "unknown"
-    return "current" if rec["fingerprint"] == code_fingerprint(rec.get("module") or module) else "other"
+    named = rec.get("module") or module
+    if not isinstance(named, str) or named not in module_files():  # a record is data: a module of this package, or none
+        return "unknown"
+    return "current" if rec["fingerprint"] == code_fingerprint(named) else "other"
 
 
 def read_run_config(run_dir: Path) -> Optional[RunConfig]:

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from ..common.errors import PosrnnError
 from ..common.stats import bootstrap_ci
 from ..models import CORES
-from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, resolve_checkpoint
+from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, read_run_config, resolve_checkpoint
 from .device import resolve_device
 from .evaluate import load_run
 
@@ -113,7 +113,14 @@ def pair_stabilities(model: nn.Module, tri: Triplets, query_id: int, chunk_size:
         raise PosrnnError(f"the chunk size (sequences per Jacobian pass) must lie in 1 … 1,000,000, got {chunk_size}")
     dev = next(model.parameters()).device
     J = {k: jacobians(model.core, encode(getattr(tri, k).to(dev)), chunk_size) for k in ("xs", "xs2", "x2s")}
+    bad = sorted({i for j in J.values() for i in (~torch.isfinite(j)).flatten(1).any(1).nonzero().flatten().tolist()})
+    if bad:  # a NaN or infinite Jacobian would score 0, an answer the model never gave
+        raise NonFiniteAnalysis(f"{len(bad)} of {len(tri.xs)} triplets have a non-finite Jacobian (first: triplet {bad[0]})")
     return {"common_target": stability(J["xs"], J["xs2"]).cpu(), "common_suffix": stability(J["xs"], J["x2s"]).cpu()}
+
+
+class NonFiniteAnalysis(PosrnnError):
+    """An analysis met a NaN or an infinity: its result would be a number the model never gave."""
 
 
 def check_run(cfg, task) -> None:
@@ -126,6 +133,15 @@ def check_run(cfg, task) -> None:
                           f"(use {', '.join(k for k, c in CORES.items() if c.recurrent_view)})")
     if cfg.model.frozen_vocab is not None:
         raise PosrnnError("stability of vocabulary-extended runs is not defined; analyse the original run")
+
+
+def scheduled_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The checkpoints of ``run_dir`` its config's schedule names (``TrainConfig.scheduled``): a
+    curve over training reads these only, so a checkpoint taken for the wall clock, a signal or
+    ``--stop-after`` (a runtime matter) changes no result."""
+    cfg = read_run_config(run_dir)
+    ckpts = list_checkpoints(run_dir)
+    return ckpts if cfg is None else [(s, p) for s, p in ckpts if cfg.train.scheduled(s)]
 
 
 def stability_values(
@@ -144,7 +160,7 @@ def stability_values(
     if run.is_file() or step is not None:
         steps = [(int(load_checkpoint(ckpt_path)["step"]), ckpt_path)]
     else:
-        steps = list_checkpoints(run_dir)
+        steps = scheduled_checkpoints(run_dir)
     skip = set(skip)
     steps = [(s, p) for s, p in steps if s not in skip]
     dev = resolve_device(device)
@@ -156,7 +172,12 @@ def stability_values(
         for name, (trange, drange) in conditions(cfg.task).items():
             gen = torch.Generator().manual_seed(seed)  # the same triplets at every checkpoint
             tri = make_triplets(n_triplets, cfg.task.length, gen, trange, drange)
-            for pair, v in pair_stabilities(model, tri, task.query_id, chunk_size).items():
+            try:
+                pairs = pair_stabilities(model, tri, task.query_id, chunk_size)
+            except NonFiniteAnalysis as e:
+                raise NonFiniteAnalysis(f"stability of {path} (step {s}, condition {name}): {e}, so no value is reported; "
+                                        f"analyse an earlier checkpoint (--checkpoint) or re-train with a lower train.lr") from None
+            for pair, v in pairs.items():
                 yield s, name, pair, v.double().numpy(), cfg
         if on_checkpoint:
             on_checkpoint(s, time.perf_counter() - t0)

@@ -300,6 +300,8 @@ class Trainer:
                 save_checkpoint(self.run_dir, self.step, self.state())
                 if self.keep_checkpoints == "last":
                     prune_checkpoints(self.run_dir)
+                else:
+                    drop_unscheduled(self.run_dir, self.cfg.train, self.step, self.extra)
             except NonFiniteState as e:
                 ckpts = list_checkpoints(self.run_dir)
                 kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else "no checkpoint had been written yet"
@@ -403,6 +405,20 @@ class Trainer:
             "it_per_s": steps / elapsed if elapsed > 0 else float("nan"),
             "last": last,
         }
+
+
+def drop_unscheduled(run_dir: Path, t, step: int, extra: dict) -> int:
+    """Once the checkpoint of ``step`` is written, remove the earlier ones the schedule does not
+    name (``TrainConfig.scheduled``: taken for the wall clock, a signal or ``--stop-after``), so a
+    finished run holds the same checkpoints however often it was interrupted; the last step of a
+    run before it was trained longer (``--resume --iterations``) is kept."""
+    ends = {e.get("at_step") for e in extra.get("extensions", []) if isinstance(e, dict)}
+    n = 0
+    for s, path in list_checkpoints(run_dir):
+        if s < step and not t.scheduled(s) and s not in ends:
+            path.unlink(missing_ok=True)
+            n += 1
+    return n
 
 
 # ---- training a run --------------------------------------------------------------------

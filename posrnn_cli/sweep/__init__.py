@@ -372,7 +372,7 @@ def _slurm(jobs: list[Job], opts: SweepOptions, executor: str, runs_root: Path, 
     from . import slurm as S
 
     cluster = "slurm" if executor == "slurm" else "local"
-    folder = runs_root / ".submitit"
+    folder = runs_root / S.SUBMITIT_DIR
     jobs = order(jobs)
     mine = {os.path.realpath(j.run_dir): j for j in jobs}
     recorded = S.recorded_tasks(runs_root) if cluster == "slurm" else {}

@@ -118,11 +118,10 @@ def run_irie(job: Job) -> dict:
 
 
 def run_stability(job: Job) -> dict:
-    from ..engine.checkpoint import list_checkpoints
-    from ..engine.stability import stability_values
+    from ..engine.stability import scheduled_checkpoints, stability_values
 
     src, out, o = Path(job.options["source"]), Path(job.run_dir), job.options
-    ckpts = list_checkpoints(src)
+    ckpts = scheduled_checkpoints(src)
     if not ckpts:
         raise PosrnnError(f"{src} has no checkpoints; run its sweep first (posrnn sweep {Path(src).parent.name})")
     meta = {"source": str(src), "checkpoints": [[s, p.stat().st_size, _digest(p)] for s, p in ckpts],

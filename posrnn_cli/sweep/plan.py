@@ -26,11 +26,12 @@ are plain data, sent to worker processes or SLURM tasks.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..common.config import RunConfig, resolve_config, set_key
+from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
@@ -180,9 +181,40 @@ def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_roo
     return jobs
 
 
+#: what a run directory's name may hold: letters, digits and ``. _ + = -``, not starting with a dot
+_NAME_RE = re.compile(r"^[A-Za-z0-9_+=-][A-Za-z0-9._+=-]*$")
+
+
+def check_names(jobs: list[Job], runs_root: Path, profile: str) -> None:
+    """Refuse, before anything is written, a job whose name is not one plain directory name under
+    ``runs_root/<experiment>`` (a grid value with ``/``, ``..`` or a space), two jobs of one
+    directory, and two runs of one cell with one seed (aggregation would refuse the sweep's own
+    output): each in one line naming the experiment and the values."""
+    names: dict[str, Job] = {}
+    cells: dict[tuple, Job] = {}
+    for job in jobs:
+        where = f"profile {profile!r}, {job.experiment}"
+        home = Path(runs_root) / job.experiment
+        if not _NAME_RE.match(job.name) or len(job.name) > 200 or Path(job.run_dir) not in (home / job.name, home):
+            raise PosrnnError(f"{where}: the run name {job.name!r} (made from the grid's values) is not a plain directory "
+                              f"name; use values of letters, digits and . _ + = - only")
+        if job.run_dir in names:
+            raise PosrnnError(f"{where}: two runs are both named {job.name!r}; list each cell, pe and seed once")
+        names[job.run_dir] = job
+        if job.config is None:
+            continue
+        cfg = job.run_config()
+        key = (job.experiment, cfg.train.seed, tuple(sorted((k, repr(v)) for k, v in cfg.flat().items() if k not in CELL_IGNORED)))
+        if key in cells:
+            raise PosrnnError(f"{where}: {cells[key].name} and {job.name} are the same cell with the same seed (the same "
+                              f"config but for how often it logs or checkpoints); list each cell once")
+        cells[key] = job
+
+
 def plan(params: Path, profile: str, experiments: list[str], runs_root: Optional[Path] = None,
          force: bool = False) -> list[Job]:
-    """The jobs of ``experiments`` in ``profile``, checked (every config resolves) and named."""
+    """The jobs of ``experiments`` in ``profile``, checked (every config resolves, every name is a
+    directory name of its own, no cell listed twice) and named."""
     params = Path(params)
     prof = load_profile(params, profile)
     runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
@@ -194,6 +226,7 @@ def plan(params: Path, profile: str, experiments: list[str], runs_root: Optional
     for name in experiments:
         exp = experiment(name)
         jobs += resolve(exp.job_kind.plan)(params, prof, profile, exp, runs_root, force)
+    check_names(jobs, runs_root, profile)
     return jobs
 
 

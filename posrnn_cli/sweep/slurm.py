@@ -292,15 +292,37 @@ def add_to_record(runs_root: Path, array_id: str, cluster: str, folder: Path, ta
     atomic_write_json(Path(runs_root) / RECORD, {"arrays": arrays})
 
 
+#: a SLURM job id as the record holds it: the array's id and the task's index
+_JOB_ID = re.compile(r"^[0-9]{1,20}(_[0-9]{1,9})?$")
+#: where a sweep's submitit files live, inside its runs directory
+SUBMITIT_DIR = ".submitit"
+
+
 def recorded_tasks(runs_root: Path, cluster: str = "slurm") -> dict[str, tuple[str, str]]:
-    """run directory → (job id, submitit folder) of its most recent recorded task."""
+    """run directory → (job id, submitit folder) of its most recent recorded task. The record is
+    data, checked against ``runs_root``: every folder must be its ``.submitit`` (no link out of
+    it), every run directory inside it and every job id a SLURM id; anything else is one line
+    naming the record, so no result is read from elsewhere."""
+    from ..common.io import inside
+
+    runs_root = Path(runs_root)
+    path = runs_root / RECORD
+    folder_ok = os.path.realpath(runs_root / SUBMITIT_DIR)
     out: dict[str, tuple[str, str]] = {}
     for a in read_record(runs_root):
         if a.get("cluster", "slurm") != cluster:
             continue
+        folder = a.get("folder")
+        if not isinstance(folder, str) or os.path.realpath(folder) != folder_ok or not inside(folder_ok, runs_root):
+            raise PosrnnError(f"{path} lists the folder {folder!r} for array {a.get('array')!r}, not {runs_root / SUBMITIT_DIR}; "
+                              f"remove the record (cancel its arrays with scancel first)")
         for job_id, t in a["tasks"].items():
-            if isinstance(t, dict) and isinstance(t.get("run_dir"), str):
-                out[os.path.realpath(t["run_dir"])] = (str(job_id), str(a.get("folder", "")))
+            run_dir = t.get("run_dir") if isinstance(t, dict) else None
+            if not _JOB_ID.match(str(job_id)) or not isinstance(run_dir, str) or not inside(run_dir, runs_root) \
+                    or os.path.realpath(run_dir) == os.path.realpath(runs_root):
+                raise PosrnnError(f"{path} lists task {str(job_id)[:40]!r} with run directory {str(run_dir)[:200]!r}, not a "
+                                  f"SLURM job of a run in {runs_root}; remove the record (cancel its arrays with scancel first)")
+            out[os.path.realpath(run_dir)] = (str(job_id), folder)
     return out
 
 
@@ -377,6 +399,9 @@ def _outcome(task: Task, t0: float) -> Optional[JobOutcome]:
     """The task's outcome from its result file, or None while it has none."""
     if not task.result.is_file():
         return None
+    if task.result.is_symlink() or task.result.stat().st_nlink > 1:  # not the file submitit wrote: never unpickled
+        return JobOutcome(task.job, "failed", time.perf_counter() - t0, error=f"{task.result} is a link, not the result "
+                          f"submitit wrote, so it was not read; remove it and run the same command again", log=str(task.log))
     from submitit.core.utils import pickle_load
 
     try:

@@ -1,0 +1,191 @@
+"""Results that prove whose they are, checked without torch (aggregation reads files only).
+
+``posrnn eval`` writes ``eval.json`` with the sha256 of the checkpoint it scored
+(``checkpoint_sha256``), the digest of that run's config (``config_digest``: what the run
+computes, runtime keys left out), the sha256 of the per-sequence file it wrote beside it
+(``sequences_sha256``) and its own digest. Each per-sequence score file (``eval_sequences.npz``,
+``extend_sequences.npz``) carries the same two stamps as 0-d string arrays. A reader checks them
+against the run as it is now — its latest checkpoint and its ``config.yaml`` — so scores of an
+earlier step, of another run, or cut, copied or edited are refused, each in one line naming the
+file and the command that writes it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from .config import RUNTIME_KEYS
+from .errors import PosrnnError
+
+#: the 0-d string arrays a per-sequence score file carries beside its scores
+STAMPS = ("checkpoint_sha256", "config_digest")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def config_digest(config: dict) -> str:
+    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
+    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
+    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def eval_digest(result: dict) -> str:
+    """sha256 of an evaluation's JSON (without its own digest): an edited eval.json no longer matches."""
+    body = {k: v for k, v in result.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def finite_numbers(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return True
+    if isinstance(value, (int, float)):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(finite_numbers(v) for v in value)
+    if isinstance(value, dict):
+        return all(finite_numbers(v) for v in value.values())
+    return False
+
+
+def check_eval(data: Any, path: Path) -> dict:
+    """Validate an ``eval.json``: a mapping with the run's fields, finite numbers, each ``X_ci``
+    a pair with ``low ≤ X ≤ high`` and the digest ``evaluate`` wrote. One line when not."""
+    fix = f"re-run `posrnn eval {Path(path).parent}`"
+    if not isinstance(data, dict):
+        raise PosrnnError(f"{path} is not an evaluation (not a JSON object); {fix}")
+    for key, kind in (("step", int), ("checkpoint", str), ("task", str), ("model", str), ("pe", str)):
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise PosrnnError(f"{path} is not an evaluation ({key} is missing or of the wrong type); {fix}")
+    if not finite_numbers(data):
+        raise PosrnnError(f"{path} holds a non-finite or non-numeric value; {fix}")
+    for key, ci in data.items():
+        if not key.endswith("_ci"):
+            continue
+        value = data.get(key[:-3])
+        if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci)
+                and isinstance(value, (int, float)) and ci[0] <= value <= ci[1]):
+            raise PosrnnError(f"{path}: {key} is not a CI around {key[:-3]} (low ≤ value ≤ high); {fix}")
+    if data.get("digest") != eval_digest(data):
+        raise PosrnnError(f"{path} does not match the digest `posrnn eval` wrote into it (edited?); {fix}")
+    return data
+
+
+def stamped(arrays: dict, checkpoint_sha256: str, digest: str) -> dict:
+    """Per-sequence arrays with the stamps of the checkpoint and config they score."""
+    import numpy as np
+
+    clash = [k for k in STAMPS if k in arrays]
+    if clash:
+        raise ValueError(f"a score array is named {clash[0]}, a stamp's name")
+    return {**{k: np.asarray(v) for k, v in arrays.items()}, "checkpoint_sha256": np.asarray(checkpoint_sha256),
+            "config_digest": np.asarray(digest)}
+
+
+class Proof:
+    """What a run's results must carry now: the sha256 of its latest checkpoint and the digest of
+    its ``config.yaml`` (each computed once, on first use)."""
+
+    def __init__(self, run: Path):
+        self.run = Path(run)
+        self._sha: Optional[str] = None
+        self._digest: Optional[str] = None
+        self.step: Optional[int] = None
+
+    @property
+    def checkpoint_sha256(self) -> str:
+        if self._sha is None:
+            from ..engine.rundir import list_checkpoints  # the torch-free half of run directories
+
+            ckpts = list_checkpoints(self.run)
+            if not ckpts:
+                raise PosrnnError(f"{self.run} has no checkpoint, so its scores prove nothing; re-run its sweep "
+                                  f"(posrnn sweep {self.run.parent.name})")
+            self.step, path = ckpts[-1]
+            self._sha = file_sha256(path)
+        return self._sha
+
+    @property
+    def config_digest(self) -> str:
+        if self._digest is None:
+            from .config import RunConfig, safe_load_bounded
+
+            path = self.run / "config.yaml"
+            try:
+                data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                raise PosrnnError(f"{path} cannot be read ({type(e).__name__}); re-run its sweep") from None
+            self._digest = config_digest(RunConfig.from_dict(data, source=str(path)).to_dict())
+        return self._digest
+
+
+def _fix(run: Path) -> str:
+    return f"re-run `posrnn eval {run}` (or its sweep)"
+
+
+def proven_eval(run: Path, proof: Optional[Proof] = None) -> dict:
+    """The run's ``eval.json``, checked (``check_eval``) and proven to score the run's latest
+    checkpoint under its current ``config.yaml``; refused in one line otherwise."""
+    from .io import read_json
+
+    run = Path(run)
+    proof = proof or Proof(run)
+    path = run / "eval.json"
+    if not path.is_file():
+        raise PosrnnError(f"{path} is missing (the run is not evaluated); {_fix(run)}")
+    data = read_json(path)
+    if isinstance(data, dict) and ("digest" not in data or "checkpoint_sha256" not in data):
+        raise PosrnnError(f"{path} was written by an older posrnn and records no checkpoint digest; {_fix(run)}")
+    check_eval(data, path)
+    if data.get("checkpoint_sha256") != proof.checkpoint_sha256:
+        raise PosrnnError(f"{path} scores step {data['step']}, not the run's latest checkpoint (step {proof.step}: "
+                          f"trained on since, or copied from another run); {_fix(run)}")
+    if data.get("config_digest") != proof.config_digest:
+        raise PosrnnError(f"{path} scores another config than {run / 'config.yaml'} (changed since); {_fix(run)}")
+    return data
+
+
+def _scalar_str(data: dict, key: str) -> Optional[str]:
+    v = data.get(key)
+    return str(v[()]) if v is not None and getattr(v, "shape", None) == () and v.dtype.kind == "U" else None
+
+
+def check_scores(path: Path, data: dict, keys: Iterable[str], proof: Proof, n: Optional[int] = None,
+                 sha256: Optional[str] = None) -> dict:
+    """Per-sequence scores ``data`` read from ``path``: stamped with ``proof``'s checkpoint and
+    config, every one of ``keys`` a 1-d array of finite numbers, all of one length (``n`` where
+    given), and the file's sha256 ``sha256`` where given (what its eval.json recorded)."""
+    import numpy as np
+
+    fix = _fix(proof.run)
+    stamps = {k: _scalar_str(data, k) for k in STAMPS}
+    if None in stamps.values():
+        raise PosrnnError(f"{path} records no checkpoint or config digest (written by an older posrnn, or not by "
+                          f"`posrnn eval`); {fix}")
+    if stamps["checkpoint_sha256"] != proof.checkpoint_sha256:
+        raise PosrnnError(f"{path} scores another checkpoint than the run's latest (step {proof.step}: trained on since, "
+                          f"or copied from another run); {fix}")
+    if stamps["config_digest"] != proof.config_digest:
+        raise PosrnnError(f"{path} scores another config than {proof.run / 'config.yaml'}; {fix}")
+    if sha256 is not None and file_sha256(path) != sha256:
+        raise PosrnnError(f"{path} is not the file its eval.json recorded (edited, cut or copied); {fix}")
+    lengths = set()
+    for k in keys:
+        a = data[k]
+        if a.ndim != 1 or a.dtype.kind not in "biuf" or (a.dtype.kind == "f" and not np.isfinite(a).all()):
+            raise PosrnnError(f"{path}: {k} is not one finite number per sequence; {fix}")
+        lengths.add(len(a))
+    if len(lengths) > 1 or (n is not None and lengths != {n}) or lengths == {0}:
+        raise PosrnnError(f"{path} holds {'/'.join(map(str, sorted(lengths)))} scores per array"
+                          f"{f' for {n} test sequences' if n is not None else ''} (ragged or cut); {fix}")
+    return data
