@@ -1,0 +1,99 @@
+"""tools/gpu_check.sh cannot rot: CI runs it on the CPU at micro size and reads what it wrote;
+the report's assembly is checked on made-up stage results (a cut-off run included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posrnn_cli import gpu_check
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
+             "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence", "test_amp_trains_to_the_same_place_as_fp32",
+             "test_fused_adam_gives_the_same_run_within_rounding", "test_a_gpu_checkpoint_resumes_on_the_cpu_and_back",
+             "test_two_runs_share_the_gpu_with_runs_per_gpu_2",
+             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus"}
+
+
+def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "WHEELS": str(tmp_path / "no-wheels")}
+    env.pop("PYTHONPATH", None)  # the script puts the source tree on it itself
+    return subprocess.run(["bash", "tools/gpu_check.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow  # about a minute on 2 cores: nine Python processes, each importing torch
+def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_path):
+    out = tmp_path / "out"
+    r = _script(tmp_path, "--device", "cpu", "--out", str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    rep = json.loads((out / "gpu_check.json").read_text())
+    assert rep["finished"] and rep["size"] == "micro" and rep["env"]["device"] == "cpu" and rep["env"]["cuda"] is None
+    assert list(rep["stages"]) == ["tests", "bench_eager", "bench_amp", "bench_amp_graph", "train", "concurrent"]
+    tests = rep["stages"]["tests"]["tests"]
+    assert {t["test"] for t in tests} == GPU_TESTS  # every GPU test collected, each skipped with its reason
+    assert all(t["outcome"] == "skipped" and "no CUDA device" in t["reason"] for t in tests)
+    eager = rep["stages"]["bench_eager"]
+    assert eager["status"] == "ok" and eager["result"]["device"] == "cpu" and eager["result"]["train_ms_per_iter"] > 0
+    assert eager["result"]["reference_ms_per_iter"] > 0  # beside the reference loop
+    graph = rep["stages"]["bench_amp_graph"]
+    assert graph["status"] == "refused" and "needs a CUDA device" in graph["error"]  # off CUDA, in one line
+    train = rep["stages"]["train"]
+    assert train["status"] == "ok" and [c["step"] for c in train["curve"]] == [20, 40, 60] and train["it_per_s"] > 0
+    assert [c["k"] for c in rep["stages"]["concurrent"]["result"]] == [1, 2]
+    assert rep["figures"] and all(f["device"] == "cpu" and f["torch"] and f["date"] and "cuda" in f for f in rep["figures"])
+    md = (out / "gpu_check.md").read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| stage")]
+    assert len(rows) == len(rep["figures"]) and all(f"| cpu | {rep['env']['torch']} | - |" in ln for ln in rows)
+    assert (out / "loss_curve.csv").read_text().splitlines()[0] == "step,loss,accuracy,elapsed_s"
+    assert "gpu check:" in (out / "gpu_check.log").read_text()
+
+
+def test_the_gpu_check_refuses_cuda_without_a_gpu_in_one_line(tmp_path):
+    r = _script(tmp_path, "--device", "cuda", "--out", str(tmp_path / "out"))
+    said = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 1 and len(said) == 1 and said[0].startswith("error: --device cuda but torch sees no CUDA device")
+    assert not (tmp_path / "out" / "gpu_check.json").exists()
+
+
+def test_pytest_output_gives_each_tests_outcome_even_when_cut_off():
+    out = "\n".join([
+        "tests/test_gpu.py::test_a PASSED                       [ 33%]",
+        "tests/test_gpu.py::test_b FAILED                       [ 66%]",
+        "tests/test_gpu.py::test_c SKIPPED (no CUDA device)     [100%]",
+        "FAILED tests/test_gpu.py::test_b - AssertionError: 1 != 2",
+        "SKIPPED [1] tests/test_gpu.py:12: no CUDA device: GPU test"])
+    got = gpu_check.parse_pytest(out)
+    assert got == [{"test": "test_a", "outcome": "passed", "reason": None},
+                   {"test": "test_b", "outcome": "failed", "reason": "AssertionError: 1 != 2"},
+                   {"test": "test_c", "outcome": "skipped", "reason": "no CUDA device: GPU test"}]
+    assert gpu_check.parse_pytest(out.splitlines()[0]) == got[:1]  # a run stopped after the first test
+
+
+def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
+    env = {"device": "NVIDIA H100 80GB HBM3", "device_kind": "cuda", "torch": "2.11.0+cu130", "cuda": "13.0",
+           "cudnn": 91000, "python": "3.12.3", "host_cpu": "16-core x", "date": "2026-11-26 12:00 UTC"}
+    stages = {"tests": {"status": "timed out", "seconds": 150.0, "tests": [
+                  {"test": "test_a", "outcome": "passed", "reason": None}]},
+              "bench_eager": {"status": "ok", "seconds": 30.0, "result": {"train_ms_per_iter": 12.5, "train_tflops": 230.9}},
+              "bench_amp": {"status": "timed out", "seconds": 40.0},
+              "train": {"status": "timed out", "seconds": 110.0, "curve": [
+                  {"step": 50, "loss": 9.7, "accuracy": 0.0, "elapsed_s": 5.0},
+                  {"step": 100, "loss": 9.2, "accuracy": 0.01, "elapsed_s": 7.5}], "it_per_s": 20.0,
+                  "iterations_done": 100}}
+    gpu_check.write_report({"size": "paper", "budget_s": 470, "env": env, "stages": stages, "finished": False}, tmp_path)
+    rep = json.loads((tmp_path / "gpu_check.json").read_text())
+    figs = {(f["stage"], f["figure"]): f["value"] for f in rep["figures"]}
+    assert figs[("tests", "test_a")] == "passed" and figs[("tests", "pytest -m gpu")] == "timed out"
+    assert figs[("bench_eager", "ms / iteration")] == "12.50" and figs[("bench_amp", "status")] == "timed out"
+    assert figs[("train", "iterations / s")] == "20.0" and figs[("train", "loss, first → last log line")] == "9.7000 → 9.2000"
+    assert all(f["device"] == "NVIDIA H100 80GB HBM3" and f["cuda"] == "13.0" for f in rep["figures"])
+    md = (tmp_path / "gpu_check.md").read_text()
+    assert "(not finished)" in md and "| NVIDIA H100 80GB HBM3 | 2.11.0+cu130 | 13.0 | 2026-11-26 12:00 UTC |" in md
+    assert gpu_check.curve_rate(stages["train"]["curve"]) == 20.0
