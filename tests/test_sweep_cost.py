@@ -56,7 +56,7 @@ def test_cpu_estimate_scales_the_calibration_by_each_runs_flops(tmp_path):
         assert secs[j.label] == pytest.approx(500 * _flops(j.name, jobs) / 2e9)
     total = sum(secs.values())
     head, dev, src, line = text.splitlines()
-    assert head == f"estimated compute to train every run from step 0 (an estimate, not a measurement): {total / 60:,.1f} CPU-minutes"
+    assert head == f"estimated compute to train every run from step 0 (an estimate, not a measurement): {cost.amount(total / 60)} CPU-minutes"
     assert dev.startswith("  device: ") and "1 thread(s) per run" in dev and datetime.date.today().isoformat() in dev
     assert "calibrated here just now" in src and "10.0 ms/iteration" in src and "2.00 GFLOP/s" in src
     assert line.split()[:3] == ["fig2", "4", "run(s),"]
@@ -89,6 +89,10 @@ def test_gpu_estimate_uses_the_measured_table_for_its_device_kind(tmp_path, monk
     for j in jobs:
         assert secs[j.label] == pytest.approx(500 * 0.004 * _flops(j.name, jobs) / f_small)
     assert secs["fig2/gru-v8-none-s1"] == pytest.approx(2.0)  # the measured configuration itself
+
+
+def test_small_amounts_keep_two_significant_digits():
+    assert [cost.amount(x) for x in (1234.56, 12.34, 0.04213, 0.0)] == ["1,234.6", "12.3", "0.042", "0.0"]
 
 
 def test_the_committed_table_parses_and_holds_no_invented_gpu_figure():

@@ -157,6 +157,11 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
     return Rate(f"{machine()}, {threads} thread(s) per run", "CPU-minutes", src, flops, flops)
 
 
+def amount(x: float) -> str:
+    """1,234.5 and 12.3, but 0.042 (two significant digits below 1, not 0.0)."""
+    return f"{x:,.1f}" if x >= 1 or x == 0 else f"{x:.2g}"
+
+
 def summary(jobs: list[Job], rate: Rate) -> tuple[str, dict[str, Optional[float]]]:
     """One line per experiment and a total, in the rate's unit; run label → seconds (None for
     jobs that do not train)."""
@@ -177,8 +182,8 @@ def summary(jobs: list[Job], rate: Rate) -> tuple[str, dict[str, Optional[float]
     total = sum(sum(v) for v in per_exp.values())
     today = datetime.date.today().isoformat()
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
-             f"{total / scale:,.1f} {rate.unit}", f"  device: {rate.device}; date: {today}", f"  source: {rate.source}"]
+             f"{amount(total / scale)} {rate.unit}", f"  device: {rate.device}; date: {today}", f"  source: {rate.source}"]
     for exp, secs in per_exp.items():
-        lines.append(f"  {exp:<10} {len(secs):>4} run(s), {sum(secs) / scale:>12,.1f} {rate.unit} "
-                     f"(longest run {max(secs) / scale:,.1f})")
+        lines.append(f"  {exp:<10} {len(secs):>4} run(s), {amount(sum(secs) / scale):>12} {rate.unit} "
+                     f"(longest run {amount(max(secs) / scale)})")
     return "\n".join(lines), per_run
