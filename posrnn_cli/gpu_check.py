@@ -290,9 +290,33 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_rows(report: dict) -> list[dict]:
+    """The bench stages' ms/iteration as rows of ``sweep/gpu_ms_per_iter.json`` (the dry run's
+    compute estimate), for a CUDA device only."""
+    from .bench import PEAKS
+
+    e = report["env"]
+    if e["cuda"] is None:
+        return []
+    kind = next((key for key, _ in PEAKS if key in e["device"]), e["device"])
+    rows = []
+    for name in BENCH_VARIANTS:
+        res = (report["stages"].get(name) or {}).get("result")
+        if not res or "train_ms_per_iter" not in res:
+            continue
+        c = res["config"]
+        rows.append({"kind": kind, "device": e["device"], "date": e["date"][:10], "torch": e["torch"], "cuda": e["cuda"],
+                     "model": c["model"]["name"], "vocab": c["task"]["vocab_size"], "length": c["task"]["length"],
+                     "hidden": c["model"]["hidden_size"], "batch": c["train"]["batch_size"], "amp": c["train"]["amp"],
+                     "cuda_graph": c["train"]["cuda_graph"], "flops_per_iter": res["flops_per_iter"],
+                     "ms_per_iter": res["train_ms_per_iter"]})
+    return rows
+
+
 def write_report(report: dict, out: Path) -> None:
     report = {**report, "figures": [{"stage": s, "figure": f, "value": v, **{k: report["env"][k] for k in
-                                      ("device", "torch", "cuda", "date")}} for s, f, v in figures(report["stages"])]}
+                                      ("device", "torch", "cuda", "date")}} for s, f, v in figures(report["stages"])],
+              "gpu_ms_per_iter_rows": table_rows(report)}
     atomic_write_json(out / JSON_NAME, report)
     atomic_write_text(out / MD_NAME, markdown(report))
 

@@ -47,6 +47,7 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     train = rep["stages"]["train"]
     assert train["status"] == "ok" and [c["step"] for c in train["curve"]] == [20, 40, 60] and train["it_per_s"] > 0
     assert [c["k"] for c in rep["stages"]["concurrent"]["result"]] == [1, 2]
+    assert rep["gpu_ms_per_iter_rows"] == []  # a CPU figure never enters the GPU table
     assert rep["figures"] and all(f["device"] == "cpu" and f["torch"] and f["date"] and "cuda" in f for f in rep["figures"])
     md = (out / "gpu_check.md").read_text()
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| stage")]
@@ -81,7 +82,10 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
            "cudnn": 91000, "python": "3.12.3", "host_cpu": "16-core x", "date": "2026-11-26 12:00 UTC"}
     stages = {"tests": {"status": "timed out", "seconds": 150.0, "tests": [
                   {"test": "test_a", "outcome": "passed", "reason": None}]},
-              "bench_eager": {"status": "ok", "seconds": 30.0, "result": {"train_ms_per_iter": 12.5, "train_tflops": 230.9}},
+              "bench_eager": {"status": "ok", "seconds": 30.0, "result": {
+                  "train_ms_per_iter": 12.5, "train_tflops": 230.9, "flops_per_iter": 2.886e12, "config": {
+                      "model": {"name": "lstm", "hidden_size": 512}, "task": {"vocab_size": 16384, "length": 64},
+                      "train": {"batch_size": 512, "amp": False, "cuda_graph": False}}}},
               "bench_amp": {"status": "timed out", "seconds": 40.0},
               "train": {"status": "timed out", "seconds": 110.0, "curve": [
                   {"step": 50, "loss": 9.7, "accuracy": 0.0, "elapsed_s": 5.0},
@@ -97,6 +101,14 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
     md = (tmp_path / "gpu_check.md").read_text()
     assert "(not finished)" in md and "| NVIDIA H100 80GB HBM3 | 2.11.0+cu130 | 13.0 | 2026-11-26 12:00 UTC |" in md
     assert gpu_check.curve_rate(stages["train"]["curve"]) == 20.0
+    # the bench row the dry run's estimate reads, ready for posrnn_cli/sweep/gpu_ms_per_iter.json
+    (row,) = rep["gpu_ms_per_iter_rows"]
+    assert row["kind"] == "H100" and row["date"] == "2026-11-26" and row["ms_per_iter"] == 12.5
+    assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"]) == ("lstm", 16384, False, 2.886e12)
+    from posrnn_cli.sweep import cost
+
+    rate = cost.gpu_rate("NVIDIA H100 80GB HBM3", True, [row])
+    assert "measured on NVIDIA H100 80GB HBM3 (2026-11-26" in rate.source
 
 
 # ---- the bare GPU machine, simulated -------------------------------------------------------------
