@@ -192,3 +192,23 @@ def test_a_bare_gpu_machine_venv_trains_from_the_wheel_folder_alone(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-2000:]
         assert json.loads(r.stdout.splitlines()[-1])["finished"]
+
+
+def test_every_size_gives_commands_posrnn_accepts():
+    """The paper size cannot run here, but its commands must parse: each is run with a last
+    option that is refused only after every other one was read and the config resolved."""
+    from typer.testing import CliRunner
+
+    from posrnn_cli.cli import app
+    from posrnn_cli.common.config import resolve_config
+
+    for size, spec in gpu_check.SIZES.items():
+        for name, extra in gpu_check.BENCH_VARIANTS.items():
+            r = CliRunner().invoke(app, ["bench", *spec["bench"], *extra, "--device", "cpu", "--json", "--iters", "0"])
+            assert r.exit_code == 1 and r.output.startswith("error: --iters must be ≥ 1"), (size, name, r.output)
+        r = CliRunner().invoke(app, ["train", "--task", "reverse", *spec["train"], "--device", "cpu", "--out",
+                                     "never-written", "--json", "--iterations", "0"])
+        assert r.exit_code == 1 and r.output.startswith("error: train.iterations must be at least 1"), (size, r.output)
+        options, ks, iters, warmup = spec["concurrent"]
+        assert resolve_config(options=options).model.name == "gru" and ks[0] == 1 and iters >= 1 and warmup >= 0
+    assert gpu_check.SIZES["paper"]["concurrent"][1] == [1, 2, 4, 8] and sum(gpu_check.SIZES["paper"]["boxes"].values()) <= 480
