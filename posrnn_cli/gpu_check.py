@@ -119,13 +119,14 @@ def posrnn(*args: str) -> list[str]:
 
 
 # ---- the stages ------------------------------------------------------------------------------------
-TEST_LINE = re.compile(r"^(tests/\S+::\S+)\s+(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)")
+TEST_LINE = re.compile(r"^(tests/\S+::\S+)\s+(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)(?: \((.*)\))?")
 
 
 def parse_pytest(output: str) -> list[dict]:
     """Each test's outcome from ``pytest -v -rfEs`` output (partial output gives the tests
-    that finished), with the first line of its reason where the summary gives one."""
-    tests = {m.group(1): {"test": m.group(1).split("::", 1)[1], "outcome": m.group(2).lower(), "reason": None}
+    that finished), with the first line of its reason: a skip's from its verbose line (or the
+    skip summary), a failure's from the summary."""
+    tests = {m.group(1): {"test": m.group(1).split("::", 1)[1], "outcome": m.group(2).lower(), "reason": m.group(3)}
              for m in map(TEST_LINE.match, output.splitlines()) if m}
     for line in output.splitlines():
         m = re.match(r"^(FAILED|ERROR) (tests/\S+::\S+) - (.*)$", line)

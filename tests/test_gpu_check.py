@@ -67,13 +67,15 @@ def test_pytest_output_gives_each_tests_outcome_even_when_cut_off():
     out = "\n".join([
         "tests/test_gpu.py::test_a PASSED                       [ 33%]",
         "tests/test_gpu.py::test_b FAILED                       [ 66%]",
-        "tests/test_gpu.py::test_c SKIPPED (no CUDA device)     [100%]",
+        "tests/test_gpu.py::test_c SKIPPED (no CUDA device)     [ 75%]",
+        "tests/test_gpu.py::test_d SKIPPED                      [100%]",
         "FAILED tests/test_gpu.py::test_b - AssertionError: 1 != 2",
         "SKIPPED [1] tests/test_gpu.py:12: no CUDA device: GPU test"])
     got = gpu_check.parse_pytest(out)
     assert got == [{"test": "test_a", "outcome": "passed", "reason": None},
                    {"test": "test_b", "outcome": "failed", "reason": "AssertionError: 1 != 2"},
-                   {"test": "test_c", "outcome": "skipped", "reason": "no CUDA device: GPU test"}]
+                   {"test": "test_c", "outcome": "skipped", "reason": "no CUDA device"},  # its own line's
+                   {"test": "test_d", "outcome": "skipped", "reason": "no CUDA device: GPU test"}]  # the summary's
     assert gpu_check.parse_pytest(out.splitlines()[0]) == got[:1]  # a run stopped after the first test
 
 
