@@ -10,7 +10,7 @@ DEMO   ?= runs/demo
 DEMO_ARGS ?= --task reverse --model gru --vocab-size 16 --length 8 --hidden-size 64 \
              --iterations 4000 --batch-size 128 --warmup 40 --seed 0 --threads 1
 
-.PHONY: setup test demo clean-demo
+.PHONY: setup test demo clean-demo gpu-wheels
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -38,3 +38,22 @@ demo: setup
 
 clean-demo:
 	rm -rf $(DEMO)
+
+# The wheels a bare GPU machine (no network; Python 3.12, torch, typer, rich, pyyaml, numpy,
+# matplotlib, sentencepiece, pytest) lacks for what posrnn imports there: rapidfuzz (imported
+# by the scores at import time) and mambapy (--model mamba). dvc, datasets and submitit are
+# imported only by the commands that use them, so they stay out. tools/gpu_check.sh installs
+# the folder with --no-index --no-deps. GPU_PYTHON_VERSION picks another CPython (the tests
+# use the one running them); the folder is replaced only once complete and under 64 MiB.
+GPU_WHEELS ?= rapidfuzz==3.14.6 mambapy==1.2.0
+GPU_PYTHON_VERSION ?= 3.12
+WHL ?= .whl
+gpu-wheels:
+	rm -rf $(WHL).new && mkdir -p $(WHL).new
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d $(WHL).new $(GPU_WHEELS)
+	@size=$$(du -sb $(WHL).new | cut -f1); \
+	  if [ $$size -ge 67108864 ]; then echo "error: $(WHL).new holds $$size bytes, over 64 MiB; trim GPU_WHEELS" >&2; exit 1; fi; \
+	  rm -rf $(WHL) && mv $(WHL).new $(WHL) && \
+	  echo "$(WHL): $$(ls $(WHL) | wc -l) wheel(s) for CPython $(GPU_PYTHON_VERSION), $$(du -sh $(WHL) | cut -f1) (limit 64 MiB)"

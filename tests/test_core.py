@@ -244,6 +244,26 @@ def test_resume_is_bit_identical(tmp_path):
     assert [yaml.safe_load(x)["loss"] for x in la] == [yaml.safe_load(x)["loss"] for x in lb]
 
 
+def test_a_checkpoint_from_another_device_type_resumes_reseeded_and_says_so(tmp_path):
+    """A run checkpointed on a GPU resumes on a CPU (and back): weights, Adam and schedule carry
+    over; the CUDA generator's state cannot, so the sampler is reseeded from (seed, step) and
+    the checkpoint records the move. Faked here by marking a CPU checkpoint as CUDA's."""
+    cfg = tiny(**{"train.iterations": 60, "train.checkpoint_every": 30})
+    for name in ("a", "b"):
+        train(cfg, tmp_path / name, progress=False, stop_after=30)
+        path = tmp_path / name / "checkpoints" / "step_0000030.pt"
+        raw = torch.load(path, weights_only=True)
+        raw["rng"] = {**raw["rng"], "device": "cuda", "train": torch.zeros(16, dtype=torch.uint8)}  # not a CPU state
+        atomic_torch_save(raw, path)
+        s = train(cfg, tmp_path / name, resume=True, progress=False)
+        assert s["finished"] and s["step"] == 60
+    a = load_checkpoint(tmp_path / "a" / "checkpoints" / "step_0000060.pt")
+    b = load_checkpoint(tmp_path / "b" / "checkpoints" / "step_0000060.pt")
+    assert a["extra"]["device_changes"] == [{"at_step": 30, "from": "cuda", "to": "cpu"}] and a["rng"]["device"] == "cpu"
+    for k in a["model"]:  # the reseeding is deterministic
+        assert torch.equal(a["model"][k], b["model"][k]), k
+
+
 def test_resume_refuses_a_contradicting_config_and_keeps_files(tmp_path):
     cfg = tiny()
     train(cfg, tmp_path / "run", progress=False, stop_after=20)

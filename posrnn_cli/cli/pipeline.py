@@ -82,13 +82,19 @@ def sweep(
         err.exit_code = 130
         raise err from None
     if dry_run:
+        from ..common.profiles import load_profile
+        from ..sweep import cost
         from ..sweep.storage import summary
 
         disk, est = summary([o.job for o in outcomes])
+        rate = cost.profile_rate(load_profile(params, name))
+        compute, secs = cost.summary([o.job for o in outcomes], rate)
         if json_out:
             typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir, "code": o.result.get("code"),
                                     "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
-                                    "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0} for o in outcomes]))
+                                    "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0,
+                                    "estimated_compute_s": secs[o.job.label], "estimate_source": rate.source,
+                                    "estimate_device": rate.device} for o in outcomes]))
             return
         from rich.table import Table
 
@@ -100,6 +106,7 @@ def sweep(
                       else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
         console().print(t)
         typer.echo(disk)
+        typer.echo(compute)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))

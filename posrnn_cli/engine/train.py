@@ -249,15 +249,15 @@ class Trainer:
         }
 
     def load(self, ckpt: dict, path: Optional[Path] = None) -> None:
-        if ckpt["rng"]["device"] != self.device.type:
-            raise PosrnnError(
-                f"the checkpoint's run used device type {ckpt['rng']['device']!r}; resume it with --device {ckpt['rng']['device']}"
-            )
+        moved = ckpt["rng"]["device"] != self.device.type  # e.g. written on a GPU, resumed on a CPU
         try:
             self.module.load_state_dict(ckpt["model"])
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.scheduler.load_state_dict(ckpt["scheduler"])
-            self.generator.set_state(ckpt["rng"]["train"])
+            if moved:  # a CUDA generator's state means nothing to a CPU one: reseed from (seed, step)
+                self.generator.manual_seed(self.cfg.train.seed * 1_000_003 + int(ckpt["step"]))
+            else:
+                self.generator.set_state(ckpt["rng"]["train"])
             torch.set_rng_state(ckpt["rng"]["torch"])
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
@@ -271,6 +271,9 @@ class Trainer:
             graph_lr(self.optimizer, self.device)  # the checkpoint's lr tensor was loaded on the CPU
         self.step = int(ckpt["step"])
         self.extra = {**ckpt.get("extra", {}), **self.extra}
+        if moved:  # the batches from here on differ from an unmoved run's: say where
+            self.extra["device_changes"] = [*self.extra.get("device_changes", []),
+                                            {"at_step": self.step, "from": ckpt["rng"]["device"], "to": self.device.type}]
 
     def train_step(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """One update, then the lr schedule; returns (loss, n_correct, n_targets, grad norm) as

@@ -1,0 +1,374 @@
+"""The GPU check that ``tools/gpu_check.sh`` runs: everything a bare GPU machine should prove
+about posrnn's GPU paths, in one unattended command, most important first.
+
+Stages, in order, each in its own process under its own time box (so a hang or a cut-off
+loses that stage only), the JSON and the markdown rewritten (atomically) after each:
+
+1. ``tests``: ``pytest -m gpu tests/test_gpu.py`` (each test skips with one line off CUDA);
+2. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
+   loop), ``amp``, and ``amp`` + ``cuda_graph``; a fast path the device refuses is recorded
+   with its one-line reason;
+3. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
+   from the run's ``metrics.jsonl`` (so a time-out keeps the curve logged until then);
+4. ``concurrent``: aggregate throughput of k training processes on the device.
+
+Sizes: ``paper`` (the paper's configuration, for one H100/H200, about 8 minutes in all) and
+``micro`` (seconds on a CPU: what CI runs so that the check cannot rot). Every figure row
+carries the device's name, the torch and CUDA versions and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from .common.io import atomic_write_json, atomic_write_text
+
+PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size", "512"]
+SIZES = {
+    "paper": {
+        "bench": [*PAPER_CELL, "--iters", "30", "--warmup-iters", "5", "--stability-triplets", "0"],
+        # fig2's largest LSTM cell with fig2's settings, shortened: a few thousand iterations
+        "train": [*PAPER_CELL, "--iterations", "2000", "--warmup", "100", "--seed", "111", "--log-every", "50",
+                  "--checkpoint-every", "2000"],
+        # fig2's smallest cell (GRU, V = 32) at the paper's L, H and batch: (config, k values, iterations, warm-up)
+        "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
+                        "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
+        # seconds: each stage's box, most important first; ~470 s in all
+        "boxes": {"tests": 150, "bench_eager": 60, "bench_amp": 40, "bench_amp_graph": 40, "train": 110, "concurrent": 70},
+    },
+    "micro": {
+        "bench": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
+                  "--set", "task.n_test=64", "--threads", "1", "--iters", "2", "--warmup-iters", "1",
+                  "--stability-triplets", "0"],
+        "train": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "16", "--batch-size", "16",
+                  "--set", "task.n_test=64", "--threads", "1", "--iterations", "60", "--warmup", "5", "--seed", "111",
+                  "--log-every", "20", "--checkpoint-every", "60"],
+        "concurrent": ({"model.name": "gru", "task.vocab_size": 8, "task.length": 5, "model.hidden_size": 8,
+                        "train.batch_size": 16, "task.n_test": 64, "train.threads": 1}, [1, 2], 3, 1),
+        "boxes": {"tests": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60, "concurrent": 90},
+    },
+}
+BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
+                  "bench_amp": ["--amp", "--parts", "train", "--no-reference"],
+                  "bench_amp_graph": ["--amp", "--cuda-graph", "--parts", "train", "--no-reference"]}
+JSON_NAME, MD_NAME, CURVE_NAME = "gpu_check.json", "gpu_check.md", "loss_curve.csv"
+MIN_STAGE_S = 10  # a stage with less time than this left is recorded as skipped
+
+
+def environment(device: str) -> dict:
+    """The device's name, torch and CUDA versions and the date, stamped on every figure."""
+    import torch
+
+    cuda = device == "cuda" and torch.cuda.is_available()
+    return {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "device_kind": device,
+            "torch": torch.__version__, "cuda": torch.version.cuda if cuda else None,
+            "cudnn": torch.backends.cudnn.version() if cuda else None,
+            "python": platform.python_version(), "host_cpu": _cpu_name(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _cpu_name() -> str:
+    from .sweep.bench import machine
+
+    return machine()
+
+
+def run_boxed(cmd: list[str], seconds: float, env: Optional[dict] = None, cwd: Optional[Path] = None) -> dict:
+    """Run ``cmd`` (its output echoed here line by line) for at most ``seconds``; on time-out
+    its whole process group is killed. Returns rc, output, seconds and timed_out."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                         env={**os.environ, **(env or {})}, cwd=cwd)
+    lines: list[str] = []
+
+    def pump() -> None:
+        for line in p.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        p.wait(timeout=max(seconds, 0.1))
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    reader.join(timeout=5)
+    return {"rc": p.returncode, "output": "".join(lines), "seconds": round(time.monotonic() - t0, 2),
+            "timed_out": timed_out}
+
+
+def posrnn(*args: str) -> list[str]:
+    return [sys.executable, "-m", "posrnn_cli", *args]
+
+
+# ---- the stages ------------------------------------------------------------------------------------
+TEST_LINE = re.compile(r"^(tests/\S+::\S+)\s+(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)(?: \((.*)\))?")
+
+
+def parse_pytest(output: str) -> list[dict]:
+    """Each test's outcome from ``pytest -v -rfEs`` output (partial output gives the tests
+    that finished), with the first line of its reason: a skip's from its verbose line (or the
+    skip summary), a failure's from the summary."""
+    tests = {m.group(1): {"test": m.group(1).split("::", 1)[1], "outcome": m.group(2).lower(), "reason": m.group(3)}
+             for m in map(TEST_LINE.match, output.splitlines()) if m}
+    for line in output.splitlines():
+        m = re.match(r"^(FAILED|ERROR) (tests/\S+::\S+) - (.*)$", line)
+        if m and m.group(2) in tests:
+            tests[m.group(2)]["reason"] = m.group(3)[:300]
+        m = re.match(r"^SKIPPED \[\d+\] (tests/[^:]+):\d+: (.*)$", line)
+        if m:
+            for t in tests.values():
+                if t["outcome"] == "skipped" and t["reason"] is None:
+                    t["reason"] = m.group(2)[:300]
+    return list(tests.values())
+
+
+def stage_tests(device: str, box: float, root: Path) -> dict:
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    r = run_boxed(cmd, box, cwd=root)
+    tests = parse_pytest(r["output"])
+    status = "timed out" if r["timed_out"] else ("passed" if r["rc"] == 0 else "failed")
+    return {"status": status, "seconds": r["seconds"], "rc": r["rc"], "tests": tests}
+
+
+def last_json(output: str) -> Optional[dict]:
+    for line in reversed(output.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def stage_bench(name: str, device: str, size: dict, box: float) -> dict:
+    r = run_boxed(posrnn("bench", *size["bench"], *BENCH_VARIANTS[name], "--device", device, "--json"), box)
+    res = last_json(r["output"]) if r["rc"] == 0 else None
+    if res is not None:
+        return {"status": "ok", "seconds": r["seconds"], "result": res}
+    if r["timed_out"]:
+        return {"status": "timed out", "seconds": r["seconds"]}
+    errors = [ln for ln in r["output"].splitlines() if ln.startswith("error:")]
+    return {"status": "refused" if errors else "failed", "seconds": r["seconds"],
+            "error": (errors or r["output"].strip().splitlines()[-1:] or ["no output"])[0][:400]}
+
+
+def read_curve(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by the time-out
+        rows.append({k: d.get(k) for k in ("step", "loss", "accuracy", "elapsed_s")})
+    return rows
+
+
+def curve_rate(curve: list[dict]) -> Optional[float]:
+    """Iterations/s between the first and the last log line (the first step's set-up excluded)."""
+    if len(curve) < 2 or curve[-1]["elapsed_s"] <= curve[0]["elapsed_s"]:
+        return None
+    return (curve[-1]["step"] - curve[0]["step"]) / (curve[-1]["elapsed_s"] - curve[0]["elapsed_s"])
+
+
+def stage_train(device: str, size: dict, box: float, work: Path, out: Path) -> dict:
+    run_dir = work / "train"
+    r = run_boxed(posrnn("train", "--task", "reverse", *size["train"], "--device", device, "--out", str(run_dir),
+                         "--force", "--json"), box)
+    curve = read_curve(run_dir)
+    if curve:
+        atomic_write_text(out / CURVE_NAME, "step,loss,accuracy,elapsed_s\n" + "".join(
+            f"{c['step']},{c['loss']},{c['accuracy']},{c['elapsed_s']}\n" for c in curve))
+    status = "timed out" if r["timed_out"] else ("ok" if r["rc"] == 0 else "failed")
+    res = {"status": status, "seconds": r["seconds"], "curve": curve, "it_per_s": curve_rate(curve),
+           "iterations_done": curve[-1]["step"] if curve else 0}
+    if status == "failed":
+        res["error"] = (r["output"].strip().splitlines() or ["no output"])[-1][:400]
+    return res
+
+
+def concurrent_each(options: dict, ks: list[int], iters: int, warmup: int) -> None:
+    """``bench.concurrent_throughput`` for each k in turn, one ``CONCURRENT {json}`` line per k
+    as it finishes, so that the stage's parent keeps the k values done before a time-out."""
+    from .bench import concurrent_throughput
+    from .common.config import resolve_config
+
+    cfg = resolve_config(options=options)
+    for k in ks:
+        (r,) = concurrent_throughput(cfg, (k,), iters, warmup)
+        print("CONCURRENT " + json.dumps(r), flush=True)
+
+
+def stage_concurrent(device: str, size: dict, box: float) -> dict:
+    options, ks, iters, warmup = size["concurrent"]
+    args = json.dumps([{**options, "train.device": device}, ks, iters, warmup])
+    r = run_boxed([sys.executable, "-c", "import json, sys; from posrnn_cli.gpu_check import concurrent_each; "
+                   "concurrent_each(*json.loads(sys.argv[1]))", args], box)
+    rows = [json.loads(ln.split(" ", 1)[1]) for ln in r["output"].splitlines() if ln.startswith("CONCURRENT {")]
+    base = next((x["aggregate_it_per_s"] for x in rows if x["k"] == 1), None)
+    for x in rows:
+        x["speedup_vs_1"] = x["aggregate_it_per_s"] / base if base else None
+    status = "timed out" if r["timed_out"] else ("ok" if r["rc"] == 0 else "failed")
+    res = {"status": status, "seconds": r["seconds"], "result": rows, "config": options, "iters": iters}
+    if status == "failed":
+        res["error"] = (r["output"].strip().splitlines() or ["no output"])[-1][:400]
+    return res
+
+
+# ---- the report ----------------------------------------------------------------------------------
+BENCH_FIGURES = (("train_ms_per_iter", "ms / iteration", ".2f"), ("train_tflops", "TFLOP/s", ".3f"),
+                 ("train_peak_share", "share of dense peak", ".3f"), ("train_peak_memory_mb", "peak memory, MiB", ",.0f"),
+                 ("reference_ms_per_iter", "reference loop, ms / iteration", ".2f"),
+                 ("train_speedup", "× the reference loop", ".2f"), ("sampler_seqs_per_s", "sampler, sequences / s", ",.0f"))
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def figures(stages: dict) -> list[tuple[str, str, str]]:
+    """(stage, figure, value) rows of every stage that ran, in the order they ran."""
+    rows: list[tuple[str, str, str]] = []
+    for t in stages.get("tests", {}).get("tests", []):
+        rows.append(("tests", t["test"], t["outcome"] + (f": {t['reason']}" if t["reason"] else "")))
+    if "tests" in stages and stages["tests"]["status"] != "passed":
+        rows.append(("tests", "pytest -m gpu", stages["tests"]["status"]))
+    for name in BENCH_VARIANTS:
+        st = stages.get(name)
+        if st is None:
+            continue
+        if st["status"] != "ok":
+            rows.append((name, "status", st["status"] + (f": {st['error']}" if st.get("error") else "")))
+            continue
+        rows += [(name, label, _fmt(st["result"].get(key), spec)) for key, label, spec in BENCH_FIGURES
+                 if key in st["result"]]
+    st = stages.get("train")
+    if st is not None:
+        c = st["curve"]
+        rows += [("train", "status", st["status"] + (f": {st['error']}" if st.get("error") else "")),
+                 ("train", "iterations done", str(st["iterations_done"])),
+                 ("train", "iterations / s", _fmt(st["it_per_s"], ".1f"))]
+        if c:
+            rows.append(("train", "loss, first → last log line", f"{c[0]['loss']:.4f} → {c[-1]['loss']:.4f}"))
+    st = stages.get("concurrent")
+    if st is not None and st["status"] != "ok":
+        rows.append(("concurrent", "status", st["status"] + (f": {st['error']}" if st.get("error") else "")))
+    for c in (st or {}).get("result") or []:
+        rows.append(("concurrent", f"{c['k']} runs: it / s in all (× k = 1)",
+                     f"{c['aggregate_it_per_s']:.1f} ({_fmt(c['speedup_vs_1'], '.2f')}×)"))
+    return rows
+
+
+def markdown(report: dict) -> str:
+    e = report["env"]
+    stamp = [e["device"], e["torch"], e["cuda"] or "-", e["date"]]
+    lines = [f"# GPU check, size {report['size']}, on {e['device']}", "",
+             f"torch {e['torch']}, CUDA {e['cuda'] or '-'}, cuDNN {e['cudnn'] or '-'}, Python {e['python']}, "
+             f"host {e['host_cpu']}, {e['date']}; stages run: {', '.join(report['stages']) or 'none'}"
+             + ("" if report["finished"] else " (not finished)"), "",
+             "| stage | figure | value | device | torch | CUDA | date |", "|---|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join([s, f, v.replace("|", "\\|"), *stamp]) + " |" for s, f, v in figures(report["stages"])]
+    return "\n".join(lines) + "\n"
+
+
+def table_rows(report: dict) -> list[dict]:
+    """The bench stages' ms/iteration as rows of ``sweep/gpu_ms_per_iter.json`` (the dry run's
+    compute estimate), for a CUDA device only."""
+    from .bench import PEAKS
+
+    e = report["env"]
+    if e["cuda"] is None:
+        return []
+    kind = next((key for key, _ in PEAKS if key in e["device"]), e["device"])
+    rows = []
+    for name in BENCH_VARIANTS:
+        res = (report["stages"].get(name) or {}).get("result")
+        if not res or "train_ms_per_iter" not in res:
+            continue
+        c = res["config"]
+        rows.append({"kind": kind, "device": e["device"], "date": e["date"][:10], "torch": e["torch"], "cuda": e["cuda"],
+                     "model": c["model"]["name"], "vocab": c["task"]["vocab_size"], "length": c["task"]["length"],
+                     "hidden": c["model"]["hidden_size"], "batch": c["train"]["batch_size"], "amp": c["train"]["amp"],
+                     "cuda_graph": c["train"]["cuda_graph"], "flops_per_iter": res["flops_per_iter"],
+                     "ms_per_iter": res["train_ms_per_iter"]})
+    return rows
+
+
+def write_report(report: dict, out: Path) -> None:
+    report = {**report, "figures": [{"stage": s, "figure": f, "value": v, **{k: report["env"][k] for k in
+                                      ("device", "torch", "cuda", "date")}} for s, f, v in figures(report["stages"])],
+              "gpu_ms_per_iter_rows": table_rows(report)}
+    atomic_write_json(out / JSON_NAME, report)
+    atomic_write_text(out / MD_NAME, markdown(report))
+
+
+def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
+    """Run the stages in order within ``budget`` seconds, the report rewritten after each."""
+    deadline = time.monotonic() + budget
+    out.mkdir(parents=True, exist_ok=True)
+    spec = SIZES[size]
+    report = {"size": size, "budget_s": budget, "env": environment(device), "stages": {}, "finished": False}
+    write_report(report, out)
+    with tempfile.TemporaryDirectory(prefix="posrnn-gpu-check-") as tmp:
+        runs = [("tests", lambda b: stage_tests(device, b, root)),
+                *[(n, (lambda n: lambda b: stage_bench(n, device, spec, b))(n)) for n in BENCH_VARIANTS],
+                ("train", lambda b: stage_train(device, spec, b, Path(tmp), out)),
+                ("concurrent", lambda b: stage_concurrent(device, spec, b))]
+        for name, run in runs:
+            left = deadline - time.monotonic()
+            if left < MIN_STAGE_S:
+                report["stages"][name] = {"status": "skipped: out of time", "seconds": 0.0}
+            else:
+                print(f"== gpu check: {name} (up to {min(spec['boxes'][name], left):.0f} s)", flush=True)
+                report["stages"][name] = run(min(spec["boxes"][name], left))
+            write_report(report, out)
+    report["finished"] = True
+    write_report(report, out)
+    return report
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--out", type=Path, default=Path("gpu-check"))
+    ap.add_argument("--size", choices=tuple(SIZES), default=None, help="default: paper on cuda, micro on cpu")
+    ap.add_argument("--budget", type=float, default=470.0, help="seconds for all the stages")
+    a = ap.parse_args(argv)
+    if a.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("error: --device cuda but torch sees no CUDA device; run with --device cpu for the micro check",
+                  file=sys.stderr)
+            return 1
+    size = a.size or ("paper" if a.device == "cuda" else "micro")
+    report = check(a.device, a.out, size, a.budget, Path(__file__).resolve().parents[1])
+    refusable = ("bench_amp", "bench_amp_graph") if a.device == "cpu" else ()  # cuda_graph (and amp on most CPUs)
+    bad = [n for n, s in report["stages"].items()
+           if not (s["status"] in ("ok", "passed") or (s["status"] == "refused" and n in refusable))]
+    print(f"gpu check: {a.out / JSON_NAME}, {a.out / MD_NAME}; " + (f"not ok: {', '.join(bad)}" if bad else "every stage ok"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

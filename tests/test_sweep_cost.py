@@ -1,0 +1,119 @@
+"""posrnn sweep --dry-run's compute estimate: its FLOP count, its CPU calibration (faked here so
+the figures are exact), its GPU table and its assumed share of peak, and how it is labelled."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from posrnn_cli import bench
+from posrnn_cli.cli import app
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.models import build_model
+from posrnn_cli.sweep import cost
+from posrnn_cli.sweep.plan import plan
+from posrnn_cli.tasks import HeldOut, build_task
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_sweep import scratch  # noqa: E402 - the same scratch params file as the sweep tests
+
+GRID = {"cells": [{"model": "gru", "vocab": 8}, {"model": "lstm", "vocab": 16}], "pe": ["none", "sinusoidal"],
+        "seeds": [1], "length": 6, "hidden": 16, "iterations": 500, "batch": 32, "warmup": 5}
+
+
+def _flops(run: str, jobs) -> float:
+    return cost.flops_per_iteration(next(j for j in jobs if j.name == run).run_config())
+
+
+@pytest.mark.parametrize("model", ["gru", "lstm", "elman", "s4d"])
+def test_the_flop_count_is_the_benchs(model):
+    cfg = resolve_config(options={"model.name": model, "task.vocab_size": 12, "task.length": 5, "model.hidden_size": 8,
+                                  "train.batch_size": 4, "task.n_test": 16})
+    task = build_task(cfg.task)
+    m = build_model(cfg, task)
+    batch = HeldOut(task.test_set()).sample(task, 4, torch.Generator().manual_seed(0), torch.device("cpu"))
+    if model == "s4d":  # not an RNN: 6 × parameters outside the embedding × tokens, a stated approximation
+        body = sum(p.numel() for n, p in m.named_parameters() if "embed" not in n)
+        assert cost.flops_per_iteration(cfg) == 6.0 * body * batch.inputs.shape[1] * 4
+    else:
+        assert cost.flops_per_iteration(cfg) == bench.flops_per_iteration(cfg, task, m, batch)
+
+
+def test_cpu_estimate_scales_the_calibration_by_each_runs_flops(tmp_path):
+    params = scratch(tmp_path, fig2=GRID)
+    jobs = plan(params, "t", ["fig2"], runs_root=tmp_path / "runs")
+    seen = []
+    rate = cost.profile_rate({"device": "cpu", "threads": 1}, calibrate=lambda threads: seen.append(threads) or (10.0, 2e9))
+    text, secs = cost.summary(jobs, rate)
+    assert seen == [1] and rate.unit == "CPU-minutes"
+    for j in jobs:
+        assert secs[j.label] == pytest.approx(500 * _flops(j.name, jobs) / 2e9)
+    total = sum(secs.values())
+    head, dev, src, line = text.splitlines()
+    assert head == f"estimated compute to train every run from step 0 (an estimate, not a measurement): {cost.amount(total / 60)} CPU-minutes"
+    assert dev.startswith("  device: ") and "1 thread(s) per run" in dev and datetime.date.today().isoformat() in dev
+    assert "calibrated here just now" in src and "10.0 ms/iteration" in src and "2.00 GFLOP/s" in src
+    assert line.split()[:3] == ["fig2", "4", "run(s),"]
+
+
+def test_gpu_estimate_without_a_measurement_assumes_a_share_of_peak(tmp_path, monkeypatch):
+    params = scratch(tmp_path, fig2={**GRID, "set": {"train.amp": True}}, dual=GRID)
+    jobs = plan(params, "t", ["fig2", "dual"], runs_root=tmp_path / "runs")
+    monkeypatch.setattr(cost, "gpu_kind", lambda: ("H100", False))
+    rate = cost.profile_rate({"device": "cuda"}, table=[])
+    text, secs = cost.summary(jobs, rate)
+    assert rate.unit == "GPU-hours" and "H100 (assumed: no GPU visible here)" in text
+    assert "25% of the dense peak (67 TFLOP/s fp32, 989 bf16 under train.amp), an assumption" in text
+    for j in jobs:  # fp32 runs against the fp32 peak, amp runs against the bf16 one
+        peak = 989e12 if j.experiment == "fig2" else 67e12
+        assert secs[j.label] == pytest.approx(500 * _flops(j.name, jobs) / (0.25 * peak))
+    assert "GPU-hours" in text.splitlines()[0] and {ln.split()[0] for ln in text.splitlines()[3:]} == {"fig2", "dual"}
+
+
+def test_gpu_estimate_uses_the_measured_table_for_its_device_kind(tmp_path, monkeypatch):
+    params = scratch(tmp_path, fig2=GRID)
+    jobs = plan(params, "t", ["fig2"], runs_root=tmp_path / "runs")
+    f_small = _flops("gru-v8-none-s1", jobs)
+    row = {"kind": "H200", "device": "NVIDIA H200", "date": "2026-12-01", "torch": "2.11.0+cu130", "amp": False,
+           "cuda_graph": False, "flops_per_iter": f_small, "ms_per_iter": 4.0}
+    monkeypatch.setattr(cost, "gpu_kind", lambda: ("NVIDIA H200", True))
+    rate = cost.profile_rate({"device": "cuda"}, table=[row, {**row, "kind": "A100", "ms_per_iter": 99.0}])
+    text, secs = cost.summary(jobs, rate)
+    assert "measured on NVIDIA H200 (2026-12-01, torch 2.11.0+cu130)" in text and "device: NVIDIA H200;" in text
+    for j in jobs:
+        assert secs[j.label] == pytest.approx(500 * 0.004 * _flops(j.name, jobs) / f_small)
+    assert secs["fig2/gru-v8-none-s1"] == pytest.approx(2.0)  # the measured configuration itself
+
+
+def test_small_amounts_keep_two_significant_digits():
+    assert [cost.amount(x) for x in (1234.56, 12.34, 0.04213, 0.0)] == ["1,234.6", "12.3", "0.042", "0.0"]
+
+
+def test_the_committed_table_parses_and_holds_no_invented_gpu_figure():
+    assert cost.load_table() == []  # until the GPU check has run on a GPU
+
+
+def test_cpu_calibration_times_configuration_a():
+    ms, flops = cost.calibrate_cpu(1, seconds=0.2)
+    assert ms > 0 and flops == pytest.approx(cost.flops_per_iteration(resolve_config(options=cost.CALIBRATION)) / ms * 1000)
+
+
+def test_dry_run_prints_the_estimate_beside_the_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(cost, "calibrate_cpu", lambda threads: (10.0, 2e9))
+    params = scratch(tmp_path, fig2=GRID)
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "expected disk use" in r.output and "(an estimate, not a measurement)" in r.output and "CPU-minutes" in r.output
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run", "--json"])
+    rows = json.loads(r.output)
+    assert all(row["estimated_compute_s"] > 0 and "calibrated" in row["estimate_source"] for row in rows)
+    monkeypatch.setattr(cost, "gpu_kind", lambda: ("H100", False))
+    params = scratch(tmp_path, device="cuda", fig2=GRID)
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"])
+    assert r.exit_code == 0 and "GPU-hours" in r.output and "an assumption" in r.output, r.output
