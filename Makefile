@@ -41,11 +41,12 @@ clean-demo:
 
 # The wheels a bare GPU machine (no network; Python 3.12, torch, typer, rich, pyyaml, numpy,
 # matplotlib, sentencepiece, pytest) lacks for what posrnn imports there: rapidfuzz (imported
-# by the scores at import time) and mambapy (--model mamba). dvc, datasets and submitit are
+# by the scores at import time), ruamel.yaml (params files are read as DVC reads them, YAML 1.2)
+# and mambapy (--model mamba). dvc, datasets and submitit are
 # imported only by the commands that use them, so they stay out. tools/gpu_check.sh installs
 # the folder with --no-index --no-deps. GPU_PYTHON_VERSION picks another CPython (the tests
 # use the one running them); the folder is replaced only once complete and under 64 MiB.
-GPU_WHEELS ?= rapidfuzz==3.14.6 mambapy==1.2.0
+GPU_WHEELS ?= rapidfuzz==3.14.6 mambapy==1.2.0 ruamel.yaml==0.19.1
 GPU_PYTHON_VERSION ?= 3.12
 WHL ?= .whl
 gpu-wheels:
