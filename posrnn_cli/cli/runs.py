@@ -211,7 +211,7 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
 
 
 def compare(
-    runs: Annotated[List[str], typer.Argument(metavar="RUN… [vs RUN…]", help="Run directories (or quoted globs such as 'runs/x/pe-s*'), each evaluated unless its eval.json is current. With `vs`: several seeds a side, paired by seed.", show_default=False)],
+    runs: Annotated[List[str], typer.Argument(metavar="RUN", help="Run directories (or quoted globs such as 'runs/x/pe-s*'), each evaluated unless its eval.json is current; `A1 A2 vs B1 B2`: several seeds a side, paired by seed.", show_default=False)],
     device: DeviceOpt = "auto",
     json_out: JsonOpt = False,
 ):
