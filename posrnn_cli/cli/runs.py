@@ -69,8 +69,9 @@ def _measure(result: dict) -> str:
     return catalog.TASKS[result["task"]].measure if result.get("task") in catalog.TASKS else "accuracy"
 
 
-#: the columns of the evaluation table: header, JSON keys it reads, right-aligned
+#: the setting columns of the evaluation table (a line under it names those every run shares)
 _SETTING = ("step", "task", "model", "pe", "V", "L")
+#: abbreviated headers, explained under the table
 _LEGEND = {"V": "V vocabulary", "L": "L length", "DL": "DL Damerau–Levenshtein distance"}
 
 
