@@ -279,7 +279,12 @@ PROFILES_TEXT = "profiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n"
     ("profile: lite\n" + PROFILES_TEXT, "profile: [micro]\n" + PROFILES_TEXT),
     (("profile: [lite] # c\n" + PROFILES_TEXT).replace("\n", "\r\n"),
      ("profile: [micro] # c\n" + PROFILES_TEXT).replace("\n", "\r\n")),
-], ids=["comments", "quoted-key", "block-list-with-comment-and-blank", "indented-block-list", "scalar", "crlf"])
+    # the block form `dvc exp run -S` writes, then a blank line and the next section's comments
+    ("profile:\n- lite\n\n# the profiles\n# one a key\n" + PROFILES_TEXT,
+     "profile:\n- micro\n\n# the profiles\n# one a key\n" + PROFILES_TEXT),
+    ("profile:\n- lite  # on the item\n# after\n" + PROFILES_TEXT, "profile:\n- micro  # on the item\n# after\n" + PROFILES_TEXT),
+], ids=["comments", "quoted-key", "block-list-with-comment-and-blank", "indented-block-list", "scalar", "crlf",
+        "dvc-block-list-then-comments", "block-list-item-comment"])
 def test_profile_use_edits_the_one_value_in_place(tmp_path, text, expected):
     from posrnn_cli.common.profiles import use_profile
 
@@ -287,6 +292,25 @@ def test_profile_use_edits_the_one_value_in_place(tmp_path, text, expected):
     params.write_bytes(text.encode())
     use_profile(params, ["micro"])
     assert params.read_bytes().decode() == expected
+
+
+def test_profile_use_after_dvc_rewrote_the_file_changes_only_the_value(tmp_path):
+    """The project's params.yaml as DVC's own writer leaves it after `dvc exp run -S 'profile=[micro]'`
+    (a block list, the next section's comments below it): only the list item changes, on its line."""
+    serialize = pytest.importorskip("dvc.utils.serialize")
+    params = tmp_path / "params.yaml"
+    params.write_bytes((ROOT / "params.yaml").read_bytes())
+    with serialize.modify_yaml(params) as data:
+        data["profile"] = ["micro"]
+    before = params.read_text().splitlines()
+    assert before[before.index("profile:") + 1] == "- micro"  # the form this test is about
+    code, out = cli("profile", "use", "lite", "--params", str(params))
+    assert code == 0, out
+    after = params.read_text().splitlines()
+    assert after == [("- lite" if ln == "- micro" else ln) for ln in before]
+    from posrnn_cli.common.profiles import active_profiles
+
+    assert active_profiles(params) == ["lite"]
 
 
 def test_profile_use_keeps_the_mode_and_the_symlink(tmp_path):

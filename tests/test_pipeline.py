@@ -122,6 +122,35 @@ def posrnn(repo: Path, *args: str) -> str:
 
 
 @pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
+def test_dvc_plots_show_loads_every_declared_plot(tmp_path):
+    """Every file the stages write where dvc.yaml declares plots (each figure the experiment
+    registry names, a training-curves table) is one DVC can draw, or one .dvcignore keeps out:
+    `dvc plots show` reports no plot it failed to load."""
+    from posrnn_cli.common.experiments import EXPERIMENTS
+
+    repo = tmp_path / "repo"
+    (repo / "posrnn_cli" / "analysis").mkdir(parents=True)
+    for name in ("dvc.yaml", ".dvcignore", "posrnn_cli/analysis/training_curves.json"):
+        shutil.copy(ROOT / name, repo / name)
+    (repo / "params.yaml").write_text("profile: [p]\nprofiles:\n  p: {}\n")
+    figures = repo / "figures" / "p"
+    figures.mkdir(parents=True)
+    png = next((ROOT / "figures").rglob("*.png")).read_bytes()
+    written = [e.figure.file for e in EXPERIMENTS.values() if e.figure is not None]
+    for name in written:
+        (figures / name).write_bytes(png if name.endswith(".png") else b"| model | PE |\n|---|---|\n")
+    (repo / "results" / "p" / "curves").mkdir(parents=True)
+    (repo / "results" / "p" / "curves" / "fig2.csv").write_text("run,step,loss,accuracy\na,1,2.0,0.1\na,2,1.5,0.2\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    dvc(repo, "init", "-q")
+    r = subprocess.run([DVC, "plots", "show", "--json"], cwd=repo, env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "failed to load" not in r.stderr, r.stderr
+    shown = json.loads(r.stdout)
+    assert not shown.get("errors"), shown["errors"]
+    assert {f"figures/p/{n}" for n in written if n.endswith(".png")} | {"results/p/curves/fig2.csv"} == set(shown["data"])
+
+
+@pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
 @pytest.mark.slow
 def test_micro_profile_end_to_end_with_dvc(tmp_path):
     repo = tmp_path / "repo"

@@ -10,7 +10,7 @@ Layout::
                                                    permutation.json, …
     runs/<profile>/<experiment>/sweep.json        the cells of the current grid (posrnn sweep)
     results/<profile>/tables/<experiment>.csv     one row per cell (per condition, step, …)
-    results/<profile>/metrics/<experiment>.json   the headline numbers (``dvc metrics show``)
+    results/<profile>/metrics/<experiment>.json   the headline numbers, numbers only (``MEASURES``)
 
 A *cell* is a run's config without its seed: runs that differ only in ``train.seed`` form one
 row. The row lists its seeds (``seeds``, ascending) and, for each measure ``m``, the mean over
@@ -329,33 +329,43 @@ def by_pe(rows: list[dict], key: str) -> dict:
 
 
 # One ``dvc metrics show`` row per experiment, with the same few columns for all: the headline
-# measure per PE form or per layer count, and what it is. The registry names one per table form.
+# measure per PE form or per layer count. Numbers only: a text field would make `dvc exp show` a
+# column per experiment; what each file's numbers are is said here (MEASURES) and in the README.
 def headline_eval(rows: list[dict]) -> dict:
-    return {"measure": "token accuracy, mean over cells", **by_pe(rows, "token_accuracy")}
+    return by_pe(rows, "token_accuracy")
 
 
 def headline_dual(rows: list[dict]) -> dict:
-    return {"measure": "token accuracy, F target / R disturbants", **by_pe(
-        [r for r in rows if r["condition"] == "F/R" and r["half"] == "all"], "token_accuracy")}
+    return by_pe([r for r in rows if r["condition"] == "F/R" and r["half"] == "all"], "token_accuracy")
 
 
 def headline_stability(rows: list[dict]) -> dict:
     last = max(r["step"] for r in rows)
-    return {"measure": f"common-target stability, F/R, step {last}", **by_pe(
+    return {"step": int(last), **by_pe(
         [r for r in rows if r["step"] == last and r["pair"] == "common_target" and r["condition"] == "F/R"], "stability")}
 
 
 def headline_extend(rows: list[dict]) -> dict:
-    return {"measure": "token accuracy on new ids only", **by_pe(rows, "token_accuracy")}
+    return by_pe(rows, "token_accuracy")
 
 
 def headline_lm(rows: list[dict]) -> dict:
-    return {"measure": "test perplexity, mean over seeds", **by_pe(rows, "perplexity")}
+    return by_pe(rows, "perplexity")
 
 
 def headline_irie(rows: list[dict]) -> dict:
-    return {"measure": "share of sequences whose last output a permutation changes",
-            **{f"layers_{r['layers']}": round(r["permutation_sensitive_share"], 4) for r in rows}}
+    return {f"layers_{r['layers']}": round(r["permutation_sensitive_share"], 4) for r in rows}
+
+
+#: what the numbers of each table form's metrics file are (by PE form, ``none`` = vanilla)
+MEASURES = {
+    "eval": "token accuracy, mean over cells",
+    "dual": "token accuracy, F target / R disturbants",
+    "stability": "common-target stability, F/R, at the last analysed checkpoint (`step`)",
+    "extend": "token accuracy on sequences of new ids only",
+    "lm": "test perplexity, mean over seeds",
+    "irie": "share of sequences whose last output a permutation changes, by layer count",
+}
 
 
 def table_form(exp_dir: Path) -> Optional[str]:

@@ -1,5 +1,5 @@
-"""Views of a scored profile that other documents quote: the seeds-needed table and the README's
-results block. Both read the scorecard's rows (``scorecard.scorecard`` or a committed
+"""Views of a scored profile that other documents quote: the seeds-needed table, the README's
+results block, and the terminal's one line per claim. Both read the scorecard's rows (``scorecard.scorecard`` or a committed
 ``scorecard.json``) and compute nothing of their own, so the README cannot say what the
 scorecard does not.
 
@@ -17,7 +17,7 @@ from typing import Optional
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
-from .scorecard import OPEN, REGIME_WORDS, SCOPES, SECTIONS, VERDICTS, seeds_text, summarize
+from .scorecard import NOT_MEASURED, OPEN, REGIME_WORDS, SCOPES, SECTIONS, VERDICTS, seeds_text, summarize
 
 #: how the seeds table and the README name the two scopes
 SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
@@ -126,3 +126,55 @@ def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
         return False
     atomic_write_text(readme, new)
     return True
+
+
+# ---- the terminal view: one line per claim ---------------------------------------------------------
+def _needs_cell(r: dict) -> str:
+    """The seeds an open verdict needs, as ``clear/80%`` (``>1000`` beyond reach); the verdict at
+    the regime first, else the indication's."""
+    for scope in SCOPES:
+        n = r[scope].get("seeds_needed")
+        if n:
+            if n.get("clear") is None:
+                return ">1000"
+            return f"{n['clear']:,}/" + (f"{n['power80']:,}" if n.get("power80") is not None else ">1000")
+    return ""
+
+
+def _verdict_cell(x: dict):
+    from rich.text import Text
+
+    style = "dim" if x["verdict"] == NOT_MEASURED else ""
+    return Text(x["verdict"] + ("*" if x.get("partial") else ""), style=style)
+
+
+def scorecard_lines(rows: list[dict], detail_hint: str = ""):
+    """The scorecard for a terminal: per section its counts, then one line per claim (its id,
+    never cut; the verdict at the regime and the indication off it, in words; the seeds an open
+    verdict needs). ``detail_hint`` ends it: where the measurements and reasons are."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    summary, parts = summarize(rows), []
+    for section, title in SECTIONS.items():
+        if section not in summary:
+            continue
+        s, where = summary[section], REGIME_WORDS[section]
+        parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
+                  Text(f"{where[0].upper()}{where[1:]}: {_counts(s['at_regime'])}."),
+                  Text(f"Indications off {where.split(' ', 1)[1]}: {_counts(s['indication'])}.")]
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+        t.add_column("claim", overflow="fold", no_wrap=True)
+        t.add_column("at regime", overflow="fold")
+        t.add_column("indication", overflow="fold")
+        t.add_column("seeds", justify="right", no_wrap=True)
+        for r in (r for r in rows if r["section"] == section):
+            t.add_row(r["id"], _verdict_cell(r["at_regime"]), _verdict_cell(r["indication"]), _needs_cell(r))
+        parts.append(t)
+    legend = ("*: partial (a named model not measured). seeds: for an open verdict, the seeds at which its "
+              "interval would clear its bound / the seeds for 80% power, if the spread stays as measured "
+              "(>1000: out of reach).")
+    parts.append(Text(legend + (f" {detail_hint}" if detail_hint else ""), style="dim"))
+    return Group(*parts)

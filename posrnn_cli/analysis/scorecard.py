@@ -1655,10 +1655,10 @@ def scorecard_rich_table(rows: list[dict]):
             heads.append(Text(f"{title}: {REGIME_WORDS[section]}: {_count_text(s['at_regime'])}. "
                               f"Indications off the regime: {_count_text(s['indication'])}."))
     t = RichTable(title="Reproduction scorecard", show_lines=True)
-    t.add_column("claim", ratio=3)
-    t.add_column("regime", ratio=2)
-    t.add_column("at the papers' regime", ratio=3)
-    t.add_column("indication off the regime", ratio=4)
+    t.add_column("claim", ratio=3, overflow="fold")  # an id folds, never cut: two claims never look the same
+    t.add_column("regime", ratio=2, overflow="fold")
+    t.add_column("at the papers' regime", ratio=3, overflow="fold")
+    t.add_column("indication off the regime", ratio=4, overflow="fold")
     for r in rows:
         cells = []
         for scope in SCOPES:

@@ -24,10 +24,42 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def console():
+    """A rich console as wide as the terminal, or as ``COLUMNS`` says (rich reads it); piped with
+    no ``COLUMNS``, 80 columns (never the width of a terminal the output does not go to)."""
+    import os
+
     from rich.console import Console
 
     c = Console()
-    return c if c.is_terminal else Console(width=160)  # piped: don't squeeze tables
+    if c.is_terminal:
+        return c
+    cols = os.environ.get("COLUMNS", "")
+    return Console(width=int(cols) if cols.isdigit() and int(cols) > 0 else 80)
+
+
+def print_wrapped(c, text: str, style: str = "", indent: str = "") -> None:
+    """Print ``text`` on console ``c``, wrapped at its width at spaces outside brackets: an
+    interval such as ``[+0.035, +0.061]`` stays on one line."""
+    import re
+    import textwrap
+
+    from rich.text import Text
+
+    keep = re.sub(r"\[[^\[\]]*\]", lambda m: m.group(0).replace(" ", "\0"), text)
+    lines = textwrap.wrap(keep, max(20, c.width), initial_indent=indent, subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    for line in lines:
+        c.print(Text(line.replace("\0", " "), style=style), soft_wrap=True)
+
+
+def echo_hanging(prefix: str, text: str) -> None:
+    """One listing entry: ``prefix`` then ``text`` wrapped to the console's width, its further
+    lines indented under the text's start."""
+    import textwrap
+
+    width = max(len(prefix) + 20, console().width)
+    typer.echo("\n".join(textwrap.wrap(text, width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                                        break_long_words=False, break_on_hyphens=False)) or prefix.rstrip())
 
 
 def cli_errors(fn):

@@ -10,7 +10,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..common.errors import PosrnnError
-from .common import JsonOpt, cli_errors, console
+from .common import JsonOpt, cli_errors, console, echo_hanging
 
 PARAMS = Path("params.yaml")
 ParamsFile = Annotated[Path, typer.Option("--params", metavar="FILE", help="The params file holding the profiles.")]
@@ -58,7 +58,7 @@ def sweep(
 
     if list_:
         for e in EXPERIMENTS.values():
-            typer.echo(f"{e.name:<10} {e.stage:<10} {e.about}")
+            echo_hanging(f"{e.name:<10} {e.stage:<10} ", e.about)
         return
     if executor is not None and executor not in EXECUTORS:
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
@@ -139,7 +139,7 @@ def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
         return
     width = max((len(r["name"]) for r in rows), default=0)
     for r in rows:
-        typer.echo(f"{'*' if r['active'] else ' '} {r['name']:<{width}}  device {r['device']:<5} {r['about']}")
+        echo_hanging(f"{'*' if r['active'] else ' '} {r['name']:<{width}}  device {r['device']:<5} ", r["about"])
 
 
 @profile_app.command("use", short_help="Make a profile the one dvc repro runs.")
@@ -209,13 +209,16 @@ def scorecard(
     readme: Annotated[Optional[Path], typer.Option("--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (e.g. README.md) from the scorecard.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
+    detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
     json_out: JsonOpt = False,
 ):
     """Every claim of the papers against what a profile measured, with a verdict.
 
-    Each row: the claim, the paper's number, the measured value with its 95% CI and seeds, the
-    test declared in advance (posrnn_cli/analysis/claims.yaml) and the verdict."""
-    from ..analysis.report import seeds_markdown, update_readme, write_seeds
+    One line a claim: its id, the verdict at the papers' regime and the indication off it, and
+    the seeds an open verdict needs. --detail (or scorecard.md, with --out) adds the claim, the
+    measured values with their 95% CIs and seeds, and the reasons; the tests are declared in
+    advance in posrnn_cli/analysis/claims.yaml."""
+    from ..analysis.report import scorecard_lines, seeds_markdown, update_readme, write_seeds
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
@@ -238,8 +241,11 @@ def scorecard(
         typer.echo(seeds_markdown(rows, label), nl=False)
     elif json_out:
         typer.echo(json.dumps(rows))
-    else:
+    elif detail:
         console().print(scorecard_rich_table(rows))
+    else:
+        where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
+        console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
 
 
 def register(app: typer.Typer) -> None:

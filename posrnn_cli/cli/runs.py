@@ -14,7 +14,7 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import DeviceOpt, JsonOpt, ParamsOpt, SetOpt, cli_errors, console, listing
+from .common import DeviceOpt, JsonOpt, ParamsOpt, SetOpt, cli_errors, console, listing, print_wrapped
 from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
@@ -69,35 +69,48 @@ def _measure(result: dict) -> str:
     return catalog.TASKS[result["task"]].measure if result.get("task") in catalog.TASKS else "accuracy"
 
 
-def _eval_table(results: list[dict], title: str):
-    from rich.table import Table
+#: the setting columns of the evaluation table (a line under it names those every run shares)
+_SETTING = ("step", "task", "model", "pe", "V", "L")
+#: abbreviated headers, explained under the table
+_LEGEND = {"V": "V vocabulary", "L": "L length", "DL": "DL Damerau–Levenshtein distance"}
 
-    lm = [r for r in results if _measure(r) == "perplexity"]
-    table = Table(title=title)
-    if lm and len(lm) == len(results):
-        for col in ("run", "step", "model", "pe", "perplexity", "token NLL", "tokens"):
-            table.add_column(col, justify="left" if col in ("run", "model", "pe") else "right", overflow="fold")
-        for r in results:
-            table.add_row(r["label"], str(r["step"]), r["model"], r["pe"], f"{r['perplexity']:.2f}",
-                          f"{r['token_nll']:.4f}", f"{r['n_tokens']:,}")
-        return table
-    for col in ("run", "step", "task", "model", "pe", "V", "L", "token acc", "95% CI", "seq acc", "DL"):
-        table.add_column(col, justify="left" if col in ("run", "task", "model", "pe") else "right", overflow="fold")
-    for r in results:
-        if _measure(r) == "perplexity":
-            table.add_row(r["label"], str(r["step"]), "lm", r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
-                          "", "", "", f"ppl {r['perplexity']:.2f}")
-            continue
-        if "token_accuracy" not in r:  # the continuous task: cosine
-            table.add_row(r["label"], str(r["step"]), r["task"], r["model"], r["pe"], "-", str(r["length"]),
-                          f"cos {r['cosine']:.3f}", "–".join(f"{c:.3f}" for c in r["cosine_ci"]), "", "")
-            continue
-        ci = r.get("token_accuracy_ci", [float("nan")] * 2)
-        table.add_row(
-            r["label"], str(r["step"]), r["task"], r["model"], r["pe"], str(r["vocab_size"]), str(r["length"]),
-            f"{r['token_accuracy']:.3f}", f"{ci[0]:.3f}–{ci[1]:.3f}", f"{r['sequence_accuracy']:.3f}", f"{r['damerau_levenshtein']:.2f}",
-        )
-    return table
+
+def _eval_cells(r: dict) -> dict:
+    """One evaluation as table cells: its setting, then its scores."""
+    setting = {"step": str(r["step"]), "task": r.get("task", "?"), "model": r.get("model", "?"), "pe": r.get("pe", "?"),
+               "V": str(r.get("vocab_size", "-")), "L": str(r.get("length", "-"))}
+    if _measure(r) == "perplexity":
+        return {**setting, "task": "lm", "V": "-", "perplexity": f"{r['perplexity']:.2f}", "token NLL": f"{r['token_nll']:.4f}",
+                "tokens": f"{r['n_tokens']:,}"}
+    if "token_accuracy" not in r:  # the continuous task: cosine
+        return {**setting, "V": "-", "cosine": f"{r['cosine']:.3f}", "95% CI": "–".join(f"{c:.3f}" for c in r["cosine_ci"])}
+    ci = r.get("token_accuracy_ci", [float("nan")] * 2)
+    return {**setting, "token acc": f"{r['token_accuracy']:.3f}", "95% CI": f"{ci[0]:.3f}–{ci[1]:.3f}",
+            "seq acc": f"{r['sequence_accuracy']:.3f}", "DL": f"{r['damerau_levenshtein']:.2f}"}
+
+
+def _eval_table(results: list[dict], title: str):
+    """The runs side by side in 80 columns: the settings all runs share go to a line under the
+    table, the rest are columns; run names fold (never cut), intervals stay on one line."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    cells = [_eval_cells(r) for r in results]
+    heads = list(dict.fromkeys(h for c in cells for h in c))
+    shared = [h for h in heads if h in _SETTING and len({c.get(h, "") for c in cells}) == 1]
+    table = Table(title=title, title_justify="left")
+    table.add_column("run", overflow="fold")
+    for h in (h for h in heads if h not in shared):
+        table.add_column(h, justify="left" if h in ("task", "model", "pe") else "right", no_wrap=True)
+    for r, c in zip(results, cells):
+        table.add_row(r["label"], *(c.get(h, "") for h in heads if h not in shared))
+    notes = ["all runs: " + ", ".join(f"{h} {cells[0][h]}" for h in shared)] if shared and len(cells) > 1 else \
+        [", ".join(f"{h} {cells[0][h]}" for h in shared)] if shared else []
+    legend = [_LEGEND[h] for h in heads if h in _LEGEND]
+    if legend:
+        notes.append("; ".join(legend))
+    return Group(table, *(Text(n, style="dim") for n in notes))
 
 
 def eval_cmd(
@@ -118,39 +131,128 @@ def eval_cmd(
         console().print(_eval_table([{**result, "label": Path(result["run_dir"]).name}], "held-out evaluation"))
 
 
-def compare(
-    runs: Annotated[List[Path], typer.Argument(metavar="RUN", help="Run directories to compare (each evaluated unless its eval.json is current).", show_default=False)],
-    device: DeviceOpt = "auto",
-    json_out: JsonOpt = False,
-):
-    """Evaluate several runs and print them side by side; the title names what differs."""
-    from ..common.config import config_diff
+def _evaluated(run: Path, device: str) -> tuple[dict, object]:
+    """A run's evaluation of its latest checkpoint (the cached one when current) and its config."""
     from ..engine.checkpoint import read_run_config, resolve_checkpoint
     from ..engine.evaluate import cached_eval, evaluate
 
-    results, configs = [], []
-    for run in runs:
-        ckpt, run_dir = resolve_checkpoint(run)
-        cfg = read_run_config(run_dir)
-        hit = cached_eval(run_dir, ckpt)
-        r = dict(hit) if hit is not None else evaluate(run, device=device)
-        r["label"] = str(run)  # the run as named here, never a cached name
-        if cfg is not None:
-            r.update({"task": cfg.task.name, "model": cfg.model.name, "pe": cfg.model.pe,
-                      "vocab_size": cfg.task.vocab_size, "length": cfg.task.length})
-            configs.append(cfg)
-        results.append(r)
-    if json_out:
-        typer.echo(json.dumps(results))
-        return
+    ckpt, run_dir = resolve_checkpoint(run)
+    cfg = read_run_config(run_dir)
+    hit = cached_eval(run_dir, ckpt)
+    if hit is not None and not (Path(run_dir) / "eval_sequences.npz").is_file():
+        hit = None  # its per-sequence scores are gone: evaluate again
+    r = dict(hit) if hit is not None else evaluate(run, device=device)
+    r["label"] = str(run)  # the run as named here, never a cached name
+    r["run_dir"] = str(run_dir)
+    if cfg is not None:
+        r.update({"task": cfg.task.name, "model": cfg.model.name, "pe": cfg.model.pe,
+                  "vocab_size": cfg.task.vocab_size, "length": cfg.task.length})
+    return r, cfg
+
+
+def _title(results: list[dict], configs: list) -> str:
+    from ..common.config import config_diff
+
     differ = sorted({k for a in configs for b in configs for k in config_diff(a, b) if k != "train.seed"})
-    if len({r.get('task') for r in results}) > 1:
-        title = "runs of different tasks"
-    elif differ:
-        title = "runs differing in " + ", ".join(differ[:4]) + (" …" if len(differ) > 4 else "")
-    else:
-        title = "runs with the same config" + (" (different seeds)" if len({c.train.seed for c in configs}) > 1 else "")
-    console().print(_eval_table(results, title))
+    if len({r.get("task") for r in results}) > 1:
+        return "runs of different tasks"
+    if differ:
+        return "runs differing in " + ", ".join(differ[:4]) + (" …" if len(differ) > 4 else "")
+    return "runs with the same config" + (" (different seeds)" if len({c.train.seed for c in configs}) > 1 else "")
+
+
+def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, int]]:
+    """(seed, index in A, index in B) of each pair of runs, from their configs."""
+    from ..analysis.compare import pair_by_seed
+    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+
+    def seeds(side):
+        out = []
+        for i, run in enumerate(side):
+            cfg = read_run_config(resolve_checkpoint(Path(run))[1])
+            if cfg is None:
+                raise PosrnnError(f"{run} has no config.yaml, so its seed is unknown; compare runs that posrnn train wrote")
+            out.append((cfg.train.seed, i))
+        return out
+
+    return pair_by_seed(seeds(side_a), seeds(side_b))
+
+
+def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> list[dict]:
+    """Without ``vs`` (``b`` empty): each run after the first minus the first, on the same test
+    sequences. With ``vs``: side B minus side A, paired by seed."""
+    from ..analysis import compare as cmp
+    from ..common.config import config_diff
+
+    def one(ra, ca, rb, cb, diff):
+        score = cmp.score_of(ra["task"])
+        fallback = ("A", "B") if b else (ra["label"], rb["label"])
+        keys = [k for k in config_diff(ca, cb) if k != "train.seed"] if ca and cb else []
+        names = cmp.side_names(keys, ca, cb, fallback)
+        return {**diff, "a": ra["label"], "b": rb["label"], "score": score.key,
+                "meaning": cmp.meaning(diff, score, *names)}
+
+    if not b:
+        (r0, c0), out = a[0], []
+        for r, c in a[1:]:
+            if c0 is None or c is None or not cmp.paired_with(c0.to_dict()["task"], c.to_dict()["task"]):
+                out.append({"a": r0["label"], "b": r["label"], "meaning": f"{r['label']} and {r0['label']} scored "
+                            f"different test sets (their task settings differ): no paired difference"})
+                continue
+            d = cmp.per_sequence(cmp.sequence_scores(r0["run_dir"], r0), cmp.sequence_scores(r["run_dir"], r))
+            out.append(one(r0, c0, r, c, d))
+        return out
+    pairs = _seeds_of([r["run_dir"] for r, _ in a], [r["run_dir"] for r, _ in b])
+    if len({cmp.score_of(r["task"]).key for r, _ in a + b}) > 1:
+        raise PosrnnError("the runs measure different things (e.g. accuracy and perplexity); compare runs of one task")
+    mean = lambda rc: float(cmp.sequence_scores(rc[0]["run_dir"], rc[0]).mean())  # noqa: E731
+    d = cmp.per_seed([s for s, _, _ in pairs], [mean(a[i]) for _, i, _ in pairs], [mean(b[j]) for _, _, j in pairs])
+    out = one(a[0][0], a[0][1], b[0][0], b[0][1], d)
+    return [{**out, "a": [r["label"] for r, _ in a], "b": [r["label"] for r, _ in b]}]
+
+
+def compare(
+    runs: Annotated[List[str], typer.Argument(metavar="RUN", help="Run directories (or quoted globs such as 'runs/x/pe-s*'), each evaluated unless its eval.json is current; `A1 A2 vs B1 B2`: several seeds a side, paired by seed.", show_default=False)],
+    device: DeviceOpt = "auto",
+    json_out: JsonOpt = False,
+):
+    """Evaluate runs, print them side by side (the title names what differs), and the paired
+    difference B − A with its 95% interval and what it means.
+
+    `compare A B`: B − A on the same test sequences (95% paired bootstrap over sequences).
+    `compare A1 A2 A3 vs B1 B2 B3`: B − A per seed (runs paired by train.seed), 95% Student-t
+    interval over seeds, as the scorecard reads. More runs without `vs`: each minus the first."""
+    from ..analysis.compare import expand
+
+    side_a, side_b = expand(list(runs))
+    if side_b:  # the seeds pair before anything is evaluated
+        _seeds_of(side_a, side_b)
+    a = [_evaluated(r, device) for r in side_a]
+    b = [_evaluated(r, device) for r in side_b]
+    diffs = _differences(a, b) if len(a) + len(b) > 1 else []
+    results = [r for r, _ in a + b]
+    if json_out:
+        if b:
+            typer.echo(json.dumps({"a": [r for r, _ in a], "b": [r for r, _ in b], "difference": diffs[0]}))
+        else:
+            for r, d in zip(results[1:], diffs):
+                r["difference"] = d  # each run after the first: minus the first
+            typer.echo(json.dumps(results))
+        return
+    c = console()
+    c.print(_eval_table(results, _title(results, [cfg for _, cfg in a + b if cfg is not None])))
+    for d in diffs:
+        _print_difference(c, d)
+
+
+def _print_difference(c, d: dict) -> None:
+    if "mean" not in d:
+        print_wrapped(c, d["meaning"])
+        return
+    what = f"{d['interval']}" + (": " + ", ".join(f"seed {s} {v:+.3f}" for s, v in zip(d["seeds"], d["by_seed"]))
+                                 if d["over"] == "seeds" else "")
+    print_wrapped(c, d["meaning"], style="bold")
+    print_wrapped(c, f"({what})", style="dim", indent="  ")
 
 
 def stability(

@@ -47,7 +47,7 @@ class JobKind:
 class TableForm:
     name: str
     build: str  # (runs, n_resamples) -> rows
-    headline: str  # (rows) -> {"measure": …, <pe form or layer count>: value, …}
+    headline: str  # (rows) -> {<pe form or layer count>: number, …}: numbers only (aggregate.MEASURES says what)
     columns: tuple[str, ...]  # the columns every row holds (at least)
 
 

@@ -122,6 +122,7 @@ def use_profile(params: Path, names: list[str]) -> str:
         if isinstance(value, yaml.SequenceNode) and not value.flow_style:
             # a block list: replace the items, keep any comment line between them (before the new items)
             indent = " " * value.start_mark.column
+            b = value.value[-1].end_mark.index if value.value else b  # blank lines and comments after the list stay
             span = text[a:b]
             comments = [ln.strip() if ln.strip().startswith("#") else "#" + ln.split(" #", 1)[1]
                         for ln in span.splitlines() if ln.strip().startswith("#") or " #" in ln]
