@@ -1,0 +1,227 @@
+"""claims.yaml: the one registry of test kinds (each kind's function and the parameters it
+accepts), and loading and validating the claims against it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from posrnn_cli.common.errors import PosrnnError
+
+from .core import CLAIMS_PATH, Outcome, TABLES, _as_list, _is_number
+from .tables import TableSet
+from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
+from .contrasts import check_gap_contrast, check_robust, check_stability_decay
+from .exact import check_permutation_invariant, check_permutation_sensitive
+
+
+# ---- claims: loading and validation ---------------------------------------------------------
+_SCALAR = (str, int, float, type(None))
+
+
+def _check_filter(where: str, f: Any, allow_empty: bool = False) -> None:
+    if not isinstance(f, dict):
+        raise ValueError(f"{where} must be a mapping column → value")
+    if not f and not allow_empty:
+        raise ValueError(f"{where} must set at least one column")
+    for col, spec in f.items():
+        if not isinstance(col, str):
+            raise ValueError(f"{where}: column {col!r} is not a name")
+        if isinstance(spec, dict):
+            if not spec or set(spec) - {"min", "max"} or not all(_is_number(v) for v in spec.values()):
+                raise ValueError(f"{where}.{col}: a range is {{min: number, max: number}}")
+        elif isinstance(spec, list):
+            if not spec or not all(isinstance(v, _SCALAR) and not isinstance(v, bool) for v in spec):
+                raise ValueError(f"{where}.{col}: a list of plain values is expected")
+        elif not isinstance(spec, _SCALAR) or isinstance(spec, bool):
+            raise ValueError(f"{where}.{col}: {spec!r} is not a plain value")
+
+
+def _filters(where: str, x: Any) -> None:
+    for i, f in enumerate(_as_list(x)):
+        _check_filter(f"{where}[{i}]" if isinstance(x, list) else where, f)
+
+
+def _number(lo: float = -math.inf, hi: float = math.inf) -> Callable[[str, Any], None]:
+    def check(where: str, x: Any) -> None:
+        if not _is_number(x) or not lo <= x <= hi:
+            raise ValueError(f"{where} must be a number in [{lo:g}, {hi:g}]")
+    return check
+
+
+def _choice(*options: str) -> Callable[[str, Any], None]:
+    def check(where: str, x: Any) -> None:
+        if x not in options:
+            raise ValueError(f"{where} must be one of {', '.join(options)}")
+    return check
+
+
+def _columns(where: str, x: Any) -> None:
+    if not isinstance(x, list) or not x or not all(isinstance(c, str) for c in x):
+        raise ValueError(f"{where} must be a non-empty list of column names")
+
+
+def _boolean(where: str, x: Any) -> None:
+    if not isinstance(x, bool):
+        raise ValueError(f"{where} must be true or false")
+
+
+def _metric(where: str, x: Any) -> None:
+    if not isinstance(x, str) or not x:
+        raise ValueError(f"{where} must be a column name")
+
+
+def _pairs(*names: str) -> Callable[[str, Any], None]:
+    def check(where: str, x: Any) -> None:
+        if not isinstance(x, list) or not x:
+            raise ValueError(f"{where} must be a non-empty list")
+        for i, pair in enumerate(x):
+            if not isinstance(pair, dict) or set(pair) != set(names):
+                raise ValueError(f"{where}[{i}] must have exactly the keys {', '.join(names)}")
+            for n in names:
+                _check_filter(f"{where}[{i}].{n}", pair[n])
+    return check
+
+
+def _optional_filter(where: str, f: Any) -> None:
+    _check_filter(where, f, allow_empty=True)
+
+
+def _side_param(where: str, x: Any) -> None:
+    if not isinstance(x, dict):
+        raise ValueError(f"{where} must be a mapping")
+    extra = set(x) - {"tables", "select", "plus", "minus", "label"}
+    if extra or not {"plus", "minus"} <= set(x):
+        raise ValueError(f"{where} takes plus, minus and optionally tables, select, label")
+    if "tables" in x and (not isinstance(x["tables"], list) or not set(x["tables"]) <= set(TABLES)):
+        raise ValueError(f"{where}.tables must list known tables")
+    if "select" in x:
+        _optional_filter(f"{where}.select", x["select"])
+    _check_filter(f"{where}.plus", x["plus"])
+    _filters(f"{where}.minus", x["minus"])
+
+
+_MATCH = ("match", False, _columns)
+_METRIC = ("metric", False, _metric)
+_SELECT = ("select", False, _optional_filter)
+_LOWER = ("lower_is_better", False, _boolean)
+_WHERE = ("where", False, _choice("all", "largest_vocab", "last_step"))
+@dataclass(frozen=True)
+class Kind:
+    """A test kind: the function that scores a claim (claim, TableSet) → Outcome, and the
+    parameters claims.yaml may give it: (name, required, check)."""
+
+    name: str
+    test: Callable[[dict, TableSet], Outcome]
+    params: tuple
+
+
+#: the one registry of test kinds; claims.yaml names them by ``kind``
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("threshold", check_threshold,
+         [("select", True, _check_filter), ("baseline", False, _check_filter), ("threshold", True, _number()), _MATCH, _METRIC]),
+    Kind("decline", check_decline,
+         [("select", True, _check_filter), _METRIC]),
+    Kind("ahead", check_ahead,
+         [("better", True, _filters), ("worse", True, _filters), _SELECT, _WHERE, _MATCH, _METRIC, _LOWER, ("min_difference", False, _number(0)), ("ceiling", False, _number())]),
+    Kind("trend", check_trend,
+         [("better", True, _check_filter), ("worse", True, _check_filter), _SELECT, _METRIC]),
+    Kind("no_gain", check_no_gain,
+         [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, _WHERE, ("margin", True, _number(0)), ("learned", True, _number(0, 1)), _MATCH, _METRIC, _LOWER]),
+    Kind("gap_contrast", check_gap_contrast,
+         [("a", True, _side_param), ("b", True, _side_param), _MATCH, _METRIC]),
+    Kind("robust", check_robust,
+         [("select", True, _check_filter), ("baseline", True, _check_filter), ("pairs", True, _pairs("ref", "cond")), ("tolerance", True, _number(0)), ("steps", False, _choice("all", "last", "first")), ("baseline_ignores", False, _columns), _METRIC]),
+    Kind("stability_decay", check_stability_decay,
+         [("select", True, _check_filter), ("pairs", True, _pairs("frequent", "rare")), ("speed", True, _choice("quick", "gradual")), ("early_fraction", False, _number(0, 1)), _METRIC]),
+    Kind("lm_no_gain", check_lm_no_gain,
+         [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, ("margin", True, _number(0, 1)), _METRIC]),
+    Kind("permutation_invariant", check_permutation_invariant,
+         [("select", True, _check_filter)]),
+    Kind("permutation_sensitive", check_permutation_sensitive,
+         [("select", True, _check_filter), ("min_share", True, _number(0, 1))]),
+)}
+#: views of KINDS, by name: the function, and the parameter schema
+TESTS: dict[str, Callable[[dict, TableSet], Outcome]] = {k: v.test for k, v in KINDS.items()}
+SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {k: list(v.params) for k, v in KINDS.items()}
+#: sections of claims.yaml: the papers' claims, and hypotheses beyond them (scored apart)
+SECTIONS = {"papers": "The papers' claims", "beyond": "Beyond the papers"}
+#: where a section's verdicts are read: the papers' regime, or the regime a hypothesis states
+REGIME_WORDS = {"papers": "at the papers' regime", "beyond": "at the hypothesis's regime"}
+_TEXT_KEYS = ("id", "claim", "paper", "test")
+_SCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "kind", "params", "test"}
+_OPTIONAL_KEYS = {"models", "section", "implementation"}
+_UNSCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "unscored"}
+
+
+def validate_claim(entry: Any) -> None:
+    """Raise ``PosrnnError`` unless ``entry`` is a well-formed claim: the required keys, the
+    regime and models, a known test kind with parameters it accepts — or, for a claim no
+    profile can measure, the reason in ``unscored``."""
+    cid = entry.get("id", "?") if isinstance(entry, dict) else "?"
+    try:
+        if not isinstance(entry, dict):
+            raise ValueError("an entry must be a mapping")
+        want = _UNSCORED_KEYS if "unscored" in entry else _SCORED_KEYS
+        keys = set(entry) - _OPTIONAL_KEYS
+        if keys != want:
+            missing, extra = want - keys, keys - want
+            raise ValueError(f"keys missing: {sorted(missing)}, unknown: {sorted(extra)}")
+        for k in [k for k in _TEXT_KEYS + ("kind", "unscored") if k in want]:
+            if not isinstance(entry[k], str) or not entry[k].strip():
+                raise ValueError(f"{k} must be non-empty text")
+        if not isinstance(entry["tables"], list) or not entry["tables"] or not set(entry["tables"]) <= set(TABLES):
+            raise ValueError(f"tables must list some of {', '.join(TABLES)}")
+        _check_filter("regime", entry["regime"], allow_empty=True)
+        if "models" in entry and (not isinstance(entry["models"], list) or not entry["models"]
+                                  or not all(isinstance(m, str) and m for m in entry["models"])):
+            raise ValueError("models must be a non-empty list of model names")
+        if not isinstance(entry.get("implementation", False), bool):
+            raise ValueError("implementation must be true or false")
+        if entry.get("section", "papers") not in SECTIONS:
+            raise ValueError(f"section must be one of {', '.join(SECTIONS)}")
+        if "unscored" in entry:
+            return
+        if entry["kind"] not in KINDS:
+            raise ValueError(f"unknown test kind {entry['kind']!r} (known: {', '.join(KINDS)})")
+        params = entry["params"]
+        if not isinstance(params, dict):
+            raise ValueError("params must be a mapping")
+        schema = {name: (req, check) for name, req, check in SCHEMAS[entry["kind"]]}
+        unknown = set(params) - set(schema)
+        if unknown:
+            raise ValueError(f"kind {entry['kind']} takes no parameter(s) {', '.join(sorted(unknown))}")
+        for name, (req, check) in schema.items():
+            if name in params:
+                check(f"params.{name}", params[name])
+            elif req:
+                raise ValueError(f"kind {entry['kind']} needs params.{name}")
+        for s in ("a", "b"):
+            side = params.get(s) if entry["kind"] == "gap_contrast" else None
+            if side and "tables" in side and not set(side["tables"]) <= set(entry["tables"]):
+                raise ValueError(f"params.{s}.tables must be among the claim's tables")
+    except ValueError as e:
+        raise PosrnnError(f"claims file: claim {cid!r} is malformed ({e}); fix its entry in claims.yaml") from None
+
+
+def load_claims(path: Optional[Path] = None) -> list[dict]:
+    """The claims of ``path`` (default: ``claims.yaml`` beside this module), validated."""
+    path = Path(path) if path is not None else CLAIMS_PATH
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
+        raise PosrnnError(f"cannot read the claims file {path} ({type(e).__name__}); fix or restore it") from None
+    claims = data.get("claims") if isinstance(data, dict) else None
+    if not isinstance(claims, list) or not claims:
+        raise PosrnnError(f"{path} holds no 'claims:' list; restore it from the repository")
+    ids = set()
+    for c in claims:
+        validate_claim(c)
+        if c["id"] in ids:
+            raise PosrnnError(f"{path}: claim id {c['id']!r} appears twice; give each claim its own id")
+        ids.add(c["id"])
+    return claims

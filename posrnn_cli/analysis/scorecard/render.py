@@ -1,0 +1,127 @@
+"""Views of the scored rows: markdown (``scorecard.md``), JSON (``scorecard.json``) and the rich
+table; they read the rows and decide nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from posrnn_cli.common.io import atomic_write_json, atomic_write_text
+
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES, TOO_FEW_SEEDS, VERDICTS)
+from .claims import REGIME_WORDS, SECTIONS
+from .score import scorecard, summarize
+
+
+def _count_text(c: dict) -> str:
+    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c[v])
+    if c["partial"]:
+        text += "; partial (a named model not measured), counted apart: " + ", ".join(
+            f"{n} {v}" for v, n in c["partial"].items())
+    return text or "none"
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") -> str:
+    """Markdown: the counts per scope, then one table per section: claim | paper | regime |
+    at the papers' regime | indication off the regime."""
+    summary = summarize(rows)
+    lines = [f"# {title}", "",
+             "Verdicts are read at the regime each paper states its claim in; cells outside it give an indication "
+             "only. Intervals are 95% Student-t intervals over seeds (paired by seed); fewer than "
+             f"{MIN_SEEDS} seeds per arm is never a verdict. *Underpowered*: measured, but a null claim's interval "
+             "is too wide to decide against its margin. *Not testable*: the measure starts at its ceiling before "
+             "training. *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
+             "the seeds at which the interval would clear its bound if the effect and spread stayed as observed, "
+             "and the seeds for 80% power (seeds.md lists them all).", ""]
+    for section, title_s in SECTIONS.items():
+        if section not in summary:
+            continue
+        s = summary[section]
+        where = REGIME_WORDS[section]
+        lines += [f"## {title_s}", "",
+                  f"- {where[0].upper()}{where[1:]} ({s['at_regime']['claims']} claims): {_count_text(s['at_regime'])}.",
+                  f"- Indications off {where.split(' ', 1)[1]}: {_count_text(s['indication'])}.", "",
+                  f"| claim | paper | regime | {where} | indication off the regime |",
+                  "|---|---|---|---|---|"]
+        for r in [r for r in rows if r["section"] == section]:
+            cells = []
+            for scope in SCOPES:
+                x = r[scope]
+                tag = " (partial)" if x["partial"] else ""
+                measured = "" if x["measured"] == "—" else f" Measured: {_md(x['measured'])}"
+                cells.append(f"**{_md(x['verdict'])}{tag}**: {_md(x['reason'])}.{measured}{_needs_text(x)}")
+            models = f" ({', '.join(r['models'])})" if r["models"] else ""
+            impl = " *(a check of the implementation, not a finding)*" if r.get("implementation") else ""
+            lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])}{impl} | {_md(r['paper'])} | {_md(r['regime'])}{_md(models)} | "
+                         f"{cells[0]} | {cells[1]} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def seeds_text(needs: Optional[dict]) -> str:
+    """"about 7 (80% power: 10)" — or "over 1,000" — for an open verdict's seeds needed."""
+    if not needs:
+        return ""
+    if needs["clear"] is None:
+        return "over 1,000"
+    power = f"{needs['power80']:,}" if needs["power80"] is not None else "over 1,000"
+    return f"about {needs['clear']:,} (80% power: {power})"
+
+
+def _needs_text(x: dict) -> str:
+    text = seeds_text(x.get("seeds_needed"))
+    return f" Seeds needed: {text}, now {x['seeds_needed']['now']}." if text else ""
+
+
+def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_dir: Optional[Path] = None) -> list[dict]:
+    """Score ``results_dir`` and write ``scorecard.json`` and ``scorecard.md`` into ``out_dir``
+    (default: ``results_dir``), atomically."""
+    results_dir = Path(results_dir)
+    out_dir = Path(out_dir) if out_dir is not None else results_dir
+    rows = scorecard(results_dir, claims)
+    name = results_dir.parent.name if results_dir.name == "tables" else results_dir.name
+    atomic_write_json(out_dir / "scorecard.json", {"results": name, "summary": summarize(rows), "rows": rows})
+    atomic_write_text(out_dir / "scorecard.md", scorecard_markdown(rows, title=f"Reproduction scorecard: {name}"))
+    return rows
+
+
+_STYLE = {REPRODUCED: "bold green", DIRECTION_ONLY: "yellow", TOO_FEW_SEEDS: "magenta", INCONCLUSIVE: "cyan",
+          NOT_REPRODUCED: "bold red", NOT_MEASURED: "dim"}
+
+
+def scorecard_rich_table(rows: list[dict]):
+    """The scorecard as ``rich`` renderables: the counts, and one table (claim, regime, at the
+    papers' regime, indication off it)."""
+    from rich.console import Group
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    summary = summarize(rows)
+    heads = []
+    for section, title in SECTIONS.items():
+        if section in summary:
+            s = summary[section]
+            heads.append(Text(f"{title}: {REGIME_WORDS[section]}: {_count_text(s['at_regime'])}. "
+                              f"Indications off the regime: {_count_text(s['indication'])}."))
+    t = RichTable(title="Reproduction scorecard", show_lines=True)
+    t.add_column("claim", ratio=3, overflow="fold")  # an id folds, never cut: two claims never look the same
+    t.add_column("regime", ratio=2, overflow="fold")
+    t.add_column("at the papers' regime", ratio=3, overflow="fold")
+    t.add_column("indication off the regime", ratio=4, overflow="fold")
+    for r in rows:
+        cells = []
+        for scope in SCOPES:
+            x = r[scope]
+            cell = Text(x["verdict"] + (" (partial)" if x["partial"] else ""), style=_STYLE.get(x["verdict"], ""))
+            cell.append(f"\n{x['reason']}", style="dim")
+            if x["measured"] != "—":
+                cell.append(f"\n{x['measured']}")
+            cells.append(cell)
+        models = f" ({', '.join(r['models'])})" if r["models"] else ""
+        section = " [beyond the papers]" if r["section"] == "beyond" else ""
+        t.add_row(Text(f"{r['id']}{section}\n", style="bold") + Text(r["claim"]), Text(r["regime"] + models), *cells)
+    return Group(*heads, t)

@@ -1,0 +1,210 @@
+"""Scoring: each claim's test on each model and scope, Holm's correction for "not reproduced",
+the seeds an open verdict needs, and the counts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
+
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, VERDICTS, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
+from .tables import TableSet
+from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim
+
+
+# ---- the scorecard --------------------------------------------------------------------------
+def _plain(x: Any) -> Any:
+    """JSON-safe copy (numpy scalars to Python numbers, nan to None)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float = 0.95) -> Outcome:
+    """Run the claim's test kind, its intervals read at ``level``, its comparisons traced."""
+    t_tok, l_tok = _TRACE.set(trace), _LEVEL.set(level)
+    try:
+        return TESTS[claim["kind"]](claim, ts)
+    except _Settled as e:
+        return e.outcome
+    finally:
+        _TRACE.reset(t_tok)
+        _LEVEL.reset(l_tok)
+
+
+def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
+    """"Not reproduced" needs only one of the test's k comparisons against the claim, so it must
+    hold after Holm's correction across them: its first step, every interval at 1 − 0.05/k, must
+    still give "not reproduced" (Holm's later steps cannot add a first rejection). "Reproduced"
+    needs every comparison (an intersection–union test) and takes no correction."""
+    k = sum(1 for e in trace if e[0] == "side")
+    if out.verdict != NOT_REPRODUCED or k < 2:
+        return out
+    level = 1 - 0.05 / k
+    try:
+        again = _test(claim, ts, level=level).verdict
+    except _NotMeasured:
+        again = NOT_MEASURED
+    if again == NOT_REPRODUCED:
+        return Outcome(out.verdict, out.measured, f"{out.reason} (holds after Holm's correction across the test's "
+                       f"{k} comparisons)", out.details, out.n_seeds)
+    return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after Holm's correction across the "
+                   f"test's {k} comparisons (intervals at {level:.2%})", out.details, out.n_seeds)
+
+
+def _seeds_needed(trace: list, verdict: str) -> Optional[dict]:
+    """For an open verdict: the seeds at which every undecided comparison of the test would
+    clear its bound (and every power guard narrow), if the effects and spreads stayed as observed,
+    and the seeds for 80% power. ``None`` in a field: beyond reach (over 1,000 seeds)."""
+    if verdict not in OPEN:
+        return None
+    clear: list[Optional[int]] = []
+    power: list[Optional[int]] = []
+    for kind, sd, bound, state in trace:
+        if kind in ("side", "gate") and state == "across":
+            clear.append(seeds_to_clear(sd.mean - bound, sd.sd))
+            power.append(seeds_for_power(sd.mean - bound, sd.sd))
+        elif kind == "width" and not state:
+            n = seeds_to_narrow(sd.sd, bound)
+            clear.append(n)
+            power.append(n)
+    if not clear:
+        return None
+    worst = (lambda xs: None if any(x is None for x in xs) else max(xs))
+    now = max((e[1].n for e in trace), default=0)
+    return {"now": now, "clear": worst(clear), "power80": worst(power)}
+
+
+def _run(claim: dict, ts: TableSet) -> dict:
+    """One test on one view of the tables: verdict, measured, reason, details, n_seeds, and the
+    seeds an open verdict needs."""
+    trace: list = []
+    try:
+        out = _holm(claim, ts, _test(claim, ts, trace), trace)
+    except _NotMeasured as e:
+        return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0,
+                "seeds_needed": None}
+    verdict, reason = out.verdict, out.reason
+    if out.n_seeds < MIN_SEEDS:
+        reason = (f"{out.n_seeds} seed(s) per arm, fewer than {MIN_SEEDS}: not judged (on these seeds the test "
+                  f"reads {verdict}: {reason})")
+        verdict = TOO_FEW_SEEDS
+    return {"verdict": verdict, "measured": out.measured, "reason": reason, "details": _plain(out.details),
+            "n_seeds": out.n_seeds, "seeds_needed": _seeds_needed(trace, verdict)}
+
+
+def _combine(per_model: dict[str, dict]) -> dict:
+    """One scope's result from its models' results: the worst verdict among the measured
+    models; a model with nothing measured makes the result partial."""
+    measured = {m: r for m, r in per_model.items() if r["verdict"] != NOT_MEASURED}
+    missing = [m for m in per_model if m not in measured]
+    if not measured:
+        reason = "; ".join(f"{m}: {r['reason']}" if m else r["reason"] for m, r in per_model.items())
+        return {"verdict": NOT_MEASURED, "measured": "—", "reason": reason, "partial": False, "missing": missing,
+                "models": per_model, "seeds_needed": None}
+    verdict = _worst(r["verdict"] for r in measured.values())
+    several = len(per_model) > 1
+    needs = [r["seeds_needed"] for r in measured.values() if r["verdict"] in OPEN and r.get("seeds_needed")]
+    measured_text = " || ".join(f"{m.upper()}: {r['measured']}" if several else r["measured"] for m, r in measured.items())
+    reason = " || ".join(f"{m.upper()}: {r['verdict']}: {r['reason']}" if several else r["reason"]
+                         for m, r in measured.items())
+    if missing:
+        reason += " || partial: " + "; ".join(f"{m.upper()} not measured ({per_model[m]['reason']})" for m in missing)
+    return {"verdict": verdict, "measured": measured_text, "reason": reason, "partial": bool(missing),
+            "missing": missing, "models": per_model, "seeds_needed": _max_needs(needs) if verdict in OPEN else None}
+
+
+def _max_needs(needs: list[dict]) -> Optional[dict]:
+    """The seeds every model of a claim needs: the largest of each field (None: out of reach)."""
+    if not needs:
+        return None
+    def most(key: str) -> Optional[int]:
+        vals = [n[key] for n in needs]
+        return None if any(v is None for v in vals) else max(vals)
+    return {"now": most("now"), "clear": most("clear"), "power80": most("power80")}
+
+
+def _regime_text(regime: dict) -> str:
+    return _describe_filter(regime) if regime else "any cell"
+
+
+def evaluate_claim(claim: dict, tables: TableSet) -> dict:
+    """One scorecard row: the claim, its regime and models, and two results: ``at_regime`` (the
+    verdict, read on cells inside the regime) and ``indication`` (cells outside it)."""
+    regime = claim.get("regime") or {}
+    base = {"id": claim["id"], "section": claim.get("section", "papers"), "claim": claim["claim"],
+            "paper": claim["paper"], "tables": list(claim["tables"]), "regime": _regime_text(regime),
+            "models": list(claim.get("models") or []), "kind": claim.get("kind", "unscored"),
+            "test": claim.get("test", claim.get("unscored", "")),
+            "implementation": bool(claim.get("implementation", False))}
+    if "unscored" in claim:
+        res = {"verdict": NOT_MEASURED, "measured": "—", "reason": f"cannot be scored: {claim['unscored']}",
+               "partial": False, "missing": [], "models": {}, "seeds_needed": None}
+        return {**base, "at_regime": res, "indication": dict(res)}
+    models = claim.get("models") or [None]
+    out = {}
+    for scope in SCOPES:
+        inside = scope == "at_regime"
+        per_model = {}
+        for m in models:
+            def keep(r: dict, m=m, inside=inside) -> bool:
+                return (m is None or r.get("model") == m) and _matches(r, regime) == inside
+            res = _run(claim, tables.view(keep))
+            if res["verdict"] == NOT_MEASURED and _rows_in_view(claim, tables.view(keep)) == 0:
+                if not regime and not inside:
+                    res["reason"] = "every cell is inside this claim's regime (any cell), so no indication stands apart"
+                else:
+                    at = REGIME_WORDS[claim.get("section", "papers")]
+                    where = at if inside else f"outside {at.split(' ', 1)[1]}"
+                    res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
+            per_model[m or ""] = res
+        out[scope] = _combine(per_model)
+    return {**base, **out}
+
+
+def _rows_in_view(claim: dict, ts: TableSet) -> Optional[int]:
+    """How many rows of the claim's tables a view keeps (``None`` when a table is absent)."""
+    try:
+        return len(ts.rows(claim["tables"])[0])
+    except _NotMeasured:
+        return None
+
+
+def scorecard(results_dir: Path, claims: Optional[list[dict]] = None) -> list[dict]:
+    """Apply every claim's test to the tables in ``results_dir``; one row per claim, in order."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise PosrnnError(f"results directory {results_dir} does not exist; run the pipeline for this profile first")
+    claims = load_claims() if claims is None else claims
+    for c in claims:
+        validate_claim(c)
+    ts = TableSet(results_dir)
+    return [evaluate_claim(c, ts) for c in claims]
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Counts per section and scope: verdicts of claims with every model measured, and partial
+    claims apart (``partial``: counts of their verdicts)."""
+    out: dict = {}
+    for section in SECTIONS:
+        rs = [r for r in rows if r["section"] == section]
+        if not rs:
+            continue
+        out[section] = {}
+        for scope in SCOPES:
+            full = [r[scope]["verdict"] for r in rs if not r[scope]["partial"]]
+            part = [r[scope]["verdict"] for r in rs if r[scope]["partial"]]
+            out[section][scope] = {"claims": len(rs), **{v: full.count(v) for v in VERDICTS},
+                                   "partial": {v: part.count(v) for v in VERDICTS if part.count(v)}}
+    return out
