@@ -22,7 +22,6 @@ memory-mapped, never loaded, so DDP ranks and data-loader workers share the page
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -36,6 +35,7 @@ import torch
 
 from ..common.errors import PosrnnError
 from ..common.io import temp_beside, undo_new_dirs
+from ..common.provenance import file_sha256
 from .data import SPLITS
 from .tokenizer import MAX_VOCAB, MODEL_NAME, load_tokenizer
 
@@ -71,12 +71,6 @@ def _raw_to_npy(raw: Path, npy: Path, n: int, chunk: int = 1 << 25) -> None:
     del out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _encode_split(sp, txt: Path, ids_npy: Path, offsets_npy: Path, max_tokens: int, batch_paragraphs: int,
@@ -183,7 +177,7 @@ def _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs,
             "cap": "stored paragraph = [BOS] + pieces + [EOS] if it fits in max_tokens, "
                    "else [BOS] + first max_tokens-1 pieces (no EOS)",
             "tokenizer": MODEL_NAME,
-            "tokenizer_sha256": _sha256(model),
+            "tokenizer_sha256": file_sha256(model),
             "splits": stats,
             "tokenize_mb_per_s": total_bytes / max(sum(s["tokenize_seconds"] for s in stats.values()), 1e-9) / 1e6,
             "mb_per_s": total_bytes / max(sum(s["seconds"] for s in stats.values()), 1e-9) / 1e6,

@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -30,6 +29,7 @@ from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
 from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
 from ..common.signals import Stopped, stop_requests
+from ..common.provenance import file_sha256
 from ..common.sources import fingerprint
 from .plan import Job
 
@@ -158,11 +158,7 @@ def run_stability(job: Job) -> dict:
 
 
 def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+    return file_sha256(path)[:16]
 
 
 def run_extend(job: Job) -> dict:
