@@ -217,10 +217,7 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     if unknown:
         raise PosrnnError(f"unknown bench part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
     device = resolve_device(cfg.train.device)
-    top = max_concurrent(device)
-    if any(not 1 <= k <= top for k in concurrent):
-        raise PosrnnError(f"--concurrent takes process counts in 1 … {top} on this {device.type} device "
-                          f"(one per CPU core, or {CONCURRENT_GPU} per GPU), e.g. 1,2,4; got {','.join(map(str, concurrent))}")
+    check_concurrent(concurrent, device)
     check_fast_paths(cfg.train, device)
     setup_threads(cfg.train.threads)
     test = task.test_set(device)
@@ -321,6 +318,13 @@ def max_concurrent(device: torch.device) -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def check_concurrent(ks: tuple[int, ...], device: torch.device) -> None:
+    top = max_concurrent(device)
+    if any(not 1 <= k <= top for k in ks):
+        raise PosrnnError(f"--concurrent takes process counts in 1 … {top} on this {device.type} device "
+                          f"(one per CPU core, or {CONCURRENT_GPU} per GPU), e.g. 1,2,4; got {','.join(map(str, ks))}")
 
 
 def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, alive=None) -> None:
