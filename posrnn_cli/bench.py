@@ -216,9 +216,8 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise PosrnnError(f"unknown bench part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
-    if any(k < 1 for k in concurrent):
-        raise PosrnnError("--concurrent takes process counts ≥ 1, e.g. 1,2,4")
     device = resolve_device(cfg.train.device)
+    check_concurrent(concurrent, device)
     check_fast_paths(cfg.train, device)
     setup_threads(cfg.train.threads)
     test = task.test_set(device)
@@ -304,8 +303,37 @@ def stability_speed(model: nn.Module, task, cfg: RunConfig, device: torch.device
 
 
 # ---- k training processes on one device -------------------------------------------------------
-def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue) -> None:
-    """One training process: warm up, wait for the others, time ``iters`` steps."""
+#: the most bench processes that share one GPU (each holds its own CUDA context, ~0.5 GB)
+CONCURRENT_GPU = 16
+
+
+def max_concurrent(device: torch.device) -> int:
+    """The most processes ``--concurrent`` may start: one per CPU core this process may use (more
+    measure the scheduler, not the device), ``CONCURRENT_GPU`` on a GPU."""
+    import os
+
+    if device.type != "cpu":
+        return CONCURRENT_GPU
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_concurrent(ks: tuple[int, ...], device: torch.device) -> None:
+    top = max_concurrent(device)
+    if any(not 1 <= k <= top for k in ks):
+        raise PosrnnError(f"--concurrent takes process counts in 1 … {top} on this {device.type} device "
+                          f"(one per CPU core, or {CONCURRENT_GPU} per GPU), e.g. 1,2,4; got {','.join(map(str, ks))}")
+
+
+def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, alive=None) -> None:
+    """One training process: warm up, wait for the others, time ``iters`` steps; it exits at once
+    when the bench that started it is gone (``alive``'s other end closes)."""
+    if alive is not None:
+        from .sweep.local import _die_with_sweep
+
+        _die_with_sweep(alive)
     try:
         cfg = RunConfig.from_dict(cfg_dict)
         device = resolve_device(cfg.train.device)
@@ -337,18 +365,28 @@ def concurrent_throughput(cfg: RunConfig, ks: tuple[int, ...], iters: int, warmu
     out = []
     for k in ks:
         barrier, queue = ctx.Barrier(k), ctx.Queue()
-        procs = [ctx.Process(target=_concurrent_worker, args=(cfg.to_dict(), iters, warmup, barrier, queue)) for _ in range(k)]
-        for p in procs:
-            p.start()
-        results = []
-        while len(results) < k:
-            try:
-                results.append(queue.get(timeout=5))
-            except Empty:
-                if not any(p.is_alive() for p in procs) and queue.empty():
-                    raise PosrnnError("a concurrent bench process died without a result") from None
-        for p in procs:
-            p.join()
+        alive, held = ctx.Pipe(duplex=False)  # held here only: closed when this process dies, however
+        procs = [ctx.Process(target=_concurrent_worker, args=(cfg.to_dict(), iters, warmup, barrier, queue, alive))
+                 for _ in range(k)]
+        try:
+            for p in procs:
+                p.start()
+            results = []
+            while len(results) < k:
+                try:
+                    results.append(queue.get(timeout=5))
+                except Empty:
+                    if not any(p.is_alive() for p in procs) and queue.empty():
+                        raise PosrnnError("a concurrent bench process died without a result") from None
+            for p in procs:
+                p.join()
+        finally:  # an error or Ctrl-C here leaves no worker behind
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+            held.close()
+            alive.close()
         errors = [msg for status, msg in results if status != "ok"]
         if errors:
             raise PosrnnError(f"a concurrent bench process failed: {errors[0]}")

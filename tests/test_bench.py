@@ -208,3 +208,62 @@ def test_a_device_tensor_lr_follows_the_schedule_and_logs_as_a_number(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [ln["step"] for ln in lines] == [4, 8, 12, 16, 20] and all(isinstance(ln["lr"], float) for ln in lines)
     assert lines[-1]["lr"] == 0.0 and abs(lines[0]["lr"] - 1e-3 * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * 2 / 18)).item())) < 1e-9
+
+
+def test_concurrent_is_bounded_by_the_machine():
+    r = CliRunner().invoke(app, ["bench", *TINY, "--concurrent", "1,100000"])
+    assert r.exit_code == 1 and "--concurrent takes process counts in 1 … " in r.output and "got 1,100000" in r.output
+
+
+def _spawned_children(pid: int) -> list[int]:
+    import os
+
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1]) == pid \
+                    and b"spawn_main" in open(f"/proc/{p}/cmdline", "rb").read():
+                out.append(int(p))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+def test_concurrent_workers_die_with_a_killed_bench():
+    """kill -9 of the bench leaves no worker training on: each watches a pipe only the bench holds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("from posrnn_cli.bench import concurrent_throughput\nfrom posrnn_cli.common.config import resolve_config\n"
+            "cfg = resolve_config(options={'task.vocab_size': 8, 'task.length': 5, 'task.n_test': 64, 'model.name': 'gru',"
+            " 'model.hidden_size': 8, 'train.batch_size': 16, 'train.device': 'cpu', 'train.threads': 1})\n"
+            "concurrent_throughput(cfg, (2,), iters=10**9, warmup=0)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers := _spawned_children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(workers) == 2, "the bench did not start its two workers"
+        time.sleep(3)  # let them get to training
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 60
+    while any(map(_running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    alive = [w for w in workers if _running(w)]
+    for w in alive:
+        os.kill(w, signal.SIGKILL)
+    assert not alive, f"workers {alive} outlived the killed bench"

@@ -378,3 +378,28 @@ def test_ctrl_c_makes_the_workers_checkpoint_at_their_current_step(tmp_path):
     assert 100 <= step < 100_000
     log = (tmp_path / "runs" / "t" / ".logs" / "fig2" / "gru-v4-none-s1.log").read_text()
     assert f"SIGTERM: stopped at step {step} of 200000 with a checkpoint there" in log
+
+
+@pytest.mark.parametrize("iterations, every, initial", [(40, 10, False), (41, 10, True), (7, 10, False), (1, 1, True)])
+def test_the_checkpoints_counted_are_the_ones_the_schedule_names(iterations, every, initial):
+    from posrnn_cli.common.config import RunConfig
+
+    cfg = RunConfig()
+    cfg.train.iterations, cfg.train.checkpoint_every, cfg.train.checkpoint_initial = iterations, every, initial
+    assert checkpoints_kept(cfg, "all") == sum(cfg.train.scheduled(s) for s in range(iterations + 1))
+
+
+def test_a_dry_run_costs_what_its_runs_cost_not_their_checkpoints(tmp_path):
+    """10^12 scheduled checkpoints are counted, not listed: under a 1.5 GB address-space limit the
+    dry run prints its estimate (listing them took memory without bound)."""
+    import subprocess
+    import sys
+
+    params = scratch(tmp_path, fig2={**TINY, "iterations": 10**12, "checkpoint_every": 1, "keep_checkpoints": "all"})
+    code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))\n"
+            "from posrnn_cli.cli import run\nsys.argv = ['posrnn', 'sweep', 'fig2', '--dry-run', '--profile', 't', "
+            f"'--params', {str(params)!r}, '--json']\nrun()\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {row["checkpoints_kept"] for row in json.loads(r.stdout)} == {10**12}

@@ -1,7 +1,9 @@
 """Aggregation: every experiment of a profile into one table, with each seed's value and a 95%
 CI that resamples seeds, then sequences within each seed (``common.stats.hierarchical``). It
 reads result files only — the runs' ``config.yaml`` and the score files that evaluation wrote —
-and imports no training code.
+and imports no training code. It pools only scores that prove they are the run's own: stamped
+with the sha256 of the run's latest checkpoint and the digest of its config.yaml
+(``common.provenance``); a table is checked (``common.tables``) before it is written.
 
 Layout::
 

@@ -105,7 +105,7 @@ class Proof:
     @property
     def checkpoint_sha256(self) -> str:
         if self._sha is None:
-            from ..engine.rundir import list_checkpoints  # the torch-free half of run directories
+            from .checkpoints import list_checkpoints
 
             ckpts = list_checkpoints(self.run)
             if not ckpts:

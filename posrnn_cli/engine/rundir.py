@@ -28,26 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..common.checkpoints import _STEP_RE, CKPT_DIR, list_checkpoints  # noqa: F401  (read from here too)
 from ..common.config import RunConfig, config_diff, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.io import MARKER, atomic_write_text
 
-CKPT_DIR = "checkpoints"
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
 #: the fingerprint of the code that trained the run (``record_code``)
 CODE_FILE = "code.json"
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
 REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 STATES = ("new", "resume", "done", "different")
-_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
-
-
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """``[(step, path), …]`` of the run's checkpoints, sorted by step."""
-    d = Path(run_dir) / CKPT_DIR
-    if not d.is_dir():
-        return []
-    return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
 
 
 def prune_checkpoints(run_dir: Path) -> int:

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from ..common.errors import PosrnnError
+from ..common.memory import check_fits, stability_parts
 from ..common.stats import bootstrap_ci
 from ..models import CORES
 from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, read_run_config, resolve_checkpoint
@@ -163,6 +164,9 @@ def stability_values(
         steps = scheduled_checkpoints(run_dir)
     skip = set(skip)
     steps = [(s, p) for s, p in steps if s not in skip]
+    cfg0 = read_run_config(run_dir)
+    if cfg0 is not None:  # every triplet and its Jacobians are held at once: refused before they are made
+        check_fits(stability_parts(n_triplets, cfg0.task.length, cfg0.model.hidden_size), "this stability analysis")
     dev = resolve_device(device)
     for s, path in steps:
         t0 = time.perf_counter()

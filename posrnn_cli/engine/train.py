@@ -34,6 +34,7 @@ from torch import nn
 
 from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
 from ..common.errors import PosrnnError
+from ..common.memory import check_fits, run_parts
 from ..common.io import atomic_write_text, check_out_path, read_marker, remove_stale_temps, write_marker
 from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
@@ -429,6 +430,10 @@ def build_run(cfg: RunConfig) -> tuple[Task, nn.Module]:
     """Validate ``cfg`` and build its task and freshly initialised model (seeded)."""
     check_train_config(cfg.train)
     task = build_task(cfg.task)
+    if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
+        parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
+                          task.n_outputs)  # batches live in its memory: the host holds the model and test set)
+        check_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2], "this run")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task)
     return task, model

@@ -39,9 +39,9 @@ def checkpoints_kept(cfg: RunConfig, keep: str) -> int:
     """How many checkpoints a finished run of ``cfg`` keeps under ``keep``."""
     if keep == "last":
         return 1
-    t = cfg.train
-    steps = set(range(t.checkpoint_every, t.iterations + 1, t.checkpoint_every)) | {t.iterations}
-    return len(steps) + (1 if t.checkpoint_initial else 0)
+    t = cfg.train  # counted, not listed: a run may schedule 10^12 of them (TrainConfig.scheduled)
+    return t.iterations // t.checkpoint_every + (1 if t.iterations % t.checkpoint_every else 0) + (
+        1 if t.checkpoint_initial else 0)
 
 
 def _task_shape(cfg: RunConfig):

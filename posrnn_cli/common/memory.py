@@ -1,0 +1,69 @@
+"""Bounds that fit the machine: the memory a run's largest parts take, estimated from its config
+before any of them is allocated, against the memory this machine has available.
+
+The declared maxima of the config keys each fit alone, but not together: a tiny model with
+``task.vocab_size``, ``task.n_test`` and ``train.eval_batch_size`` at their maxima needs hundreds
+of GB. The estimate counts only the parts that grow with those keys (a lower bound), so a run it
+refuses cannot fit; the message names the largest part and the keys that size it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .errors import PosrnnError
+
+#: float32 and int64 sizes
+F32, I64 = 4, 8
+
+
+def available_bytes() -> Optional[int]:
+    """The memory the kernel says is available now (``MemAvailable``), None where it is not known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"  # pragma: no cover
+
+
+def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int) -> list[tuple[int, str, str]]:
+    """``(bytes, what, the keys that size it)`` of a run's parts that grow with its config."""
+    t, m = cfg.train, cfg.model
+    return [
+        ((n_inputs * m.E + n_outputs * m.hidden_size) * F32 * 4, "the embedding and output layer with their gradients "
+         "and Adam's moments", "task.vocab_size, model.hidden_size"),
+        (cfg.task.n_test * steps * I64 * 2, "the held-out test set", "task.n_test, task.length"),
+        (t.batch_size * out_steps * n_outputs * F32 * 3, "a training batch's logits and their gradients",
+         "train.batch_size, task.vocab_size"),
+        (t.eval_batch_size * out_steps * n_outputs * F32 * 2, "an evaluation batch's logits",
+         "train.eval_batch_size, task.vocab_size"),
+    ]
+
+
+def check_fits(parts: list[tuple[int, str, str]], what: str, available: Optional[int] = None) -> None:
+    """Refuse in one line, before anything is allocated, work whose parts together exceed the
+    memory available (``available``, default: the machine's now)."""
+    available = available_bytes() if available is None else available
+    need = sum(b for b, _, _ in parts)
+    if available is None or need <= available:
+        return
+    size, name, keys = max(parts)
+    raise PosrnnError(f"{what} needs at least {human(need)} of memory, more than the {human(available)} available here "
+                      f"(largest: {name}, {human(size)}); lower {keys}")
+
+
+def stability_parts(n_triplets: int, length: int, hidden: int) -> list[tuple[int, str, str]]:
+    """The triplets (three token sequences each) and their Jacobians (H × Dz each, Dz ≤ 2H), all kept."""
+    return [(n_triplets * 3 * length * I64, "the triplets", "--triplets, task.length"),
+            (n_triplets * 3 * hidden * 2 * hidden * F32, "the triplets' Jacobians", "--triplets, model.hidden_size")]
