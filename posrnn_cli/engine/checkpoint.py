@@ -26,6 +26,7 @@ import torch
 from ..common.config import RUNTIME_KEYS, RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.io import MARKER, atomic_write, check_out_path, inside, read_marker, same_path
+from .replace import restore_before_reading
 from .rundir import _STEP_RE, CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
 
 FORMAT = "posrnn-checkpoint"
@@ -184,8 +185,13 @@ def check_belongs(ckpt: dict, path: Path, run_dir: Path, allow: frozenset[str] =
 def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Path]:
     """A run directory or a checkpoint file → ``(checkpoint file, run directory)``.
 
-    For a directory, the checkpoint at ``step`` (default: the latest)."""
+    For a directory, the checkpoint at ``step`` (default: the latest). An old run that an
+    interrupted ``--force`` left moved aside is restored first (``replace.restore_before_reading``)."""
     path = Path(path)
+    if path.is_dir():
+        restore_before_reading(path)
+    elif path.parent.name == CKPT_DIR and path.parent.parent.is_dir():
+        restore_before_reading(path.parent.parent)
     if path.is_file():
         run_dir = path.parent.parent if path.parent.name == CKPT_DIR else path.parent
         return path, run_dir
