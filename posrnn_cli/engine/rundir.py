@@ -169,6 +169,10 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         if st.diff == ["train.iterations"]:
             if cfg.train.iterations <= st.latest:
                 raise PosrnnError(f"{run_dir} is already at step {st.latest}; --iterations must exceed it to train longer")
+            if cfg.train.iterations < st.saved.train.iterations:
+                raise PosrnnError(f"--iterations {cfg.train.iterations} is below the {st.saved.train.iterations} iterations "
+                                  f"{run_dir} trains for (a schedule is only ever extended); drop --iterations to finish it, "
+                                  f"or retrain with --force")
             extended = st.saved.train.iterations
         elif st.diff:
             raise PosrnnError(f"--resume with a config that contradicts the saved run ({describe_diff(st, cfg)}); "
