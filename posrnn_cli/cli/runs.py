@@ -42,7 +42,7 @@ def train(
 ):
     from ..common.config import resolve_config
     from ..engine.checkpoint import read_run_config
-    from ..engine.replace import restore_before_reading
+    from ..engine.lock import restore_before_reading
     from ..engine.train import train as train_run
 
     length, max_length = opts["length"], opts["max_length"]

@@ -26,7 +26,7 @@ import torch
 from ..common.config import RUNTIME_KEYS, RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.io import MARKER, atomic_write, check_out_path, inside, read_marker, same_path
-from .replace import restore_before_reading
+from .lock import LOCK, _read, restore_before_reading
 from .rundir import _STEP_RE, CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
 
 FORMAT = "posrnn-checkpoint"
@@ -97,8 +97,6 @@ class CheckpointGone(PosrnnError):
 
 def vanished(ckpt_path: Path, run_dir: Path) -> PosrnnError:
     """The error for a checkpoint deleted while it was being read: names who writes the run."""
-    from .lock import LOCK, _read
-
     holder = _read(Path(run_dir) / LOCK)[0]
     who = f"another process ({holder})" if holder else "another process"
     return PosrnnError(f"checkpoint {ckpt_path} was deleted while it was being read: {who} is training {run_dir} and "

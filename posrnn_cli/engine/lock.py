@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..common.errors import PosrnnError
+from .replace import ASIDE, leftovers, recover
 
 LOCK = ".lock"
 #: the lock file: created with O_CREAT|O_EXCL naming host and pid
@@ -355,8 +356,6 @@ def run_lock(run_dir: Path, what: str = "posrnn", reading: bool = False):
         return
     _held[key] = held
     try:
-        from .replace import recover
-
         recover(run_dir)
         yield
     finally:
@@ -378,3 +377,17 @@ def relabel(run_dir: Path, what: str) -> None:
 def holding(run_dir: Path) -> bool:
     """Whether this process holds ``run_dir``'s lock."""
     return os.path.realpath(run_dir) in _held
+
+
+def restore_before_reading(run_dir: Path) -> None:
+    """For a command that reads a run without its lock: restore an old run moved aside first
+    (taking the lock for that), or name it with what restores it where this process cannot."""
+    if not any(f.name.startswith(ASIDE) for f in leftovers(run_dir)):
+        return
+    try:
+        with run_lock(run_dir, "posrnn restoring a replaced run"):
+            pass
+    except LockDenied:
+        raise PosrnnError(f"{run_dir} holds a half-replaced run: an interrupted `--force` moved the old run into "
+                          f"{leftovers(run_dir)[0].name}; any posrnn command on it run by a user who may write {run_dir} "
+                          f"restores it (e.g. posrnn eval {run_dir})") from None

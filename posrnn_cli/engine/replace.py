@@ -23,8 +23,14 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from ..common.errors import PosrnnError
-from ..common.io import _TEMP_RE, atomic_write_text
+from ..common.io import _TEMP_RE, MARKER, atomic_write_text
 
+CKPT_DIR = "checkpoints"
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
+#: the fingerprint of the code that trained the run (``rundir.record_code``)
+CODE_FILE = "code.json"
+#: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
+REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 ASIDE = ".posrnn-replaced-"
 DISCARDED = ".posrnn-discarded-"
 MANIFEST = "replacing.json"
@@ -116,8 +122,6 @@ def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str]
 def recover(run_dir: Path) -> None:
     """Finish what replacements cut short in ``run_dir`` (the caller holds its lock): restore
     each old run moved aside, delete each discarded one, saying so on stderr."""
-    from .rundir import REPLACED
-
     run_dir = Path(run_dir)
     for folder in leftovers(run_dir):
         if folder.name.startswith(DISCARDED):
@@ -134,19 +138,3 @@ def recover(run_dir: Path) -> None:
         _put_back(run_dir, folder, *found)
         print(f"posrnn: restored the run in {run_dir} that an interrupted `--force` had moved aside to {folder.name} "
               f"(the unfinished replacement is removed)", file=sys.stderr)
-
-
-def restore_before_reading(run_dir: Path) -> None:
-    """For a command that reads a run without its lock: restore an old run moved aside first
-    (taking the lock for that), or name it with what restores it where this process cannot."""
-    from .lock import LockDenied, run_lock
-
-    if not any(f.name.startswith(ASIDE) for f in leftovers(run_dir)):
-        return
-    try:
-        with run_lock(run_dir, "posrnn restoring a replaced run"):
-            pass
-    except LockDenied:
-        raise PosrnnError(f"{run_dir} holds a half-replaced run: an interrupted `--force` moved the old run into "
-                          f"{leftovers(run_dir)[0].name}; any posrnn command on it run by a user who may write {run_dir} "
-                          f"restores it (e.g. posrnn eval {run_dir})") from None

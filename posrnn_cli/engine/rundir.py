@@ -23,14 +23,9 @@ from typing import Optional
 
 from ..common.config import RunConfig, config_diff, safe_load_bounded
 from ..common.errors import PosrnnError
-from ..common.io import MARKER, atomic_write_text
+from ..common.io import atomic_write_text
+from .replace import CKPT_DIR, CODE_FILE, REPLACED, RUN_FILES  # noqa: F401  (the run's layout)
 
-CKPT_DIR = "checkpoints"
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
-#: the fingerprint of the code that trained the run (``record_code``)
-CODE_FILE = "code.json"
-#: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
-REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 STATES = ("new", "resume", "done", "different")
 _STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 
