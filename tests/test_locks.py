@@ -201,3 +201,17 @@ def test_a_reader_of_a_read_only_run_goes_on_without_the_lock_and_a_writer_is_re
         with pytest.raises(lock.LockDenied, match="Read-only file system"):
             with run_lock(tmp_path, "train"):
                 pass
+
+
+# ---- a reader's check ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["flock", "file"])
+def test_a_readers_check_names_a_holder_of_either_kind_and_takes_nothing(tmp_path, kind):
+    lock.check_free(tmp_path)  # nobody holds it: nothing is created
+    assert sorted(os.listdir(tmp_path)) == []
+    p = holder(tmp_path, kind)
+    try:
+        with pytest.raises(LockBusy, match=rf"pid {p.pid}: racer"):
+            lock.check_free(tmp_path)
+    finally:
+        p.kill()
+        p.wait()

@@ -23,7 +23,8 @@ from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir, resolve_checkpoint
 from .evaluate import evaluate_model, file_sha256, load_run
-from .rundir import record_code, run_lock
+from .lock import check_free
+from .rundir import record_code
 from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
                     settle)
 
@@ -100,13 +101,12 @@ def extend_vocab(
 
 
 def load_finished_run(run: Path):
-    """The run to extend, read under its lock (so never while another process trains it) → (the
-    loaded run, its checkpoint's sha256). A run directory must have reached its last iteration;
-    a checkpoint file named explicitly is taken as it is."""
-    run_dir = resolve_checkpoint(run)[1]
-    with run_lock(run_dir, f"posrnn extend-vocab reading {run}", reading=True):
-        trained = load_run(run, device="cpu")
-        sha = file_sha256(trained.ckpt_path)
+    """The run to extend, never while another process holds its lock (trains it) → (the loaded
+    run, its checkpoint's sha256). A run directory must have reached its last iteration; a
+    checkpoint file named explicitly is taken as it is. Extensions of one run may run at once."""
+    check_free(resolve_checkpoint(run)[1])
+    trained = load_run(run, device="cpu")
+    sha = file_sha256(trained.ckpt_path)
     step, total = int(trained.ckpt["step"]), trained.cfg.train.iterations
     if run.is_dir() and step < total:
         raise PosrnnError(f"{run} is not finished (step {step} of {total}); finish it first (posrnn train --out {run} "

@@ -374,6 +374,34 @@ def relabel(run_dir: Path, what: str) -> None:
         _write_holder(held.flock_fd, f"pid {os.getpid()}: {what}\n")
 
 
+def check_free(run_dir: Path) -> None:
+    """For a reader that must not read a run another process writes (extend-vocab's source):
+    LockBusy naming the holder when either kind of lock is held now. Takes nothing, so any
+    number of readers may check at once."""
+    run_dir = Path(run_dir)
+    if holding(run_dir):
+        return
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY | os.O_NONBLOCK | _FLAGS)
+    except OSError:
+        fd = None  # no flock holder (or a link, which no holder uses)
+    if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            raise _busy(run_dir, _read(run_dir / LOCK)[0] or "a process that did not say which") from None
+        except OSError:
+            pass  # no flock on this filesystem
+        finally:
+            os.close(fd)
+    text, ino = _read(run_dir / LOCK_FILE)
+    if ino is not None:
+        kind, desc = _verdict(run_dir / LOCK_FILE, text)
+        if kind == "held":
+            raise _busy(run_dir, desc)
+
+
 def holding(run_dir: Path) -> bool:
     """Whether this process holds ``run_dir``'s lock."""
     return os.path.realpath(run_dir) in _held

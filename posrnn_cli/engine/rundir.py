@@ -14,6 +14,7 @@ one with a config and says what it holds for it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
