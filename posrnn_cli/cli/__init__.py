@@ -9,13 +9,17 @@ from __future__ import annotations
 import sys
 from typing import Annotated, List, Optional
 
-import typer
-from typer.core import TyperArgument
+from ..common.signals import quiet_interrupts
 
-from .. import __version__
-from . import lm as _lm
-from . import pipeline as _pipeline
-from . import runs as _runs
+quiet_interrupts()  # before the slow imports below
+
+import typer  # noqa: E402
+from typer.core import TyperArgument  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from . import lm as _lm  # noqa: E402
+from . import pipeline as _pipeline  # noqa: E402
+from . import runs as _runs  # noqa: E402
 
 # An argument's metavar names it (RUN, DIR); Typer would add a Python type after it ("<path>").
 TyperArgument.display_type_rich = lambda self, ctx: None
@@ -61,6 +65,9 @@ def run(argv: Optional[List[str]] = None) -> None:
     logging.getLogger("matplotlib").setLevel(logging.ERROR)
     try:
         code = app(args=argv, prog_name="posrnn", standalone_mode=False)
+    except KeyboardInterrupt:  # Ctrl-C outside a command's own handling (parsing, or twice in a row)
+        typer.echo("error: interrupted", err=True)
+        code = 130
     except cx.NoArgsIsHelpError as e:
         typer.echo(e.ctx.get_help() if e.ctx else "see posrnn --help")
         code = 0

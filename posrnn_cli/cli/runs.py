@@ -42,11 +42,14 @@ def train(
 ):
     from ..common.config import resolve_config
     from ..engine.checkpoint import read_run_config
+    from ..engine.lock import restore_before_reading
     from ..engine.train import train as train_run
 
     length, max_length = opts["length"], opts["max_length"]
     if length is not None and max_length is not None and length != max_length:
         raise PosrnnError(f"--length ({length}) and --max-length ({max_length}) name the same setting; pass one")
+    if resume and Path(out).is_dir():
+        restore_before_reading(out)  # a --force killed midway: continue the old run, never the replacement
     saved = read_run_config(out) if resume and Path(out).is_dir() else None
     cfg = resolve_config(params, config_options(opts), set_, base=saved)  # --resume: the saved run's config, then what is given
     if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
@@ -284,7 +287,7 @@ def stability(
         if not json_out:
             c.print(f"checkpoint {step}: {seconds:.1f}s ({3 * triplets / max(seconds, 1e-9):.0f} sequences/s)")
 
-    with run_lock(run_dir, f"posrnn stability {run}"):  # no training or second analysis of this run meanwhile
+    with run_lock(run_dir, f"posrnn stability {run}", reading=True):  # no training or second analysis meanwhile
         rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed, on_checkpoint=tick)
         write_csv(rows, csv_path)
         if plot:

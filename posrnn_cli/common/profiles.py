@@ -120,16 +120,9 @@ def use_profile(params: Path, names: list[str]) -> str:
         key, value = entries[0]
         a, b = value.start_mark.index, value.end_mark.index
         if isinstance(value, yaml.SequenceNode) and not value.flow_style:
-            # a block list: replace the items, keep any comment line between them (before the new items)
-            indent = " " * value.start_mark.column
-            b = value.value[-1].end_mark.index if value.value else b  # blank lines and comments after the list stay
-            span = text[a:b]
-            comments = [ln.strip() if ln.strip().startswith("#") else "#" + ln.split(" #", 1)[1]
-                        for ln in span.splitlines() if ln.strip().startswith("#") or " #" in ln]
-            end_ws = len(span) - len(span.rstrip())  # the line break(s) after the last item stay
-            items = [f"- {n}" for n in names]
-            body = (newline + indent).join([*comments, *items])
-            new = text[:a] + body + span[len(span) - end_ws:] + text[b:]
+            new = _edit_block_list(text, value.value, names, newline)
+            if new is None:
+                raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
         elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode) and value.value == ""):
             raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
                               f"set it by hand to {line}")
@@ -147,6 +140,32 @@ def use_profile(params: Path, names: list[str]) -> str:
     if new != text:
         replace_in_place(params, new.encode("utf-8"))
     return line
+
+
+def _edit_block_list(text: str, items: list, names: list[str], newline: str) -> Optional[str]:
+    """A block-style ``profile:`` list (``- lite`` lines) set to ``names`` by changing only the
+    items' own lines: each kept item's name is replaced where it stands, surplus items' lines are
+    removed, new items go on lines of their own after the last; comment lines stay where they
+    are. None when an item is not a plain name."""
+    import yaml
+
+    if not items or not all(isinstance(i, yaml.ScalarNode) for i in items):
+        return None
+    edits = [(i.start_mark.index, i.end_mark.index, n) for i, n in zip(items, names)]
+    for item in items[len(names):]:  # an item's whole line, its own trailing comment with it
+        start = text.rfind("\n", 0, item.start_mark.index) + 1
+        end = text.find("\n", item.end_mark.index)
+        edits.append((start, len(text) if end < 0 else end + 1, ""))
+    if len(names) > len(items):
+        last = items[-1]
+        start = text.rfind("\n", 0, last.start_mark.index) + 1
+        end = text.find("\n", last.end_mark.index)
+        end = len(text) if end < 0 else end - (text[end - 1:end] == "\r")
+        prefix = text[start:last.start_mark.index]  # the indent and dash of the last item
+        edits.append((end, end, "".join(newline + prefix + n for n in names[len(items):])))
+    for a, b, repl in sorted(edits, reverse=True):
+        text = text[:a] + repl + text[b:]
+    return text
 
 
 def replace_in_place(path: Path, data: bytes) -> None:

@@ -118,3 +118,17 @@ def stop_requests(enabled: bool = True, signals: tuple = (signal.SIGINT, signal.
     finally:
         for sig, h in previous.items():
             signal.signal(sig, h)
+
+
+def quiet_interrupts() -> None:
+    """For the command line: Ctrl-C where no command catches it (while the modules load, before
+    a command starts or after it ended) prints one line instead of a traceback."""
+    import sys
+
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            print("error: interrupted", file=sys.stderr)
+            return
+        sys.__excepthook__(kind, value, tb)
+
+    sys.excepthook = hook

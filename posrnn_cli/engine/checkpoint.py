@@ -25,6 +25,7 @@ from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.provenance import config_digest  # noqa: F401  (read from here too)
 from ..common.io import MARKER, atomic_write, check_out_path, inside, read_marker, same_path
+from .lock import LOCK, _read, restore_before_reading
 from .rundir import _STEP_RE, CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
 
 FORMAT = "posrnn-checkpoint"
@@ -82,21 +83,45 @@ def _refuse(path: Path, what: str) -> PosrnnError:
                        f"or resume from an earlier checkpoint")
 
 
+class CheckpointGone(PosrnnError):
+    """``load_checkpoint``: there is no file at the path (never written, or deleted just now)."""
+
+
+def vanished(ckpt_path: Path, run_dir: Path) -> PosrnnError:
+    """The error for a checkpoint deleted while it was being read: names who writes the run."""
+    holder = _read(Path(run_dir) / LOCK)[0]
+    who = f"another process ({holder})" if holder else "another process"
+    return PosrnnError(f"checkpoint {ckpt_path} was deleted while it was being read: {who} is training {run_dir} and "
+                       f"keeps only its latest checkpoint; evaluate the run once that process has finished")
+
+
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load and validate a checkpoint (``weights_only=True``: tensors and plain data only): its
     format, config, step, weights and identity, each refused in one line when wrong."""
     path = Path(path)
     if not path.is_file():
-        raise PosrnnError(f"checkpoint {path} does not exist; train first or pass an existing checkpoint")
+        raise CheckpointGone(f"checkpoint {path} does not exist; train first or pass an existing checkpoint")
+    try:  # one open file throughout: a checkpoint deleted meanwhile (keep_checkpoints: last) is still read whole
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise CheckpointGone(f"checkpoint {path} does not exist; train first or pass an existing checkpoint") from None
+    except OSError as e:
+        raise PosrnnError(f"cannot read {path} ({e.strerror or type(e).__name__})") from None
+    with f:
+        return _load_open(path, f, map_location)
+
+
+def _load_open(path: Path, f, map_location) -> dict[str, Any]:
     try:
-        is_zip = zipfile.is_zipfile(path)
+        is_zip = zipfile.is_zipfile(f)
+        f.seek(0)
     except OSError as e:
         raise PosrnnError(f"cannot read {path} ({e.strerror or type(e).__name__})") from None
     if not is_zip:
         raise PosrnnError(f"{path} is not a posrnn checkpoint (not a torch archive: truncated, or another kind of "
                           f"file), so it was refused; use a checkpoint written by `posrnn train`")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        ckpt = torch.load(f, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises several types for truncated/corrupt/foreign files
         text = str(e)
         if "Unsupported global" in text or "GLOBAL" in text or "Unsupported operand" in text:
@@ -176,8 +201,13 @@ def check_belongs(ckpt: dict, path: Path, run_dir: Path, allow: frozenset[str] =
 def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Path]:
     """A run directory or a checkpoint file → ``(checkpoint file, run directory)``.
 
-    For a directory, the checkpoint at ``step`` (default: the latest)."""
+    For a directory, the checkpoint at ``step`` (default: the latest). An old run that an
+    interrupted ``--force`` left moved aside is restored first (``replace.restore_before_reading``)."""
     path = Path(path)
+    if path.is_dir():
+        restore_before_reading(path)
+    elif path.parent.name == CKPT_DIR and path.parent.parent.is_dir():
+        restore_before_reading(path.parent.parent)
     if path.is_file():
         run_dir = path.parent.parent if path.parent.name == CKPT_DIR else path.parent
         return path, run_dir

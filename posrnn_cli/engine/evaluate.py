@@ -23,8 +23,8 @@ from ..common.provenance import check_eval, eval_digest, file_sha256, finite_num
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
-from .checkpoint import (CKPT_DIR, check_belongs, config_digest, list_checkpoints, load_checkpoint, read_run_config,
-                         resolve_checkpoint)
+from .checkpoint import (CKPT_DIR, CheckpointGone, check_belongs, config_digest, list_checkpoints, load_checkpoint,
+                         read_run_config, resolve_checkpoint, vanished)
 from .device import resolve_device
 
 
@@ -42,8 +42,16 @@ class LoadedRun:
 
 def load_run(path: Path, step: Optional[int] = None, device: str = "cpu") -> LoadedRun:
     """A run directory or checkpoint (its latest, or ``step``) → the rebuilt run."""
-    ckpt_path, run_dir = resolve_checkpoint(Path(path), step)
-    ckpt = load_checkpoint(ckpt_path)
+    for attempt in range(3):
+        ckpt_path, run_dir = resolve_checkpoint(Path(path), step)
+        try:
+            ckpt = load_checkpoint(ckpt_path)
+            break
+        except CheckpointGone:  # deleted between listing and opening: a newer one replaced it, or a real absence
+            if not (Path(path).is_dir() and step is None):
+                raise
+            if attempt == 2:
+                raise vanished(ckpt_path, run_dir) from None
     if Path(ckpt_path).parent.name == CKPT_DIR:
         check_belongs(ckpt, ckpt_path, run_dir)
     cfg = ckpt["config"]
@@ -105,7 +113,7 @@ def evaluate(
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(ckpt_path),
-        "checkpoint_sha256": file_sha256(ckpt_path),
+        "checkpoint_sha256": _sha256_of(ckpt_path, run_dir),
         "config_digest": config_digest(cfg.to_dict()),
         "step": int(ckpt["step"]),
         "task": cfg.task.name,
@@ -131,6 +139,13 @@ def evaluate(
     if write:
         atomic_write_json(run_dir / f"{name}.json", result)
     return result
+
+
+def _sha256_of(ckpt_path: Path, run_dir: Path) -> str:
+    try:
+        return file_sha256(ckpt_path)
+    except FileNotFoundError:
+        raise vanished(ckpt_path, run_dir) from None
 
 
 def check_finite_scores(summary: dict, per_seq: dict, where: str) -> None:

@@ -21,8 +21,9 @@ from ..common.provenance import config_digest, stamped
 from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
-from .checkpoint import check_out_dir
+from .checkpoint import check_out_dir, resolve_checkpoint
 from .evaluate import check_finite_scores, evaluate_model, file_sha256, load_run
+from .lock import check_free
 from .rundir import list_checkpoints, record_code
 from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
                     settle)
@@ -37,7 +38,7 @@ def extend_vocab(
     (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
     if not 1 <= extra <= 2**24:
         raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
-    trained = load_run(run, device="cpu")
+    trained, source_sha = load_finished_run(Path(run))
     cfg, task, model, ckpt, ckpt_path, run_dir = (trained.cfg, trained.task, trained.model, trained.ckpt, trained.ckpt_path,
                                                  trained.run_dir)
     if not task.extendable:
@@ -77,7 +78,7 @@ def extend_vocab(
         held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(), combined.test_set()]).to(dev))
         trainer = Trainer(new_cfg, out, model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
                           params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"]),
-                                 "extended_from_sha256": file_sha256(ckpt_path)},
+                                 "extended_from_sha256": source_sha},
                           keep_checkpoints=keep_checkpoints)
         if resume_from is not None:
             trainer.load(resume_from, res.checkpoint)
@@ -97,6 +98,20 @@ def extend_vocab(
             raise
         settle(replacing, None)
     return {**result, **scores}
+
+
+def load_finished_run(run: Path):
+    """The run to extend, never while another process holds its lock (trains it) → (the loaded
+    run, its checkpoint's sha256). A run directory must have reached its last iteration; a
+    checkpoint file named explicitly is taken as it is. Extensions of one run may run at once."""
+    check_free(resolve_checkpoint(run)[1])
+    trained = load_run(run, device="cpu")
+    sha = file_sha256(trained.ckpt_path)
+    step, total = int(trained.ckpt["step"]), trained.cfg.train.iterations
+    if run.is_dir() and step < total:
+        raise PosrnnError(f"{run} is not finished (step {step} of {total}); finish it first (posrnn train --out {run} "
+                          f"--resume), or pass one of its checkpoint files to extend that checkpoint")
+    return trained, sha
 
 
 def score_extension(out: Path, model, cfg, device: torch.device, old_before: Optional[dict] = None) -> dict:

@@ -15,15 +15,9 @@ one with a config and says what it holds for it:
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
-import os
 import re
 import shutil
-import socket
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -31,13 +25,9 @@ from typing import Optional
 from ..common.checkpoints import _STEP_RE, CKPT_DIR, list_checkpoints  # noqa: F401  (read from here too)
 from ..common.config import RunConfig, config_diff, safe_load_bounded
 from ..common.errors import PosrnnError
-from ..common.io import MARKER, atomic_write_text
+from ..common.io import atomic_write_text
+from .replace import CODE_FILE, REPLACED, RUN_FILES  # noqa: F401  (the run's layout)
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
-#: the fingerprint of the code that trained the run (``record_code``)
-CODE_FILE = "code.json"
-#: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
-REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 STATES = ("new", "resume", "done", "different")
 
 
@@ -170,6 +160,10 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         if st.diff == ["train.iterations"]:
             if cfg.train.iterations <= st.latest:
                 raise PosrnnError(f"{run_dir} is already at step {st.latest}; --iterations must exceed it to train longer")
+            if cfg.train.iterations < st.saved.train.iterations:
+                raise PosrnnError(f"--iterations {cfg.train.iterations} is below the {st.saved.train.iterations} iterations "
+                                  f"{run_dir} trains for (a schedule is only ever extended); drop --iterations to finish it, "
+                                  f"or retrain with --force")
             extended = st.saved.train.iterations
         elif st.diff:
             raise PosrnnError(f"--resume with a config that contradicts the saved run ({describe_diff(st, cfg)}); "
@@ -205,201 +199,6 @@ def truncate_log(path: Path, step: int) -> None:
     atomic_write_text(path, "".join(ln + "\n" for ln in lines))
 
 
-# ---- one process per run directory -----------------------------------------------------------------
-LOCK = ".lock"
-#: the fallback lock where the filesystem has no flock: a file created with O_CREAT|O_EXCL naming host and pid
-LOCK_FILE = ".lock.excl"
-#: ``POSRNN_LOCK=file`` uses the lock file even where flock works (BeeGFS and some NFS set-ups lock within
-#: one node only, so runs written from several nodes need it); ``flock`` (the default) falls back on its own
-LOCK_ENV = "POSRNN_LOCK"
-#: what flock raises on a filesystem that does not support it (Lustre mounted without flock, some NFS)
-NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL})
-_held: dict[str, int] = {}  # run directories this process holds (realpath → depth), so a sweep job may train its run
-_lock_files: dict[str, Path] = {}  # realpath → the lock file naming this process as holder
-
-
-class LockBusy(PosrnnError):
-    """``run_lock``: the directory is held by another process (``holder`` names it)."""
-
-    def __init__(self, message: str, holder: str = ""):
-        super().__init__(message)
-        self.holder = holder
-
-
-def _holder(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        text = ""
-    return text.splitlines()[0][:200] if text else "a process that did not say which"
-
-
-def _busy(run_dir: Path, holder: str) -> LockBusy:
-    return LockBusy(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it", holder)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
-
-
-def _flock(run_dir: Path, path: Path, what: str) -> Optional[int]:
-    """Take the flock on ``path``: its descriptor, or None when this filesystem has no flock."""
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise PosrnnError(f"cannot lock {run_dir} ({e.strerror or type(e).__name__}: {path}); "
-                              f"check its permissions") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(path)
-            os.close(fd)
-            raise _busy(run_dir, holder) from None
-        except OSError as e:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                if os.stat(path).st_size == 0:
-                    os.unlink(path)  # the empty file this call created
-            if e.errno not in NO_FLOCK:
-                raise PosrnnError(f"cannot lock {run_dir} ({e.strerror or type(e).__name__}: {path})") from None
-            return None  # no flock here: the lock file takes over
-        try:  # the file may have been removed by its last holder between our open and flock: retry then
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}: {what}\n".encode())
-    except OSError:
-        pass  # the holder's name is a courtesy; the flock is what excludes
-    return fd
-
-
-def _lock_file(run_dir: Path, what: str) -> Path:
-    """The lock without flock: ``run_dir/.lock.excl`` created with O_CREAT|O_EXCL (atomic on local
-    filesystems, NFS v3+, Lustre, BeeGFS), holding ``host <name> pid <n>: <what>``. A lock file of
-    this host whose pid is gone is stale: it is removed (with a line on stderr saying so) and taken.
-    One of another host cannot be checked from here: the error names it and says to remove the
-    file once that process is gone."""
-    path = run_dir / LOCK_FILE
-    host = socket.gethostname()
-    for _ in range(3):
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            text = _holder(path)
-            m = re.match(r"host (\S+) pid (\d+)", text)
-            if m and m.group(1) == host and not _pid_alive(int(m.group(2))):
-                print(f"posrnn: removing the stale lock {path} (pid {m.group(2)} on {host} is gone)", file=sys.stderr)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-                continue
-            hint = "" if not m or m.group(1) == host else f"; if that process is gone, remove {path}"
-            raise _busy(run_dir, text + hint) from None
-        except OSError as e:
-            raise PosrnnError(f"cannot lock {run_dir}: its filesystem supports no flock and the lock file {path} "
-                              f"cannot be created ({e.strerror or type(e).__name__})") from None
-        try:
-            os.write(fd, f"host {host} pid {os.getpid()}: {what}\n".encode())
-        finally:
-            os.close(fd)
-        return path
-    raise _busy(run_dir, _holder(path))
-
-
-@contextmanager
-def run_lock(run_dir: Path, what: str = "posrnn"):
-    """Hold ``run_dir``'s lock for the block; another process gets one line naming the holder.
-    Re-entrant within one process; ``run_dir`` must exist. The lock is an flock on
-    ``run_dir/.lock`` (which names its holder); where the filesystem has no flock, or
-    ``POSRNN_LOCK=file`` asks for it, a lock file (``_lock_file``). Either is removed on release."""
-    run_dir = Path(run_dir)
-    key = os.path.realpath(run_dir)
-    if key in _held:
-        _held[key] += 1
-        try:
-            yield
-        finally:
-            _held[key] -= 1
-        return
-    mode = os.environ.get(LOCK_ENV, "flock")
-    if mode not in ("flock", "file"):
-        raise PosrnnError(f"{LOCK_ENV}={mode!r} is not a lock kind; use flock (the default) or file")
-    fd = _flock(run_dir, run_dir / LOCK, what) if mode == "flock" else None
-    path = run_dir / LOCK if fd is not None else _lock_file(run_dir, what)
-    _held[key] = 1
-    _lock_files[key] = path
-    try:
-        yield
-    finally:
-        del _held[key]
-        _lock_files.pop(key, None)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        if fd is not None:
-            os.close(fd)
-
-
-def relabel(run_dir: Path, what: str) -> None:
-    """Rewrite the holder's description of a lock this process holds (e.g. a sweep's arrays)."""
-    path = _lock_files.get(os.path.realpath(run_dir))
-    if path is None:
-        return
-    prefix = f"host {socket.gethostname()} " if path.name == LOCK_FILE else ""
-    try:
-        path.write_text(f"{prefix}pid {os.getpid()}: {what}\n")
-    except OSError:
-        pass  # a courtesy, as in run_lock
-
-
-def holding(run_dir: Path) -> bool:
-    """Whether this process holds ``run_dir``'s lock."""
-    return os.path.realpath(run_dir) in _held
-
-
-# ---- replacing a run only on success -------------------------------------------------------------------
-class Replacement:
-    """``--force``: the old run's files move into ``run_dir/.posrnn-replaced-<pid>/`` while the
-    new run trains; ``commit()`` deletes them once it has finished, ``rollback()`` removes
-    whatever the new run wrote and moves them back, byte-identical."""
-
-    def __init__(self, run_dir: Path, names: tuple[str, ...]):
-        self.run_dir = Path(run_dir)
-        self.aside = self.run_dir / f".posrnn-replaced-{os.getpid()}"
-        self.names = names
-        self.moved: list[str] = []
-
-    def start(self) -> None:
-        present = [n for n in self.names if (self.run_dir / n).exists() or (self.run_dir / n).is_symlink()]
-        if not present:
-            return
-        self.aside.mkdir()
-        for n in present:
-            os.rename(self.run_dir / n, self.aside / n)
-            self.moved.append(n)
-
-    def commit(self) -> None:
-        if self.aside.exists():
-            shutil.rmtree(self.aside)
-
-    def rollback(self) -> None:
-        for n in self.names:
-            p = self.run_dir / n
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            elif p.exists() or p.is_symlink():
-                p.unlink()
-        for n in self.moved:
-            os.rename(self.aside / n, self.run_dir / n)
-        if self.aside.exists():
-            shutil.rmtree(self.aside)
+# ---- one process per run directory (``lock``), replacing a run only on success (``replace``) --------------
+from .lock import LOCK, LOCK_ENV, LOCK_FILE, NO_FLOCK, LockBusy, holding, relabel, run_lock  # noqa: E402,F401
+from .replace import Replacement  # noqa: E402,F401

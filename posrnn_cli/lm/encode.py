@@ -224,10 +224,16 @@ class LMCorpus:
         except (OSError, ValueError) as e:
             raise PosrnnError(f"cannot read {self.root / split}: {e} (re-run `posrnn lm encode`)") from e
         want = self.meta["splits"][split]
+        if self.ids.ndim != 1 or self.offsets.ndim != 1 or not isinstance(want, dict):
+            raise PosrnnError(f"{self.root / split} is not an encoded split (ids and offsets must be 1-D); "
+                              f"re-run `posrnn lm encode`")
         if (self.ids.dtype != np.uint16 or self.offsets.dtype != np.int64 or len(self.ids) != want["tokens"]
                 or len(self.offsets) != want["paragraphs"] + 1 or self.offsets[0] != 0
                 or self.offsets[-1] != len(self.ids)):
             raise PosrnnError(f"{self.root / split} does not match {meta_path} (re-run `posrnn lm encode`)")
+        if not np.all(np.diff(self.offsets) > 0):
+            raise PosrnnError(f"{self.root / split / 'offsets.npy'} is corrupt (the paragraph offsets do not rise from 0 to "
+                              f"the token count, one paragraph at least one token); re-run `posrnn lm encode`")
         V = self.meta["vocab_size"]
         specials = [self.meta.get(k) for k in ("bos_id", "eos_id", "unk_id", "pad_id", "max_tokens")]
         if not isinstance(V, int) or isinstance(V, bool) or not 2 <= V <= 2**16 or not all(

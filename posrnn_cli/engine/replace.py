@@ -1,0 +1,140 @@
+"""Replacing a run only on success (``--force``), and never hiding the old one.
+
+``Replacement.start`` moves the old run's files into ``RUN/.posrnn-replaced-<pid>-<random>/``
+(a name no other replacement can take), after writing there which files it moves
+(``replacing.json``). ``commit()`` (the new run finished) renames that folder to
+``.posrnn-discarded-…`` and deletes it; ``rollback()`` (the new run failed) removes whatever the
+new run wrote and moves the old files back, byte-identical.
+
+A process killed in between (kill -9, the OOM killer, a power cut) leaves the folder behind.
+``recover`` finishes the job for the next command that takes the run's lock (``lock.run_lock``
+calls it): a replacement never committed is rolled back — the old run is restored — and a
+discarded folder is deleted. Every step can itself be interrupted and redone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ..common.checkpoints import CKPT_DIR
+from ..common.errors import PosrnnError
+from ..common.io import _TEMP_RE, MARKER, atomic_write_text
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
+#: the fingerprint of the code that trained the run (``rundir.record_code``)
+CODE_FILE = "code.json"
+#: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
+REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
+ASIDE = ".posrnn-replaced-"
+DISCARDED = ".posrnn-discarded-"
+MANIFEST = "replacing.json"
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path`` (a link itself, never what it points to)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _there(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _put_back(run_dir: Path, aside: Optional[Path], names: Iterable[str], planned: list[str]) -> None:
+    """Undo a replacement: each of ``names`` that the new run wrote is removed; each file still
+    aside goes back. A planned file no longer aside is the old run's own, still (or again) in place."""
+    for n in names:
+        if n in planned:
+            if aside is not None and _there(aside / n):
+                _remove(run_dir / n)
+                os.rename(aside / n, run_dir / n)
+        else:
+            _remove(run_dir / n)
+    if aside is not None and aside.exists():
+        shutil.rmtree(aside)
+
+
+class Replacement:
+    """``--force``: move the old run aside, then ``commit()`` or ``rollback()`` (see the module's doc)."""
+
+    def __init__(self, run_dir: Path, names: tuple[str, ...]):
+        self.run_dir = Path(run_dir)
+        self.names = tuple(names)
+        self.aside: Optional[Path] = None
+        self.planned: list[str] = []
+
+    def start(self) -> None:
+        self.planned = [n for n in self.names if _there(self.run_dir / n)]
+        if not self.planned:
+            return
+        self.aside = Path(tempfile.mkdtemp(prefix=f"{ASIDE}{os.getpid()}-", dir=self.run_dir))
+        atomic_write_text(self.aside / MANIFEST, json.dumps({"names": list(self.names), "moved": self.planned}) + "\n")
+        for n in self.planned:
+            os.rename(self.run_dir / n, self.aside / n)
+
+    def commit(self) -> None:
+        if self.aside is None:
+            return
+        gone = self.run_dir / (DISCARDED + self.aside.name[len(ASIDE):])
+        os.rename(self.aside, gone)  # from here on the old run is dropped, even if deleting it is cut short
+        shutil.rmtree(gone, ignore_errors=True)
+
+    def rollback(self) -> None:
+        _put_back(self.run_dir, self.aside, self.names, self.planned)
+
+
+def leftovers(run_dir: Path) -> list[Path]:
+    """The folders that replacements cut short left in ``run_dir`` (real directories only)."""
+    try:
+        entries = list(os.scandir(run_dir))
+    except OSError:
+        return []
+    return sorted(Path(e.path) for e in entries
+                  if e.name.startswith((ASIDE, DISCARDED)) and e.is_dir(follow_symlinks=False))
+
+
+def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str], list[str]]]:
+    """(names, planned) from ``aside/replacing.json``; None when it is missing (nothing was
+    moved yet). One that is not what ``start`` writes is refused: what to move back is unknown."""
+    path = aside / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        names, planned = rec["names"], rec["moved"]
+        ok = all(isinstance(n, str) and n in allowed for n in (*names, *planned)) and set(planned) <= set(names)
+    except (OSError, ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise PosrnnError(f"{aside} holds a run that an interrupted `--force` moved aside, but its {MANIFEST} is not "
+                          f"posrnn's; move its files back into {aside.parent} by hand, then remove it")
+    return names, planned
+
+
+def recover(run_dir: Path) -> None:
+    """Finish what replacements cut short in ``run_dir`` (the caller holds its lock): restore
+    each old run moved aside, delete each discarded one, saying so on stderr."""
+    run_dir = Path(run_dir)
+    for folder in leftovers(run_dir):
+        if folder.name.startswith(DISCARDED):
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        found = _manifest(folder, REPLACED)
+        if found is None:  # cut short before anything was moved: at most the record's temporary file is there
+            if any(not _TEMP_RE.match(n) for n in os.listdir(folder)):
+                raise PosrnnError(f"{folder} holds files that an interrupted `--force` moved aside, but no {MANIFEST} "
+                                  f"saying which; move them back into {run_dir} by hand (over the files of the same "
+                                  f"names), then remove it")
+            shutil.rmtree(folder)
+            continue
+        _put_back(run_dir, folder, *found)
+        print(f"posrnn: restored the run in {run_dir} that an interrupted `--force` had moved aside to {folder.name} "
+              f"(the unfinished replacement is removed)", file=sys.stderr)
