@@ -19,7 +19,9 @@ PEMode = Literal[tuple(catalog.PE_MODES)]  # type: ignore[valid-type]
 
 ParamsOpt = Annotated[Optional[Path], typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections (e.g. params.yaml); options override it.", show_default=False)]
 SetOpt = Annotated[Optional[List[str]], typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set model.pe_dim=32. Applied last.", show_default=False)]
-DeviceOpt = Annotated[str, typer.Option("--device", metavar="TEXT", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+DeviceOpt = Annotated[str, typer.Option("--device", metavar="DEVICE", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", metavar="N", min=1, show_default=False, help=(
+    "CPU threads for torch. [default: auto: 1 for a small model, else the cores not busy]"))]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -56,3 +58,52 @@ def listing(title: str, registry: dict) -> str:
     width = max(len(k) for k in registry) + 2
     rows = "\n".join(f"  {k + ':':<{width}} {v.description}" for k, v in registry.items())
     return f"\b\n{title}\n{rows}"
+
+
+def given_keys(options: dict, sets: Optional[List[str]]) -> set[str]:
+    """The config keys the command line sets: its options (dotted keys) and its --set items."""
+    return {k for k, v in options.items() if v is not None} | {item.partition("=")[0].strip() for item in sets or []}
+
+
+def fit_to_machine(cfg, asked, given: set[str], new_run: bool = True) -> list[str]:
+    """Fill in what the command line left to this machine, in place: ``train.threads``
+    (``common.machine.choose_threads``) and, for a new Mamba run, ``model.state_size`` on a CPU
+    (``mamba_state_size``). ``asked`` is the config resolved from the command line alone (no
+    saved run) and ``given`` the keys it names (``given_keys``), so an explicit value always
+    wins. Returns the run header's lines."""
+    from ..common.config import RunConfig
+    from ..common.machine import choose_threads, is_small_model, mamba_state_size
+    from ..engine.device import resolve_device
+
+    device = resolve_device(cfg.train.device).type
+    choice = choose_threads(asked.train.threads, small=is_small_model(cfg.train.batch_size, cfg.model.hidden_size))
+    cfg.train.threads = choice.n
+    lines = [choice.header()]
+    if new_run and cfg.model.name == "mamba":
+        default = RunConfig().model.state_size
+        if asked.model.state_size == default and "model.state_size" not in given:
+            cfg.model.state_size, note = mamba_state_size(device, cfg.model.state_size)
+            lines.append(note)
+    return lines
+
+
+def threads_for_run(requested: Optional[int], run: Path):
+    """Set torch's threads for a command that computes on a saved run (eval, stability,
+    extend-vocab): ``requested``, else the machine's choice for the run's size. Returns the
+    ``ThreadChoice``."""
+    from ..common.machine import choose_threads, is_small_model
+    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.device import setup_threads
+
+    cfg = read_run_config(resolve_checkpoint(run)[1]) if requested is None else None
+    small = cfg is not None and is_small_model(cfg.train.batch_size, cfg.model.hidden_size)
+    choice = choose_threads(requested, small=small)
+    setup_threads(choice.n)
+    return choice
+
+
+def note(lines, json_out: bool = False) -> None:
+    """The run header (threads, machine-chosen defaults) on stderr; nothing under --json."""
+    if not json_out:
+        for line in lines if isinstance(lines, list) else [lines]:
+            typer.echo(line, err=True)

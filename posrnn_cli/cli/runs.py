@@ -14,7 +14,8 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import DeviceOpt, JsonOpt, ParamsOpt, SetOpt, cli_errors, console, listing
+from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, cli_errors, console, fit_to_machine, given_keys,
+                     listing, note, threads_for_run)
 from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
@@ -28,8 +29,8 @@ TRAIN_HELP = "\n\n".join([
 
 
 @run_options("task", "model", "pe", "pe_mode", "vocab_size", "length", "hidden_size", "embed_size", "min_length",
-             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "iterations", "batch_size", "lr",
-             "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
+             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "state_size", "iterations",
+             "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
 def train(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
     params: ParamsOpt = None,
@@ -48,9 +49,11 @@ def train(
     if length is not None and max_length is not None and length != max_length:
         raise PosrnnError(f"--length ({length}) and --max-length ({max_length}) name the same setting; pass one")
     saved = read_run_config(out) if resume and Path(out).is_dir() else None
-    cfg = resolve_config(params, config_options(opts), set_, base=saved)  # --resume: the saved run's config, then what is given
+    options = config_options(opts)
+    cfg = resolve_config(params, options, set_, base=saved)  # --resume: the saved run's config, then what is given
     if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
         raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size and set --dim")
+    note(fit_to_machine(cfg, resolve_config(params, options, set_), given_keys(options, set_), new_run=saved is None), json_out)
     summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
     if json_out:
         typer.echo(json.dumps(summary))
@@ -105,12 +108,14 @@ def eval_cmd(
     step: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluate the checkpoint saved at this step instead of the latest.", show_default=False)] = None,
     device: DeviceOpt = "auto",
     batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
+    threads: ThreadsOpt = None,
     json_out: JsonOpt = False,
 ):
     """Score a run on its held-out test set (token / sequence accuracy, Damerau–Levenshtein
     distance with 95% bootstrap CIs; perplexity for a language model). Writes RUN/eval.json."""
     from ..engine.evaluate import evaluate
 
+    note(threads_for_run(threads, path).header(), json_out)
     result = evaluate(path, step=step, device=device, batch_size=batch_size)
     if json_out:
         typer.echo(json.dumps(result))
@@ -160,6 +165,7 @@ def stability(
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
     seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")] = False,
     json_out: JsonOpt = False,
@@ -176,6 +182,7 @@ def stability(
     csv_path = check_stability_out(out if out is not None else run_dir / "stability.csv", run, run_dir)
     if plot:
         check_stability_out(csv_path.with_suffix(".png"), run, run_dir, header=b"\x89PNG")
+    note(threads_for_run(threads, run).header(), json_out)
     c = console()
 
     def tick(step, seconds):
@@ -209,6 +216,7 @@ def extend_vocab(
     iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     set_: SetOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted extension in --out.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
@@ -219,8 +227,11 @@ def extend_vocab(
     new ids only (and of old ids only, to show nothing was forgotten). Writes OUT/extend.json."""
     from ..engine.extend import extend_vocab as run_extension
 
+    choice = threads_for_run(threads, run)  # the trained run's size decides
+    note(choice.header(), json_out)
+    sets = [f"train.threads={choice.n}", *(set_ or [])]  # an explicit --set still wins
     r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
-                      force=force, progress=not json_out, sets=set_, resume=resume)
+                      force=force, progress=not json_out, sets=sets, resume=resume)
     if json_out:
         typer.echo(json.dumps(r))
         return
@@ -242,8 +253,8 @@ BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "mode
 BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is the papers' default
 
 
-@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "batch_size", "device", "threads",
-             "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
+@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "batch_size", "device",
+             "threads", "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
                  "model", "vocab_size", "length", "hidden_size", "batch_size")})
 def bench(
     paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
@@ -270,6 +281,8 @@ def bench(
     dev = resolve_device(opts["device"] or RunConfig().train.device)
     sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
     cfg = resolve_config(params, {**sized, **config_options(opts)}, set_)
+    note(fit_to_machine(cfg, resolve_config(params, config_options(opts), set_), given_keys(config_options(opts), set_)),
+         json_out)
     try:
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:

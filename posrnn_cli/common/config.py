@@ -106,7 +106,7 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    threads: Optional[int] = bounded(None, 1, 4096, none="torch's")  # torch CPU threads; None = torch's default
+    threads: Optional[int] = bounded(None, 1, 4096, none="auto: 1 for a small model, else the cores not busy")  # torch CPU threads; None = chosen by the command (common.machine)
 
     @property
     def warmup_steps(self) -> int:
