@@ -88,13 +88,25 @@ def test_train_prints_the_thread_choice_and_trains_as_with_that_count_given(tmp_
 def test_every_command_that_computes_takes_threads(tmp_path):
     run = tmp_path / "run"
     assert runner.invoke(app, ["train", *TINY, "--out", str(run), "--json"]).exit_code == 0
-    for argv in (["eval", str(run)], ["stability", str(run), "--triplets", "4", "--out", str(tmp_path / "s.csv")],
-                 ["extend-vocab", str(run), "--extra-vocab", "4", "--iterations", "2", "--out", str(tmp_path / "ext")]):
-        r = runner.invoke(app, [*argv, "--threads", "1"])
-        assert r.exit_code == 0 and "threads: 1 (--threads)" in r.output, (argv, r.output)
+    before = torch.get_num_threads()
+    try:
+        for argv in (["eval", str(run)], ["stability", str(run), "--triplets", "4", "--out", str(tmp_path / "s.csv")]):
+            torch.set_num_threads(2)
+            r = runner.invoke(app, [*argv, "--threads", "1"])
+            assert r.exit_code == 0 and torch.get_num_threads() == 1, (argv, r.output)
+    finally:
+        torch.set_num_threads(before)
+    r = runner.invoke(app, ["extend-vocab", str(run), "--extra-vocab", "4", "--iterations", "2", "--out", str(tmp_path / "ext"),
+                            "--threads", "1"])
+    assert r.exit_code == 0 and "threads: 1 (--threads)" in r.output, r.output
     assert yaml.safe_load((tmp_path / "ext" / "config.yaml").read_text())["train"]["threads"] == 1
     for cmd in (["bench"], ["lm", "train"], ["lm", "eval"]):
         assert "--threads" in runner.invoke(app, [*cmd, "--help"]).output
+
+
+def test_the_header_comes_only_once_every_check_has_passed(tmp_path):
+    r = runner.invoke(app, ["train", *TINY, "--vocab-size", "1", "--out", str(tmp_path / "bad")])
+    assert r.exit_code == 1 and r.output.startswith("error: ") and "threads:" not in r.output, r.output
 
 
 def test_mamba_trains_at_its_cpu_state_size(tmp_path):

@@ -4,6 +4,7 @@ the console, and the option types. Imports neither torch nor numpy, so ``--help`
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, List, Literal, Optional
 
@@ -43,14 +44,47 @@ def cli_errors(fn):
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(getattr(e, "exit_code", 1)) from None
         except OSError as e:
-            where = f" ({e.filename})" if e.filename else ""
-            typer.echo(f"error: {e.strerror or e}{where}; check the path, its permissions and free disk space", err=True)
+            typer.echo(f"error: {os_error(e)}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            typer.echo("error: interrupted; the last checkpoint and earlier outputs are intact (continue with --resume)", err=True)
+            typer.echo("error: interrupted; what was written before is intact: run the same command again", err=True)
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def os_error(e: OSError) -> str:
+    """One line for an OSError: a file standing where a directory is needed is named as such,
+    anything else points at the path, its permissions and the free disk space."""
+    import errno
+
+    if e.errno in (errno.ENOTDIR, errno.EEXIST) and e.filename:
+        path = Path(e.filename)
+        file = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if file is not None:
+            return f"{file} is a file, not a directory; pass another path (or move the file)"
+    where = f" ({e.filename})" if e.filename else ""
+    return f"{e.strerror or e}{where}; check the path, its permissions and free disk space"
+
+
+@contextmanager
+def advise_on_interrupt(out: Path, resume: Optional[str]):
+    """Ctrl-C before the training loop took over the signal (the first seconds): advise
+    ``resume`` (a command) only where the run has a checkpoint to resume from; else, re-running
+    the same command (a run stopped before its first checkpoint is not kept; under --force,
+    pass ``resume=None``: the replaced run is brought back)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from ..engine.rundir import list_checkpoints
+
+        if resume is not None and (Path(out) / "config.yaml").is_file() and list_checkpoints(out):
+            msg = f"interrupted; {out} keeps its last checkpoint: continue with {resume}"
+        else:
+            msg = f"interrupted before the first checkpoint, so {out} holds nothing to resume: run the same command again"
+        err = PosrnnError(msg)
+        err.exit_code = 130
+        raise err from None
 
 
 def listing(title: str, registry: dict) -> str:

@@ -19,8 +19,8 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, cli_errors, console, fit_to_machine,
-                     given_keys, note, threads_for_run)
+from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
+                     fit_to_machine, given_keys, note, threads_for_run)
 from .options import config_options, run_options
 
 from ..lm.data import DEFAULT_CONFIG, DEFAULT_DATASET  # these two modules import nothing heavy
@@ -127,10 +127,9 @@ def train_lm(
 
     options = config_options(opts)
     cfg = lm_config(data, options, params, set_)
-    lines = fit_to_machine(cfg, copy.deepcopy(cfg), given_keys(options, set_), new_run=not resume)
-    if int(os.environ.get("RANK", "0")) == 0:
-        note(lines)
-    s = train(cfg, out, resume=resume, force=force, stop_after=stop_after)
+    header = fit_to_machine(cfg, copy.deepcopy(cfg), given_keys(options, set_), new_run=not resume)
+    with advise_on_interrupt(out, None if force else f"posrnn lm train --data {data} --out {out} --resume"):
+        s = train(cfg, out, resume=resume, force=force, stop_after=stop_after, on_start=lambda: note(header))
     if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]
         console().print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} in "
@@ -161,7 +160,7 @@ def eval_lm(
     cfg = read_run_config(resolve_checkpoint(run)[1])
     if cfg is not None and _measure(cfg.task.name) != "perplexity":
         raise PosrnnError(f"{run} is a {cfg.task.name!r} run, not a language model; use `posrnn eval`")
-    note(threads_for_run(threads, run).header(), json_out)
+    threads_for_run(threads, run)
     r = evaluate(run, device=device, batch_size=batch_size, n_resamples=1000)
     if _measure(r["task"]) != "perplexity":
         raise PosrnnError(f"{run} is a {r['task']!r} run, not a language model; use `posrnn eval`")

@@ -14,8 +14,8 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, cli_errors, console, fit_to_machine, given_keys,
-                     listing, note, threads_for_run)
+from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
+                     fit_to_machine, given_keys, listing, note, threads_for_run)
 from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
@@ -53,8 +53,10 @@ def train(
     cfg = resolve_config(params, options, set_, base=saved)  # --resume: the saved run's config, then what is given
     if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
         raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size and set --dim")
-    note(fit_to_machine(cfg, resolve_config(params, options, set_), given_keys(options, set_), new_run=saved is None), json_out)
-    summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
+    header = fit_to_machine(cfg, resolve_config(params, options, set_), given_keys(options, set_), new_run=saved is None)
+    with advise_on_interrupt(out, None if force else f"posrnn train --out {out} --resume"):
+        summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out,
+                            on_start=lambda: note(header, json_out))
     if json_out:
         typer.echo(json.dumps(summary))
         return
@@ -115,7 +117,7 @@ def eval_cmd(
     distance with 95% bootstrap CIs; perplexity for a language model). Writes RUN/eval.json."""
     from ..engine.evaluate import evaluate
 
-    note(threads_for_run(threads, path).header(), json_out)
+    threads_for_run(threads, path)
     result = evaluate(path, step=step, device=device, batch_size=batch_size)
     if json_out:
         typer.echo(json.dumps(result))
@@ -182,7 +184,7 @@ def stability(
     csv_path = check_stability_out(out if out is not None else run_dir / "stability.csv", run, run_dir)
     if plot:
         check_stability_out(csv_path.with_suffix(".png"), run, run_dir, header=b"\x89PNG")
-    note(threads_for_run(threads, run).header(), json_out)
+    threads_for_run(threads, run)
     c = console()
 
     def tick(step, seconds):
@@ -228,10 +230,12 @@ def extend_vocab(
     from ..engine.extend import extend_vocab as run_extension
 
     choice = threads_for_run(threads, run)  # the trained run's size decides
-    note(choice.header(), json_out)
     sets = [f"train.threads={choice.n}", *(set_ or [])]  # an explicit --set still wins
-    r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
-                      force=force, progress=not json_out, sets=sets, resume=resume)
+    again = f"posrnn extend-vocab {run} --extra-vocab {extra_vocab} --out {out} --resume"
+    with advise_on_interrupt(out, None if force else again):
+        r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
+                          force=force, progress=not json_out, sets=sets, resume=resume,
+                          on_start=lambda: note(choice.header(), json_out))
     if json_out:
         typer.echo(json.dumps(r))
         return
@@ -281,8 +285,7 @@ def bench(
     dev = resolve_device(opts["device"] or RunConfig().train.device)
     sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
     cfg = resolve_config(params, {**sized, **config_options(opts)}, set_)
-    note(fit_to_machine(cfg, resolve_config(params, config_options(opts), set_), given_keys(config_options(opts), set_)),
-         json_out)
+    fit_to_machine(cfg, resolve_config(params, config_options(opts), set_), given_keys(config_options(opts), set_))
     try:
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:

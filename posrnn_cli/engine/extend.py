@@ -31,10 +31,11 @@ from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_t
 def extend_vocab(
     run: Path, extra: int, out: Path, iterations: Optional[int] = None, seed: Optional[int] = None,
     device: str = "auto", force: bool = False, progress: bool = True, sets: Optional[list[str]] = None,
-    resume: bool = False, keep_checkpoints: str = "all",
+    resume: bool = False, keep_checkpoints: str = "all", on_start=None,
 ) -> dict:
     """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
-    (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
+    (``resume``: continue an interrupted extension in ``out`` from its last checkpoint;
+    ``on_start``: called once every check has passed, as training starts)."""
     if not 1 <= extra <= 2**24:
         raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
     trained = load_run(run, device="cpu")
@@ -84,6 +85,8 @@ def extend_vocab(
         replacing = begin_run(out, new_cfg, force)  # every check passed: config.yaml is written only now
         if resume_from is None:
             record_code(out, __name__)
+        if on_start is not None:
+            on_start()
         try:
             summary = trainer.fit(progress=progress)
             model.eval()
