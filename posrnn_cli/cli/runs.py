@@ -241,15 +241,23 @@ def extend_vocab(
         return
     from rich.table import Table
 
+    from ..engine.extend import TEST_SETS, not_learned
+
     table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, pe={r['pe']})")
     for col in ("test set", "token acc", "95% CI", "seq acc", "DL"):
         table.add_column(col, justify="left" if col == "test set" else "right")
-    for key, label in (("new_ids", "new ids only"), ("old_ids_before", "old ids, before"), ("old_ids", "old ids, after"),
-                       ("old_ids_all_classes", "old ids, after, all classes")):
+    for key, label, _ in TEST_SETS:
         m = r[key]
         table.add_row(label, f"{m['token_accuracy']:.3f}", "–".join(f"{c:.3f}" for c in m["token_accuracy_ci"]),
                       f"{m['sequence_accuracy']:.3f}", f"{m['damerau_levenshtein']:.2f}")
-    console().print(table)
+    c = console()
+    c.print(table)
+    for _, label, about in TEST_SETS:
+        c.print(f"  {label}: {about}", highlight=False)
+    c.print("  token/seq acc: tokens/sequences right; DL: Damerau–Levenshtein distance", highlight=False)
+    advice = not_learned(r, f"posrnn extend-vocab {run} --extra-vocab {extra_vocab} --out {out}")
+    if advice:
+        typer.echo(f"warning: {advice}", err=True)
 
 
 #: what ``posrnn bench`` measures when not told: sized to the device

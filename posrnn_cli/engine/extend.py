@@ -122,6 +122,25 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
     return scores
 
 
+#: the rows of an extension's report: key in extend.json, label, what it measures
+TEST_SETS = (
+    ("new_ids", "new ids only", "sequences of new ids alone: what the extension learned"),
+    ("old_ids_before", "old ids, before", "sequences of old ids, scored before the extension"),
+    ("old_ids", "old ids, after", "the same after it, among old ids only (frozen: as before)"),
+    ("old_ids_all_classes", "old ids, after, all classes", "choosing among all ids (do new rows steal?)"),
+)
+
+
+def not_learned(result: dict, command: str) -> Optional[str]:
+    """The advice when the new ids were not learned at all (token accuracy exactly 0 on them):
+    too few iterations for the new rows; ``command`` re-runs the extension (without --iterations)."""
+    if result["new_ids"]["token_accuracy"] > 0:
+        return None
+    more = max(10 * int(result["iterations"]), 1000)
+    return (f"the new ids were not learned (token accuracy 0.000 on them after {result['iterations']:,} iterations): "
+            f"too few for the new rows; run it longer: {command} --force --iterations {more}")
+
+
 def read_extend_json(path: Path) -> dict:
     """An extension's ``extend.json``: a JSON object, refused in one line when it is not."""
     info = read_json(path)
