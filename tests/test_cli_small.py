@@ -42,22 +42,26 @@ def test_ctrl_c_before_the_first_checkpoint_advises_the_same_command_not_resume(
     assert r.exit_code == 130 and f"posrnn train --out {out} --resume" in r.output, r.output
 
 
-def test_extend_vocab_explains_its_rows_and_says_when_the_new_ids_were_not_learned(tmp_path):
+def test_extend_vocab_explains_its_rows_and_says_when_the_new_ids_were_not_learned(tmp_path, monkeypatch):
+    import posrnn_cli.engine.extend as extend
     from posrnn_cli.engine.extend import TEST_SETS, not_learned
 
     run = tmp_path / "run"
     assert runner.invoke(app, [*TINY, "--out", str(run), "--json"]).exit_code == 0
-    r = runner.invoke(app, ["extend-vocab", str(run), "--extra-vocab", "4", "--iterations", "1", "--out", str(tmp_path / "ext")])
-    assert r.exit_code == 0, r.output
-    for _, label, about in TEST_SETS:
-        assert f"{label}: {about}" in r.output
-    assert max(len(line) for line in r.output.splitlines() if not line.startswith(("warning", "threads"))) <= 80
-    summary = {"iterations": 1, "new_ids": {"token_accuracy": 0.0}}
-    advice = not_learned(summary, "posrnn extend-vocab R --extra-vocab 4 --out E")
-    assert "not learned" in advice and "--force --iterations 1000" in advice
-    assert not_learned({**summary, "new_ids": {"token_accuracy": 0.01}}, "x") is None
-    import json
+    scores = {"token_accuracy": 0.5, "token_accuracy_ci": [0.4, 0.6], "sequence_accuracy": 0.1, "damerau_levenshtein": 1.0}
 
-    acc = json.loads((tmp_path / "ext" / "extend.json").read_text())["new_ids"]["token_accuracy"]
-    assert acc == 0  # one iteration: the new rows have not moved (seeded, so always so)
-    assert "warning: the new ids were not learned" in r.output
+    def fake(*args, **kw):  # what an extension returns; its new ids scored 0 (or not)
+        return {"vocab_size": 6, "extra_vocab": 4, "model": "gru", "pe": "none", "iterations": 20,
+                **{key: dict(scores) for key, _, _ in TEST_SETS}, "new_ids": {**scores, "token_accuracy": fake.new}}
+
+    monkeypatch.setattr(extend, "extend_vocab", fake)
+    argv = ["extend-vocab", str(run), "--extra-vocab", "4", "--out", str(tmp_path / "ext")]
+    for fake.new in (0.0, 0.25):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 0, r.output
+        for _, label, about in TEST_SETS:
+            assert f"{label}: {about}" in r.output
+        assert max(len(line) for line in r.output.splitlines() if not line.startswith("warning")) <= 80
+        assert ("warning: the new ids were not learned" in r.output) == (fake.new == 0), r.output
+    advice = not_learned({"iterations": 20, "new_ids": {"token_accuracy": 0.0}}, "posrnn extend-vocab R --out E")
+    assert advice.endswith("posrnn extend-vocab R --out E --force --iterations 1000")
