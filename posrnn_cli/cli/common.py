@@ -141,3 +141,21 @@ def note(lines, json_out: bool = False) -> None:
     if not json_out:
         for line in lines if isinstance(lines, list) else [lines]:
             typer.echo(line, err=True)
+
+
+def complete_profiles(incomplete: str) -> list[str]:
+    """Shell completion: the profiles of ./params.yaml (none where it cannot be read)."""
+    from ..common.profiles import profiles_of, read_params
+
+    try:
+        names = list(profiles_of(read_params(Path("params.yaml")), Path("params.yaml")))
+    except (PosrnnError, OSError):
+        return []
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def complete_experiments(incomplete: str) -> list[str]:
+    """Shell completion: the experiments the pipeline knows."""
+    from ..common.experiments import EXPERIMENTS
+
+    return [n for n in EXPERIMENTS if n.startswith(incomplete)]

@@ -7,7 +7,9 @@ the wrong type are refused with a message that names the key and the fix.
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import math
 import types
 import typing
@@ -306,13 +308,23 @@ def safe_load_bounded(text: str, source: str) -> Any:
         loader.dispose()
 
 
+#: params files parsed in this process, by the SHA-256 of their text (the YAML parser is slow)
+_PARSED: dict[bytes, Any] = {}
+
+
 def load_yaml(path: Path) -> Any:
     path = Path(path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
     try:
-        return safe_load_bounded(path.read_text(encoding="utf-8"), f"params file {path}")
+        text = path.read_text(encoding="utf-8")
+        key = hashlib.sha256(text.encode()).digest()
+        if key not in _PARSED:  # one parse per content: a sweep's plan reads params.yaml once per experiment
+            if len(_PARSED) >= 8:
+                _PARSED.pop(next(iter(_PARSED)))
+            _PARSED[key] = safe_load_bounded(text, f"params file {path}")
+        return copy.deepcopy(_PARSED[key])
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:
