@@ -173,3 +173,22 @@ def test_status_imports_no_torch():
             "    assert 'torch' not in sys.modules, 'torch imported'\n    sys.exit(e.code)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and "next: " in r.stdout, r.stdout + r.stderr
+
+
+def test_an_interrupted_run_names_the_command_that_continues_it():
+    from types import SimpleNamespace
+
+    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.engine.train import Trainer
+
+    cfg = RunConfig()
+    run = SimpleNamespace(cfg=cfg, extra={}, run_dir=Path("runs/r"))
+    assert Trainer.resume_command(run) == "posrnn train --out runs/r --resume"
+    cfg.task.vocab_size, cfg.model.frozen_vocab = 32, 16
+    run.extra = {"extended_from": "runs/pe/checkpoints/step_0004000.pt"}
+    cfg.train.iterations, cfg.train.seed = 2000, 5
+    assert Trainer.resume_command(run) == ("posrnn extend-vocab runs/pe/checkpoints/step_0004000.pt --extra-vocab 16 "
+                                           "--iterations 2000 --seed 5 --out runs/r --resume")
+    lm = SimpleNamespace(cfg=RunConfig(), extra={}, run_dir=Path("runs/lm"))
+    lm.cfg.task.name, lm.cfg.task.data = "lm", "data/enc"
+    assert Trainer.resume_command(lm) == "posrnn lm train --data data/enc --out runs/lm --resume"

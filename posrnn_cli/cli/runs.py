@@ -231,7 +231,8 @@ def extend_vocab(
 
     choice = threads_for_run(threads, run)  # the trained run's size decides
     sets = [f"train.threads={choice.n}", *(set_ or [])]  # an explicit --set still wins
-    again = f"posrnn extend-vocab {run} --extra-vocab {extra_vocab} --out {out} --resume"
+    given = "".join(f" --{k} {v}" for k, v in (("iterations", iterations), ("seed", seed)) if v is not None)
+    again = f"posrnn extend-vocab {run} --extra-vocab {extra_vocab}{given} --out {out} --resume"
     with advise_on_interrupt(out, None if force else again):
         r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
                           force=force, progress=not json_out, sets=sets, resume=resume,

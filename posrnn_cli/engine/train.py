@@ -325,6 +325,17 @@ class Trainer:
                 raise TrainingStopped(f"{e}; the run stopped there and {kept}; lower train.lr or train.weight_decay, "
                                       f"then --resume or --force") from None
 
+    def resume_command(self) -> str:
+        """The command that continues this run: an extension's, a language model's or a plain run's."""
+        cfg = self.cfg
+        if cfg.model.frozen_vocab is not None and "extended_from" in self.extra:
+            return (f"posrnn extend-vocab {self.extra['extended_from']} --extra-vocab "
+                    f"{cfg.task.vocab_size - cfg.model.frozen_vocab} --iterations {cfg.train.iterations} "
+                    f"--seed {cfg.train.seed} --out {self.run_dir} --resume")
+        if cfg.task.name == "lm":
+            return f"posrnn lm train --data {cfg.task.data} --out {self.run_dir} --resume"
+        return f"posrnn train --out {self.run_dir} --resume"
+
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
         log_path = self.run_dir / "metrics.jsonl"
@@ -404,7 +415,7 @@ class Trainer:
                     if saved_step != self.step:
                         self.save()
                     raise Interrupted(f"{stop['signal']}: stopped at step {self.step} of {t.iterations} with a checkpoint "
-                                      f"there; continue with: posrnn train --out {self.run_dir} --resume",
+                                      f"there; continue with: {self.resume_command()}",
                                       step=self.step, signal=stop["signal"])
                 if stop_after is not None and self.step - start_step >= stop_after:
                     break
