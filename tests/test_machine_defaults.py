@@ -116,3 +116,9 @@ def test_mamba_trains_at_its_cpu_state_size(tmp_path):
     assert r.exit_code == 0, r.output
     assert yaml.safe_load((tmp_path / "m" / "config.yaml").read_text())["model"]["state_size"] == 4
     assert "--state-size 64" in r.output
+
+
+def test_a_run_that_fails_after_the_header_still_has_one_line_on_stderr(tmp_path):
+    r = runner.invoke(app, ["train", *TINY, "--lr", "1e300", "--out", str(tmp_path / "bad")])
+    assert r.exit_code == 1 and "threads: 1" in r.stdout, r.output
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("error: training step 1 failed"), r.stderr

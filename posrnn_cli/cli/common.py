@@ -137,10 +137,11 @@ def threads_for_run(requested: Optional[int], run: Path):
 
 
 def note(lines, json_out: bool = False) -> None:
-    """The run header (threads, machine-chosen defaults) on stderr; nothing under --json."""
+    """The run header (threads, machine-chosen defaults) on stdout, before the run's summary
+    (stderr holds only a failure's one line); nothing under --json."""
     if not json_out:
         for line in lines if isinstance(lines, list) else [lines]:
-            typer.echo(line, err=True)
+            typer.echo(line)
 
 
 def complete_profiles(incomplete: str) -> list[str]:

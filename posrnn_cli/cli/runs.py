@@ -256,7 +256,8 @@ def extend_vocab(
     for _, label, about in TEST_SETS:
         c.print(f"  {label}: {about}", highlight=False)
     c.print("  token/seq acc: tokens/sequences right; DL: Damerau–Levenshtein distance", highlight=False)
-    advice = not_learned(r, f"posrnn extend-vocab {run} --extra-vocab {extra_vocab} --out {out}")
+    seeded = f" --seed {seed}" if seed is not None else ""
+    advice = not_learned(r, f"posrnn extend-vocab {run} --extra-vocab {extra_vocab}{seeded} --out {out}")
     if advice:
         typer.echo(f"warning: {advice}", err=True)
 
