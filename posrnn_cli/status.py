@@ -87,7 +87,7 @@ def next_command(profile: str, rows: list[ExperimentStatus], results: Path, acti
     if stale:
         return f"posrnn sweep {stale} -p {profile} --retrain-stale", "runs trained by other code than this"
     if not all(r.complete for r in trained):
-        return repro, f"runs to train (the runs alone: posrnn sweep -p {profile})"
+        return repro, f"runs to train; the runs alone: posrnn sweep -p {profile}"
     if not (Path(results) / profile / "tables").is_dir():
         return repro, "the runs are trained; the analyses, tables, figures and scorecard remain"
     return f"posrnn scorecard {profile}", "everything is trained and aggregated"
