@@ -15,7 +15,7 @@ from posrnn_cli.cli import app
 from posrnn_cli.cli.common import fit_to_machine, given_keys
 from posrnn_cli.common import machine
 from posrnn_cli.common.config import RunConfig, resolve_config
-from posrnn_cli.common.machine import choose_threads, is_small_model, mamba_state_size
+from posrnn_cli.common.machine import choose_threads, is_small_model, state_size_for
 
 runner = CliRunner()
 TINY = ["--task", "reverse", "--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
@@ -47,9 +47,13 @@ def test_small_models_are_the_toy_sizes_not_the_papers():
 
 
 def test_mamba_state_size_is_small_on_a_cpu_and_the_configured_one_on_cuda():
-    assert mamba_state_size("cpu", 64)[0] == 4
-    assert mamba_state_size("cuda", 64)[0] == 64
-    assert mamba_state_size("cpu", 2)[0] == 2  # already small: kept
+    from posrnn_cli.common.catalog import CORES
+
+    assert CORES["mamba"].cpu_state_size == 4 and CORES["s4d"].cpu_state_size is None
+    assert state_size_for("cpu", 64, 4)[0] == 4
+    assert state_size_for("cuda", 64, 4)[0] == 64
+    assert state_size_for("cpu", 2, 4)[0] == 2  # already small: kept
+    assert state_size_for("cpu", 64, None)[0] == 64
 
 
 def _fit(options: dict, sets=None, device="cpu"):

@@ -101,23 +101,24 @@ def given_keys(options: dict, sets: Optional[List[str]]) -> set[str]:
 
 def fit_to_machine(cfg, asked, given: set[str], new_run: bool = True) -> list[str]:
     """Fill in what the command line left to this machine, in place: ``train.threads``
-    (``common.machine.choose_threads``) and, for a new Mamba run, ``model.state_size`` on a CPU
-    (``mamba_state_size``). ``asked`` is the config resolved from the command line alone (no
+    (``common.machine.choose_threads``) and, for a new run of a core with a CPU state size
+    (Mamba), ``model.state_size`` (``state_size_for``). ``asked`` is the config resolved from the command line alone (no
     saved run) and ``given`` the keys it names (``given_keys``), so an explicit value always
     wins. Returns the run header's lines."""
     from ..common.config import RunConfig
-    from ..common.machine import choose_threads, is_small_model, mamba_state_size
+    from ..common.machine import choose_threads, is_small_model, state_size_for
     from ..engine.device import resolve_device
 
     device = resolve_device(cfg.train.device).type
     choice = choose_threads(asked.train.threads, small=is_small_model(cfg.train.batch_size, cfg.model.hidden_size))
     cfg.train.threads = choice.n
     lines = [choice.header()]
-    if new_run and cfg.model.name == "mamba":
+    core = catalog.CORES.get(cfg.model.name)
+    if new_run and core is not None and core.cpu_state_size is not None:
         default = RunConfig().model.state_size
         if asked.model.state_size == default and "model.state_size" not in given:
-            cfg.model.state_size, note = mamba_state_size(device, cfg.model.state_size)
-            lines.append(note)
+            cfg.model.state_size, line = state_size_for(device, cfg.model.state_size, core.cpu_state_size)
+            lines.append(line)
     return lines
 
 

@@ -2,8 +2,7 @@
 
 torch's own thread count is every core, which on a shared or busy machine makes a small model
 several times slower than one thread (docs/bench.md). ``choose_threads`` takes what is free
-instead; ``mamba_state_size`` keeps Mamba's d_state small on a CPU, where its step grows with
-it. Both only decide; the commands print the choice in their run header. The sweep sets
+instead; ``state_size_for`` keeps Mamba's d_state small on a CPU, where its step grows with it. Both only decide; the commands print the choice in their run header. The sweep sets
 threads per run itself and never asks here. Imports neither torch nor numpy.
 """
 
@@ -16,10 +15,6 @@ from typing import Optional
 #: a model whose largest matrix product per time step (batch × H × H) is at most this runs
 #: fastest on one thread: splitting it costs more than it saves
 SMALL_MODEL_MACS = 2**21
-
-#: Mamba's d_state on a CPU when none is given: its step grows with d_state (docs/bench.md)
-MAMBA_CPU_STATE_SIZE = 4
-
 
 @dataclass(frozen=True)
 class ThreadChoice:
@@ -67,11 +62,10 @@ def choose_threads(requested: Optional[int] = None, small: bool = False, cores: 
     return ThreadChoice(free, f"auto: {of}")
 
 
-def mamba_state_size(device_type: str, configured: int) -> tuple[int, str]:
-    """Mamba's d_state when the command line gives none: ``MAMBA_CPU_STATE_SIZE`` on a CPU
-    (the configured one is tens of times slower there), the configured one on CUDA. Returns
-    (state size, the note the run header prints)."""
-    if device_type == "cpu" and configured > MAMBA_CPU_STATE_SIZE:
-        return MAMBA_CPU_STATE_SIZE, (f"model.state_size: {MAMBA_CPU_STATE_SIZE} (auto: Mamba on a CPU; "
-                                      f"--state-size {configured} for the configured one)")
+def state_size_for(device_type: str, configured: int, cpu_size: Optional[int]) -> tuple[int, str]:
+    """A new run's state size when the command line gives none: ``cpu_size`` on a CPU for a core
+    that has one (its catalogue entry's ``cpu_state_size``: Mamba's 4, where the configured 64 is
+    tens of times slower), else the configured one. Returns (state size, the header's line)."""
+    if device_type == "cpu" and cpu_size is not None and configured > cpu_size:
+        return cpu_size, f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured one)"
     return configured, f"model.state_size: {configured}"

@@ -332,7 +332,7 @@ class Trainer:
             return (f"posrnn extend-vocab {self.extra['extended_from']} --extra-vocab "
                     f"{cfg.task.vocab_size - cfg.model.frozen_vocab} --iterations {cfg.train.iterations} "
                     f"--seed {cfg.train.seed} --out {self.run_dir} --resume")
-        if cfg.task.name == "lm":
+        if cfg.task.data:  # a corpus: the language model's command
             return f"posrnn lm train --data {cfg.task.data} --out {self.run_dir} --resume"
         return f"posrnn train --out {self.run_dir} --resume"
 
