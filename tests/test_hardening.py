@@ -33,8 +33,9 @@ runner = CliRunner()
 
 
 def cli(*argv: str):
+    """(exit code, output); for a failure its stderr alone (a run's header goes to stdout)."""
     r = runner.invoke(app, list(argv))
-    return r.exit_code, r.output
+    return r.exit_code, (r.stderr if r.exit_code else r.output)
 
 
 def weights(run: Path) -> dict:

@@ -20,6 +20,7 @@ from .. import __version__  # noqa: E402
 from . import lm as _lm  # noqa: E402
 from . import pipeline as _pipeline  # noqa: E402
 from . import runs as _runs  # noqa: E402
+from . import status as _status  # noqa: E402
 
 # An argument's metavar names it (RUN, DIR); Typer would add a Python type after it ("<path>").
 TyperArgument.display_type_rich = lambda self, ctx: None
@@ -34,6 +35,7 @@ app = typer.Typer(
 )
 _runs.register(app)
 _pipeline.register(app)
+_status.register(app)
 app.add_typer(_lm.lm_app, name="lm", short_help="Language models: prepare, tokenizer, encode, train, eval.")
 
 
@@ -48,6 +50,21 @@ def main(
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ):
     """posrnn — positional encoding for recurrent networks."""
+
+
+def usage_message(text: str) -> str:
+    """A usage error as one line: pydantic's "Value error, " prefix dropped, and a value outside
+    the choices followed by the near miss (GRU → gru)."""
+    import re
+
+    from ..common.errors import did_you_mean
+
+    msg = " ".join(text.split()).replace("Value error, ", "")
+    m = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)\.?", msg)
+    if m:
+        hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        msg = msg[:m.end()].rstrip(".") + hint + msg[m.end():]
+    return msg
 
 
 def run(argv: Optional[List[str]] = None) -> None:
@@ -73,7 +90,7 @@ def run(argv: Optional[List[str]] = None) -> None:
         code = 0
     except cx.UsageError as e:
         cmd = e.ctx.command_path if e.ctx else "posrnn"
-        msg = " ".join(e.format_message().split())
+        msg = usage_message(e.format_message())
         typer.echo(f"error: {msg} (see '{cmd} --help')", err=True)
         code = 2
     except typer.Abort:

@@ -4,6 +4,7 @@ the console, and the option types. Imports neither torch nor numpy, so ``--help`
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, List, Literal, Optional
 
@@ -19,7 +20,9 @@ PEMode = Literal[tuple(catalog.PE_MODES)]  # type: ignore[valid-type]
 
 ParamsOpt = Annotated[Optional[Path], typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections (e.g. params.yaml); options override it.", show_default=False)]
 SetOpt = Annotated[Optional[List[str]], typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set model.pe_dim=32. Applied last.", show_default=False)]
-DeviceOpt = Annotated[str, typer.Option("--device", metavar="TEXT", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+DeviceOpt = Annotated[str, typer.Option("--device", metavar="DEVICE", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", metavar="N", min=1, show_default=False, help=(
+    "CPU threads for torch. [default: auto: 1 for a small model, else the cores not busy]"))]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -73,14 +76,47 @@ def cli_errors(fn):
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(getattr(e, "exit_code", 1)) from None
         except OSError as e:
-            where = f" ({e.filename})" if e.filename else ""
-            typer.echo(f"error: {e.strerror or e}{where}; check the path, its permissions and free disk space", err=True)
+            typer.echo(f"error: {os_error(e)}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            typer.echo("error: interrupted; the last checkpoint and earlier outputs are intact (continue with --resume)", err=True)
+            typer.echo("error: interrupted; what was written before is intact: run the same command again", err=True)
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def os_error(e: OSError) -> str:
+    """One line for an OSError: a file standing where a directory is needed is named as such,
+    anything else points at the path, its permissions and the free disk space."""
+    import errno
+
+    if e.errno in (errno.ENOTDIR, errno.EEXIST) and e.filename:
+        path = Path(e.filename)
+        file = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if file is not None:
+            return f"{file} is a file, not a directory; pass another path (or move the file)"
+    where = f" ({e.filename})" if e.filename else ""
+    return f"{e.strerror or e}{where}; check the path, its permissions and free disk space"
+
+
+@contextmanager
+def advise_on_interrupt(out: Path, resume: Optional[str]):
+    """Ctrl-C before the training loop took over the signal (the first seconds): advise
+    ``resume`` (a command) only where the run has a checkpoint to resume from; else, re-running
+    the same command (a run stopped before its first checkpoint is not kept; under --force,
+    pass ``resume=None``: the replaced run is brought back)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from ..engine.rundir import list_checkpoints
+
+        if resume is not None and (Path(out) / "config.yaml").is_file() and list_checkpoints(out):
+            msg = f"interrupted; {out} keeps its last checkpoint: continue with {resume}"
+        else:
+            msg = f"interrupted before the first checkpoint, so {out} holds nothing to resume: run the same command again"
+        err = PosrnnError(msg)
+        err.exit_code = 130
+        raise err from None
 
 
 def listing(title: str, registry: dict) -> str:
@@ -88,3 +124,72 @@ def listing(title: str, registry: dict) -> str:
     width = max(len(k) for k in registry) + 2
     rows = "\n".join(f"  {k + ':':<{width}} {v.description}" for k, v in registry.items())
     return f"\b\n{title}\n{rows}"
+
+
+def given_keys(options: dict, sets: Optional[List[str]]) -> set[str]:
+    """The config keys the command line sets: its options (dotted keys) and its --set items."""
+    return {k for k, v in options.items() if v is not None} | {item.partition("=")[0].strip() for item in sets or []}
+
+
+def fit_to_machine(cfg, asked, given: set[str], new_run: bool = True) -> list[str]:
+    """Fill in what the command line left to this machine, in place: ``train.threads``
+    (``common.machine.choose_threads``) and, for a new run of a core with a CPU state size
+    (Mamba), ``model.state_size`` (``state_size_for``). ``asked`` is the config resolved from the command line alone (no
+    saved run) and ``given`` the keys it names (``given_keys``), so an explicit value always
+    wins. Returns the run header's lines."""
+    from ..common.config import RunConfig
+    from ..common.machine import choose_threads, is_small_model, state_size_for
+    from ..engine.device import resolve_device
+
+    device = resolve_device(cfg.train.device).type
+    choice = choose_threads(asked.train.threads, small=is_small_model(cfg.train.batch_size, cfg.model.hidden_size))
+    cfg.train.threads = choice.n
+    lines = [choice.header()]
+    core = catalog.CORES.get(cfg.model.name)
+    if new_run and core is not None and core.cpu_state_size is not None:
+        default = RunConfig().model.state_size
+        if asked.model.state_size == default and "model.state_size" not in given:
+            cfg.model.state_size, line = state_size_for(device, cfg.model.state_size, core.cpu_state_size)
+            lines.append(line)
+    return lines
+
+
+def threads_for_run(requested: Optional[int], run: Path):
+    """Set torch's threads for a command that computes on a saved run (eval, stability,
+    extend-vocab): ``requested``, else the machine's choice for the run's size. Returns the
+    ``ThreadChoice``."""
+    from ..common.machine import choose_threads, is_small_model
+    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.device import setup_threads
+
+    cfg = read_run_config(resolve_checkpoint(run)[1]) if requested is None else None
+    small = cfg is not None and is_small_model(cfg.train.batch_size, cfg.model.hidden_size)
+    choice = choose_threads(requested, small=small)
+    setup_threads(choice.n)
+    return choice
+
+
+def note(lines, json_out: bool = False) -> None:
+    """The run header (threads, machine-chosen defaults) on stdout, before the run's summary
+    (stderr holds only a failure's one line); nothing under --json."""
+    if not json_out:
+        for line in lines if isinstance(lines, list) else [lines]:
+            typer.echo(line)
+
+
+def complete_profiles(incomplete: str) -> list[str]:
+    """Shell completion: the profiles of ./params.yaml (none where it cannot be read)."""
+    from ..common.profiles import profiles_of, read_params
+
+    try:
+        names = list(profiles_of(read_params(Path("params.yaml")), Path("params.yaml")))
+    except (PosrnnError, OSError):
+        return []
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def complete_experiments(incomplete: str) -> list[str]:
+    """Shell completion: the experiments the pipeline knows."""
+    from ..common.experiments import EXPERIMENTS
+
+    return [n for n in EXPERIMENTS if n.startswith(incomplete)]

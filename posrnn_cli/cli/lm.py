@@ -19,7 +19,8 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import JsonOpt, ParamsOpt, SetOpt, cli_errors, console
+from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
+                     fit_to_machine, given_keys, note, threads_for_run)
 from .options import config_options, run_options
 
 from ..lm.data import DEFAULT_CONFIG, DEFAULT_DATASET  # these two modules import nothing heavy
@@ -103,8 +104,8 @@ def encode(
 
 @lm_app.command("train", short_help="Train the LSTM language model ± PE (001 §6.5).")
 @cli_errors
-@run_options("pe", "model", "hidden_size", "embed_size", "iterations", "batch_size", "lr", "warmup", "seed", "device",
-             "checkpoint_every", "threads", after="out")
+@run_options("pe", "model", "hidden_size", "embed_size", "state_size", "iterations", "batch_size", "lr", "warmup", "seed",
+             "device", "checkpoint_every", "threads", after="out")
 def train_lm(
     data: Annotated[Path, typer.Option("--data", metavar="DIR", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
@@ -122,8 +123,13 @@ def train_lm(
     from ..engine.train import train
     from ..tasks.lm import lm_config
 
-    cfg = lm_config(data, config_options(opts), params, set_)
-    s = train(cfg, out, resume=resume, force=force, stop_after=stop_after)
+    import copy
+
+    options = config_options(opts)
+    cfg = lm_config(data, options, params, set_)
+    header = fit_to_machine(cfg, copy.deepcopy(cfg), given_keys(options, set_), new_run=not resume)
+    with advise_on_interrupt(out, None if force else f"posrnn lm train --data {data} --out {out} --resume"):
+        s = train(cfg, out, resume=resume, force=force, stop_after=stop_after, on_start=lambda: note(header))
     if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]
         console().print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} in "
@@ -140,7 +146,8 @@ def _measure(task: str) -> str:
 def eval_lm(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="An LM run directory (latest checkpoint) or a checkpoint file.", show_default=False)],
     batch_size: Annotated[int, typer.Option(metavar="N", help="Paragraphs per evaluation batch.")] = 16,
-    device: Annotated[str, typer.Option(metavar="DEVICE", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     json_out: JsonOpt = False,
 ):
     """Test perplexity (exp of the mean token NLL over the test split) and the NLL per position
@@ -153,6 +160,7 @@ def eval_lm(
     cfg = read_run_config(resolve_checkpoint(run)[1])
     if cfg is not None and _measure(cfg.task.name) != "perplexity":
         raise PosrnnError(f"{run} is a {cfg.task.name!r} run, not a language model; use `posrnn eval`")
+    threads_for_run(threads, run)
     r = evaluate(run, device=device, batch_size=batch_size, n_resamples=1000)
     if _measure(r["task"]) != "perplexity":
         raise PosrnnError(f"{run} is a {r['task']!r} run, not a language model; use `posrnn eval`")

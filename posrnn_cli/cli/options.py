@@ -31,9 +31,9 @@ class RunOption:
 
 
 RUN_OPTIONS: dict[str, RunOption] = {
-    "task": RunOption("task.name", "Task (listed above).", TaskName),
-    "model": RunOption("model.name", "Model core (listed above).", ModelName),
-    "pe": RunOption("model.pe", "Positional encoding (listed above).", PEName),
+    "task": RunOption("task.name", "Task (one line each: posrnn train --help).", TaskName),
+    "model": RunOption("model.name", "Model core (one line each: posrnn train --help).", ModelName),
+    "pe": RunOption("model.pe", "Positional encoding (one line each: posrnn train --help).", PEName),
     "pe_mode": RunOption("model.pe_mode", "concat: PE appended (D = E + P); add: PE added (P = E).", PEMode),
     "vocab_size": RunOption("task.vocab_size", "Vocabulary size V (≥ 2; the papers: 32–16,384).", metavar="N"),
     "length": RunOption("task.length", "Input length L; the output phase has L more steps.", metavar="N"),
@@ -48,6 +48,8 @@ RUN_OPTIONS: dict[str, RunOption] = {
                                 "prediction (eval).", flag="--autoregressive/--no-autoregressive"),
     "layers": RunOption("model.layers", "transformer: causal self-attention blocks.", metavar="N"),
     "heads": RunOption("model.heads", "transformer: attention heads (divides H).", metavar="N"),
+    "state_size": RunOption("model.state_size", "s4d: state order N (even); mamba: d_state. Not given, a new mamba "
+                            "run on a CPU takes 4 (its step grows with d_state), on CUDA the default.", metavar="N"),
     "iterations": RunOption("train.iterations", "Training iterations.", metavar="N"),
     "batch_size": RunOption("train.batch_size", "Batch size (per process under torchrun).", metavar="N"),
     "lr": RunOption("train.lr", "Peak learning rate of Adam.", metavar="X"),
@@ -56,7 +58,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "device": RunOption("train.device", "auto (CUDA when present), cpu, cuda or cuda:N.", metavar="DEVICE"),
     "checkpoint_every": RunOption("train.checkpoint_every", "Checkpoint every N iterations and at the end.", metavar="N"),
     "log_every": RunOption("train.log_every", "A metrics.jsonl line every N iterations.", metavar="N"),
-    "threads": RunOption("train.threads", "CPU threads for torch.", metavar="N"),
+    "threads": RunOption("train.threads", "CPU threads for torch; an explicit count always wins.", metavar="N"),
     "amp": RunOption("train.amp", "bf16 autocast of the forward pass and loss.", flag="--amp/--no-amp"),
     "cuda_graph": RunOption("train.cuda_graph", "The whole update as one CUDA graph (CUDA only).",
                             flag="--cuda-graph/--no-cuda-graph"),

@@ -10,7 +10,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..common.errors import PosrnnError
-from .common import JsonOpt, cli_errors, console, echo_hanging
+from .common import JsonOpt, cli_errors, complete_experiments, complete_profiles, console, echo_hanging
 
 PARAMS = Path("params.yaml")
 ParamsFile = Annotated[Path, typer.Option("--params", metavar="FILE", help="The params file holding the profiles.")]
@@ -27,9 +27,22 @@ def _profile(params: Path, profile: Optional[str]) -> str:
     return active[0]
 
 
+def check_profile_name(params: Path, name: str) -> None:
+    """Refuse a profile name the params file does not define, with the near miss (lit → lite)."""
+    from ..common.errors import did_you_mean
+    from ..common.profiles import profiles_of, read_params
+
+    try:
+        known = list(profiles_of(read_params(params), params))
+    except PosrnnError:
+        return  # no readable params file here: the missing tables are the error
+    if name not in known:
+        raise PosrnnError(f"unknown profile {name!r}{did_you_mean(name, known)}; choose one of: {', '.join(known)}")
+
+
 def sweep(
-    experiments: Annotated[Optional[List[str]], typer.Argument(metavar="EXPERIMENT", help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", metavar="NAME", help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
+    experiments: Annotated[Optional[List[str]], typer.Argument(metavar="EXPERIMENT", autocompletion=complete_experiments, help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", metavar="NAME", autocompletion=complete_profiles, help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     stage: Annotated[Optional[str], typer.Option(metavar="NAME", help="Every experiment of one pipeline stage (train, stability, extend, lm).", show_default=False)] = None,
     executor: Annotated[Optional[str], typer.Option(metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
@@ -145,7 +158,7 @@ def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
 @profile_app.command("use", short_help="Make a profile the one dvc repro runs.")
 @cli_errors
 def profile_use(
-    names: Annotated[List[str], typer.Argument(metavar="PROFILE", help="Profile(s) to make active, e.g. lite (or lite micro).", show_default=False)],
+    names: Annotated[List[str], typer.Argument(metavar="PROFILE", autocompletion=complete_profiles, help="Profile(s) to make active, e.g. lite (or lite micro).", show_default=False)],
     params: ParamsFile = PARAMS,
 ):
     """Make a profile active: rewrite the `profile:` line of params.yaml and nothing else.
@@ -162,7 +175,7 @@ def aggregate(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
     metrics: Annotated[Optional[Path], typer.Option("--metrics", metavar="DIR", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]", show_default=False)] = None,
     curves: Annotated[Optional[Path], typer.Option("--curves", metavar="DIR", help="Directory for <experiment>.csv training curves. [default: OUT/../curves]", show_default=False)] = None,
-    experiment: Annotated[Optional[List[str]], typer.Option("--experiment", metavar="NAME", help="Only these experiments. [default: all present]", show_default=False)] = None,
+    experiment: Annotated[Optional[List[str]], typer.Option("--experiment", metavar="NAME", autocompletion=complete_experiments, help="Only these experiments. [default: all present]", show_default=False)] = None,
     resamples: Annotated[int, typer.Option(metavar="N", help="Bootstrap resamples (paper: 10,000).")] = 10_000,
     json_out: JsonOpt = False,
 ):
@@ -202,7 +215,7 @@ def plot(
 
 
 def scorecard(
-    profile: Annotated[Optional[str], typer.Argument(metavar="NAME", help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Argument(metavar="NAME", autocompletion=complete_profiles, help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
     seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
@@ -224,6 +237,8 @@ def scorecard(
 
     name = profile if profile is not None or results is not None else _profile(params, None)
     folder = results or Path("results") / name / "tables"
+    if results is None and not Path(folder).is_dir():
+        check_profile_name(params, name)
     if not Path(folder).is_dir():
         what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
         raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")

@@ -14,7 +14,8 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from .common import DeviceOpt, JsonOpt, ParamsOpt, SetOpt, cli_errors, console, listing, print_wrapped
+from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
+                     fit_to_machine, given_keys, listing, note, print_wrapped, threads_for_run)
 from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
@@ -28,8 +29,8 @@ TRAIN_HELP = "\n\n".join([
 
 
 @run_options("task", "model", "pe", "pe_mode", "vocab_size", "length", "hidden_size", "embed_size", "min_length",
-             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "iterations", "batch_size", "lr",
-             "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
+             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "state_size", "iterations",
+             "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
 def train(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
     params: ParamsOpt = None,
@@ -51,10 +52,14 @@ def train(
     if resume and Path(out).is_dir():
         restore_before_reading(out)  # a --force killed midway: continue the old run, never the replacement
     saved = read_run_config(out) if resume and Path(out).is_dir() else None
-    cfg = resolve_config(params, config_options(opts), set_, base=saved)  # --resume: the saved run's config, then what is given
+    options = config_options(opts)
+    cfg = resolve_config(params, options, set_, base=saved)  # --resume: the saved run's config, then what is given
     if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
         raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size and set --dim")
-    summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out)
+    header = fit_to_machine(cfg, resolve_config(params, options, set_), given_keys(options, set_), new_run=saved is None)
+    with advise_on_interrupt(out, None if force else f"posrnn train --out {out} --resume"):
+        summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out,
+                            on_start=lambda: note(header, json_out))
     if json_out:
         typer.echo(json.dumps(summary))
         return
@@ -121,12 +126,14 @@ def eval_cmd(
     step: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluate the checkpoint saved at this step instead of the latest.", show_default=False)] = None,
     device: DeviceOpt = "auto",
     batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
+    threads: ThreadsOpt = None,
     json_out: JsonOpt = False,
 ):
     """Score a run on its held-out test set (token / sequence accuracy, Damerau–Levenshtein
     distance with 95% bootstrap CIs; perplexity for a language model). Writes RUN/eval.json."""
     from ..engine.evaluate import evaluate
 
+    threads_for_run(threads, path)
     result = evaluate(path, step=step, device=device, batch_size=batch_size)
     if json_out:
         typer.echo(json.dumps(result))
@@ -265,6 +272,7 @@ def stability(
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
     seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")] = False,
     json_out: JsonOpt = False,
@@ -281,6 +289,7 @@ def stability(
     csv_path = check_stability_out(out if out is not None else run_dir / "stability.csv", run, run_dir)
     if plot:
         check_stability_out(csv_path.with_suffix(".png"), run, run_dir, header=b"\x89PNG")
+    threads_for_run(threads, run)
     c = console()
 
     def tick(step, seconds):
@@ -314,6 +323,7 @@ def extend_vocab(
     iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     set_: SetOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted extension in --out.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
@@ -324,22 +334,37 @@ def extend_vocab(
     new ids only (and of old ids only, to show nothing was forgotten). Writes OUT/extend.json."""
     from ..engine.extend import extend_vocab as run_extension
 
-    r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
-                      force=force, progress=not json_out, sets=set_, resume=resume)
+    choice = threads_for_run(threads, run)  # the trained run's size decides
+    sets = [f"train.threads={choice.n}", *(set_ or [])]  # an explicit --set still wins
+    given = "".join(f" --{k} {v}" for k, v in (("iterations", iterations), ("seed", seed)) if v is not None)
+    again = f"posrnn extend-vocab {run} --extra-vocab {extra_vocab}{given} --out {out} --resume"
+    with advise_on_interrupt(out, None if force else again):
+        r = run_extension(run, extra_vocab, out, iterations=iterations, seed=seed, device=device,
+                          force=force, progress=not json_out, sets=sets, resume=resume,
+                          on_start=lambda: note(choice.header(), json_out))
     if json_out:
         typer.echo(json.dumps(r))
         return
     from rich.table import Table
 
+    from ..engine.extend import TEST_SETS, not_learned
+
     table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, pe={r['pe']})")
     for col in ("test set", "token acc", "95% CI", "seq acc", "DL"):
         table.add_column(col, justify="left" if col == "test set" else "right")
-    for key, label in (("new_ids", "new ids only"), ("old_ids_before", "old ids, before"), ("old_ids", "old ids, after"),
-                       ("old_ids_all_classes", "old ids, after, all classes")):
+    for key, label, _ in TEST_SETS:
         m = r[key]
         table.add_row(label, f"{m['token_accuracy']:.3f}", "–".join(f"{c:.3f}" for c in m["token_accuracy_ci"]),
                       f"{m['sequence_accuracy']:.3f}", f"{m['damerau_levenshtein']:.2f}")
-    console().print(table)
+    c = console()
+    c.print(table)
+    for _, label, about in TEST_SETS:
+        c.print(f"  {label}: {about}", highlight=False)
+    c.print("  token/seq acc: tokens/sequences right; DL: Damerau–Levenshtein distance", highlight=False)
+    seeded = f" --seed {seed}" if seed is not None else ""
+    advice = not_learned(r, f"posrnn extend-vocab {run} --extra-vocab {extra_vocab}{seeded} --out {out}")
+    if advice:
+        typer.echo(f"warning: {advice}", err=True)
 
 
 #: what ``posrnn bench`` measures when not told: sized to the device
@@ -347,8 +372,8 @@ BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "mode
 BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is the papers' default
 
 
-@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "batch_size", "device", "threads",
-             "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
+@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "batch_size", "device",
+             "threads", "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
                  "model", "vocab_size", "length", "hidden_size", "batch_size")})
 def bench(
     paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
@@ -375,6 +400,7 @@ def bench(
     dev = resolve_device(opts["device"] or RunConfig().train.device)
     sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
     cfg = resolve_config(params, {**sized, **config_options(opts)}, set_)
+    fit_to_machine(cfg, resolve_config(params, config_options(opts), set_), given_keys(config_options(opts), set_))
     try:
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:

@@ -7,7 +7,9 @@ the wrong type are refused with a message that names the key and the fix.
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import math
 import re
 import types
@@ -107,7 +109,7 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    threads: Optional[int] = bounded(None, 1, 4096, none="torch's")  # torch CPU threads; None = torch's default
+    threads: Optional[int] = bounded(None, 1, 4096, none="auto: 1 for a small model, else the cores not busy")  # torch CPU threads; None = chosen by the command (common.machine)
 
     @property
     def warmup_steps(self) -> int:
@@ -440,13 +442,23 @@ def check_as_dvc_reads(node, source: str) -> None:
                           f"(YAML 1.2); write it so both agree (no leading zero, true/false, quotes around text)")
 
 
+#: params files parsed in this process, by the SHA-256 of their text (the YAML parser is slow)
+_PARSED: dict[bytes, Any] = {}
+
+
 def load_yaml(path: Path) -> Any:
     path = Path(path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
     try:
-        return safe_load_bounded(path.read_text(encoding="utf-8"), f"params file {path}", as_dvc=True)
+        text = path.read_text(encoding="utf-8")
+        key = hashlib.sha256(text.encode()).digest()
+        if key not in _PARSED:  # one parse per content: a sweep's plan reads params.yaml once per experiment
+            if len(_PARSED) >= 8:
+                _PARSED.pop(next(iter(_PARSED)))
+            _PARSED[key] = safe_load_bounded(text, f"params file {path}", as_dvc=True)
+        return copy.deepcopy(_PARSED[key])
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:

@@ -32,10 +32,11 @@ from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_t
 def extend_vocab(
     run: Path, extra: int, out: Path, iterations: Optional[int] = None, seed: Optional[int] = None,
     device: str = "auto", force: bool = False, progress: bool = True, sets: Optional[list[str]] = None,
-    resume: bool = False, keep_checkpoints: str = "all",
+    resume: bool = False, keep_checkpoints: str = "all", on_start=None,
 ) -> dict:
     """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
-    (``resume``: continue an interrupted extension in ``out`` from its last checkpoint)."""
+    (``resume``: continue an interrupted extension in ``out`` from its last checkpoint;
+    ``on_start``: called once every check has passed, as training starts)."""
     if not 1 <= extra <= 2**24:
         raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
     trained, source_sha = load_finished_run(Path(run))
@@ -85,6 +86,8 @@ def extend_vocab(
         replacing = begin_run(out, new_cfg, force)  # every check passed: config.yaml is written only now
         if resume_from is None:
             record_code(out, __name__)
+        if on_start is not None:
+            on_start()
         try:
             summary = trainer.fit(progress=progress)
             model.eval()
@@ -135,6 +138,25 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
               stamped(per_seq, file_sha256(ckpts[-1][1]) if ckpts else "", config_digest(cfg.to_dict())))
     atomic_write_json(path, info)
     return scores
+
+
+#: the rows of an extension's report: key in extend.json, label, what it measures
+TEST_SETS = (
+    ("new_ids", "new ids only", "sequences of new ids alone: what the extension learned"),
+    ("old_ids_before", "old ids, before", "sequences of old ids, scored before the extension"),
+    ("old_ids", "old ids, after", "the same after it, among old ids only (frozen: as before)"),
+    ("old_ids_all_classes", "old ids, after, all classes", "choosing among all ids (do new rows steal?)"),
+)
+
+
+def not_learned(result: dict, command: str) -> Optional[str]:
+    """The advice when the new ids were not learned at all (token accuracy exactly 0 on them):
+    too few iterations for the new rows; ``command`` re-runs the extension (without --iterations)."""
+    if result["new_ids"]["token_accuracy"] > 0:
+        return None
+    more = max(10 * int(result["iterations"]), 1000)
+    return (f"the new ids were not learned (token accuracy 0.000 on them after {result['iterations']:,} iterations): "
+            f"too few for the new rows; run it longer: {command} --force --iterations {more}")
 
 
 def read_extend_json(path: Path) -> dict:

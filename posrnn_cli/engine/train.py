@@ -44,8 +44,8 @@ from .checkpoint import (CKPT_DIR, NonFiniteState, check_belongs, check_resumabl
 from .device import check_amp, join_process_group, local_device, resolve_device, setup_threads, world
 from .graphed import GraphedStep, graph_lr
 from .progress_bar import ProgressBar
-from .rundir import (REPLACED, Replacement, Resumption, prepare_run_dir, prune_checkpoints, record_code, run_lock,
-                     truncate_log)
+from .rundir import (REPLACED, Replacement, Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code,
+                     run_lock, run_state, truncate_log)
 
 class TrainingStopped(PosrnnError):
     """The run stopped before its last iteration (a signal, or a non-finite value)."""
@@ -129,6 +129,8 @@ def open_run(out_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[
     checkpoint that is corrupt, malformed for resuming, or another run's (another run id, or a
     config that contradicts config.yaml) is refused here. Returns (checkpoint or None, resumption)."""
     out_dir = Path(out_dir)
+    if not (resume or force):
+        refuse_different_run(out_dir, cfg)
     res = prepare_run_dir(out_dir, cfg, resume, force)
     ckpt = None
     if res.checkpoint:
@@ -136,6 +138,18 @@ def open_run(out_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[
         check_resumable(ckpt, res.checkpoint)
         check_belongs(ckpt, res.checkpoint, out_dir)
     return ckpt, res
+
+
+def refuse_different_run(out_dir: Path, cfg: RunConfig) -> None:
+    """Refuse to start ``cfg`` where another config's run lives, naming each differing key with
+    both values and the ways out: --force replaces that run, another --out keeps both."""
+    if not Path(out_dir).is_dir():
+        return
+    st = run_state(out_dir, cfg)
+    if st.state == "different" and st.saved is not None:
+        more = f" and {len(st.diff) - 4} more" if len(st.diff) > 4 else ""
+        raise PosrnnError(f"{out_dir} already holds a different run ({describe_diff(st, cfg, 'there', 'asked', limit=4)}"
+                          f"{more}); pass --force to replace it with this one, or another --out to keep both")
 
 
 def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacement]:
@@ -163,8 +177,13 @@ def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacemen
 
 
 def check_out_dir_of_run(out_dir: Path) -> Path:
-    """A run's --out: not empty, not the current directory, not a symlink loop, not inside another run."""
+    """A run's --out: not empty, not the current directory, not a symlink loop, not a file or
+    under one, not inside another run."""
     check_out_path(out_dir)
+    existing = next((p for p in (Path(out_dir), *Path(out_dir).parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "" if existing == Path(out_dir) else f" lies under {existing}, which"
+        raise PosrnnError(f"--out {out_dir}{where} is a file, not a directory; pass another --out")
     run = enclosing_run(out_dir)
     if run is not None:
         raise PosrnnError(f"--out {out_dir} lies inside the run {run}; pass a directory outside every run")
@@ -312,6 +331,17 @@ class Trainer:
                 raise TrainingStopped(f"{e}; the run stopped there and {kept}; lower train.lr or train.weight_decay, "
                                       f"then --resume or --force") from None
 
+    def resume_command(self) -> str:
+        """The command that continues this run: an extension's, a language model's or a plain run's."""
+        cfg = self.cfg
+        if cfg.model.frozen_vocab is not None and "extended_from" in self.extra:
+            return (f"posrnn extend-vocab {self.extra['extended_from']} --extra-vocab "
+                    f"{cfg.task.vocab_size - cfg.model.frozen_vocab} --iterations {cfg.train.iterations} "
+                    f"--seed {cfg.train.seed} --out {self.run_dir} --resume")
+        if cfg.task.data:  # a corpus: the language model's command
+            return f"posrnn lm train --data {cfg.task.data} --out {self.run_dir} --resume"
+        return f"posrnn train --out {self.run_dir} --resume"
+
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
         log_path = self.run_dir / "metrics.jsonl"
@@ -391,7 +421,7 @@ class Trainer:
                     if saved_step != self.step:
                         self.save()
                     raise Interrupted(f"{stop['signal']}: stopped at step {self.step} of {t.iterations} with a checkpoint "
-                                      f"there; continue with: posrnn train --out {self.run_dir} --resume",
+                                      f"there; continue with: {self.resume_command()}",
                                       step=self.step, signal=stop["signal"])
                 if stop_after is not None and self.step - start_step >= stop_after:
                     break
@@ -447,9 +477,11 @@ def train(
     stop_after: Optional[int] = None,
     progress: bool = True,
     keep_checkpoints: str = "all",
+    on_start: Optional[Callable[[], None]] = None,
 ) -> dict:
     """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary.
-    ``keep_checkpoints="last"`` keeps only the latest checkpoint (the sweep's policy).
+    ``keep_checkpoints="last"`` keeps only the latest checkpoint (the sweep's policy);
+    ``on_start`` is called once every check has passed, as training starts (the run header).
 
     Everything is validated before the disk is touched; under ``torchrun`` rank 0 owns the
     directory and every rank resumes from the same checkpoint."""
@@ -476,7 +508,8 @@ def train(
         replacing = None
         try:
             summary = _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress,
-                                start=lambda: begin_run(out_dir, cfg, force), keep_checkpoints=keep_checkpoints)
+                                start=lambda: begin_run(out_dir, cfg, force), keep_checkpoints=keep_checkpoints,
+                                on_start=on_start)
             replacing = summary.pop("_replacing", None)
         except BaseException as e:
             settle(getattr(e, "_replacing", None), e)
@@ -528,7 +561,7 @@ def _first_missing(path: Path) -> Optional[Path]:
 
 
 def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress, start=None,
-              keep_checkpoints: str = "all") -> dict:
+              keep_checkpoints: str = "all", on_start=None) -> dict:
     setup_threads(cfg.train.threads)
     model.to(device)
     if task.holds_out:
@@ -550,6 +583,8 @@ def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_aft
     replacing = start() if start is not None else None  # every check passed: config.yaml is written only now
     if ckpt is None and start is not None:
         record_code(out_dir, __name__)  # the code that trains it from step 0
+    if on_start is not None:
+        on_start()
     try:
         summary = trainer.fit(stop_after=stop_after, progress=progress)
     except BaseException as e:

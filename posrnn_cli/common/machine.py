@@ -1,0 +1,71 @@
+"""Defaults that fit the machine a standalone command runs on: CPU threads and Mamba's state size.
+
+torch's own thread count is every core, which on a shared or busy machine makes a small model
+several times slower than one thread (docs/bench.md). ``choose_threads`` takes what is free
+instead; ``state_size_for`` keeps Mamba's d_state small on a CPU, where its step grows with it. Both only decide; the commands print the choice in their run header. The sweep sets
+threads per run itself and never asks here. Imports neither torch nor numpy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+#: a model whose largest matrix product per time step (batch × H × H) is at most this runs
+#: fastest on one thread: splitting it costs more than it saves
+SMALL_MODEL_MACS = 2**21
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    n: int
+    why: str  # what the run header prints in brackets
+
+    def header(self) -> str:
+        return f"threads: {self.n} ({self.why})"
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else every core)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the system does not report one)."""
+    try:
+        return max(0.0, os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def is_small_model(batch_size: int, hidden_size: int) -> bool:
+    """Whether a recurrent step's matrix products are too small to gain from more threads."""
+    return batch_size * hidden_size * hidden_size <= SMALL_MODEL_MACS
+
+
+def choose_threads(requested: Optional[int] = None, small: bool = False, cores: Optional[int] = None,
+                   load: Optional[float] = None) -> ThreadChoice:
+    """The CPU threads of a standalone command: ``requested`` when given (always wins), else
+    one for a small model, else the cores not busy: max(1, usable cores − round(1-minute load)).
+    ``cores`` and ``load`` default to this machine's (tests pass their own)."""
+    if requested is not None:
+        return ThreadChoice(int(requested), "--threads")
+    cores = usable_cores() if cores is None else max(1, int(cores))
+    load = load_average() if load is None else max(0.0, float(load))
+    free = max(1, cores - min(cores, int(load + 0.5)))
+    of = f"{free} of {cores} core{'s' if cores != 1 else ''} free"
+    if small:
+        return ThreadChoice(1, f"auto: a small model; {of}")
+    return ThreadChoice(free, f"auto: {of}")
+
+
+def state_size_for(device_type: str, configured: int, cpu_size: Optional[int]) -> tuple[int, str]:
+    """A new run's state size when the command line gives none: ``cpu_size`` on a CPU for a core
+    that has one (its catalogue entry's ``cpu_state_size``: Mamba's 4, where the configured 64 is
+    tens of times slower), else the configured one. Returns (state size, the header's line)."""
+    if device_type == "cpu" and cpu_size is not None and configured > cpu_size:
+        return cpu_size, f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured one)"
+    return configured, f"model.state_size: {configured}"

@@ -1,0 +1,93 @@
+"""``posrnn status``: where a profile stands, read from its run directories (no torch).
+
+For each experiment of the profile: how many of its runs are finished, unfinished (begun, not at
+their last iteration), not started, of another config (what --force would replace) and stale
+(trained by other code than this); then the one command to run next. Only reads: the plan
+(``sweep.plan``), each run's ``config.yaml``, checkpoint names and code record.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .common.experiments import EXPERIMENTS, JOB_KINDS
+from .engine.rundir import CODE_FILE
+
+#: the counts of one experiment, in the order the table shows them
+COUNTS = ("finished", "unfinished", "not started", "other config", "stale")
+
+
+@dataclass
+class ExperimentStatus:
+    name: str
+    trains: bool  # its jobs train run directories (else: analyses of another experiment's runs)
+    jobs: int
+    counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+
+    @property
+    def complete(self) -> bool:
+        return self.counts["finished"] == self.jobs and not self.counts["stale"]
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint(module: str) -> str:
+    """This code's fingerprint of ``module``, computed once per command (every run compares with it)."""
+    from .common.sources import code_fingerprint
+
+    return code_fingerprint(module)
+
+
+def is_stale(run_dir: Path, module: str) -> bool:
+    """Whether the run's code record names other code than this (``engine.rundir.code_state``
+    "other"; a run without a record is not counted stale)."""
+    try:
+        rec = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
+        return False
+    return rec["fingerprint"] != _fingerprint(rec.get("module") or module)
+
+
+def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None) -> list[ExperimentStatus]:
+    """The counts of every experiment the profile defines, in pipeline order (see the module's doc)."""
+    from .common.profiles import load_profile
+    from .sweep import status
+    from .sweep.plan import plan
+
+    names = [name for name in EXPERIMENTS if name in load_profile(params, profile)]
+    jobs = plan(params, profile, names, runs_root)
+    rows = {name: ExperimentStatus(name, EXPERIMENTS[name].trains, 0) for name in names}
+    for job in jobs:
+        st = rows[job.experiment]
+        st.jobs += 1
+        if not st.trains:
+            continue
+        state = status(job)
+        st.counts[{"done": "finished", "resume": "unfinished", "new": "not started"}.get(state, "other config")] += 1
+        if state in ("resume", "done") and is_stale(Path(job.run_dir), JOB_KINDS[job.kind].code):
+            st.counts["stale"] += 1
+    return list(rows.values())
+
+
+def next_command(profile: str, rows: list[ExperimentStatus], results: Path, active: bool = True) -> tuple[str, str]:
+    """(the command to run next, why): runs of another config or stale code first, then what is
+    not trained, then the tables, then the scorecard. ``active``: whether ``profile`` is the one
+    ``dvc repro`` runs."""
+    repro = "dvc repro" if active else f"posrnn profile use {profile} && dvc repro"
+    trained = [r for r in rows if r.trains]
+    other = " ".join(r.name for r in trained if r.counts["other config"])
+    if other:
+        return f"posrnn sweep {other} -p {profile} --dry-run", "it names the runs of another config; --force replaces them"
+    stale = " ".join(r.name for r in trained if r.counts["stale"])
+    if stale:
+        return f"posrnn sweep {stale} -p {profile} --retrain-stale", "runs trained by other code than this"
+    if not all(r.complete for r in trained):
+        return repro, f"runs to train; the runs alone: posrnn sweep -p {profile}"
+    if not (Path(results) / profile / "tables").is_dir():
+        return repro, "the runs are trained; the analyses, tables, figures and scorecard remain"
+    return f"posrnn scorecard {profile}", "everything is trained and aggregated"
