@@ -136,3 +136,35 @@ def test_bench_without_options_is_sized_to_the_cpu(monkeypatch):
     runner.invoke(app, ["bench", "--device", "cpu", "--paper"])
     c = seen["cfg"]
     assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("lstm", 16384, 64, 512, 512)
+
+
+def callbacks(typer_app, path=()):
+    """(command path, callback) of every command Typer builds from ``typer_app``."""
+    for info in typer_app.registered_commands:
+        yield (*path, info.name or info.callback.__name__), info.callback
+    for group in typer_app.registered_groups:
+        yield from callbacks(group.typer_instance, (*path, group.name))
+
+
+def test_every_option_spells_out_a_flag_its_metavar_could_take_over():
+    """Typer 0.27 makes an option whose metavar equals its name (device/DEVICE) into an
+    upper-case flag (--DEVICE), so `--device` is then unknown: such an option names its flag."""
+    import inspect
+    import typing
+
+    from typer.models import OptionInfo
+
+    bad = []
+    for path, fn in callbacks(app):
+        for name, p in inspect.signature(fn).parameters.items():
+            infos = [m for m in getattr(p.annotation, "__metadata__", ()) if isinstance(m, OptionInfo)]
+            if typing.get_origin(p.annotation) is not typing.Annotated and isinstance(p.default, OptionInfo):
+                infos.append(p.default)
+            for info in infos:
+                same = info.metavar and info.metavar.replace("_", "-").lower() == name.replace("_", "-").lower()
+                # inside Annotated, Typer reads a first positional "--flag" as the declaration
+                spelled = info.param_decls or (isinstance(info.default, str) and info.default.startswith("-"))
+                if same and not spelled:
+                    bad.append(f"{' '.join(path)} {name} (metavar {info.metavar})")
+    assert not bad, bad
+    assert any(n == "device" for _, fn in callbacks(app) for n in inspect.signature(fn).parameters)

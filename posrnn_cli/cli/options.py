@@ -93,7 +93,8 @@ def _parameter(name: str, default_note: Optional[str]) -> inspect.Parameter:
     opt = RUN_OPTIONS[name]
     tp = opt.type or _field(opt.key)[1]
     shown = default_note if default_note is not None else default_text(opt.key)
-    decls = (opt.flag,) if opt.flag else ()
+    # the flag always spelled out: Typer 0.27 turns a metavar equal to the name (DEVICE) into the flag (--DEVICE)
+    decls = (opt.flag or "--" + name.replace("_", "-"),)
     info = typer.Option(*decls, metavar=opt.metavar, help=f"{opt.help} [default: {shown}]", show_default=False)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[tp], info])
 

@@ -379,7 +379,7 @@ def bench(
     paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
     iters: Annotated[int, typer.Option(metavar="N", help="Timed iterations (the median is reported).")] = 20,
     warmup_iters: Annotated[int, typer.Option(metavar="N", help="Untimed iterations first.")] = 5,
-    parts: Annotated[str, typer.Option(metavar="PARTS", help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
+    parts: Annotated[str, typer.Option("--parts", metavar="PARTS", help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
     stability_triplets: Annotated[int, typer.Option("--stability-triplets", metavar="N", help="Triplets timed (0: skip).")] = 8,
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Stability: sequences per Jacobian pass.")] = 64,
     concurrent: Annotated[Optional[str], typer.Option(metavar="K,…", help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
