@@ -1,9 +1,10 @@
 """``python -m posrnn_cli`` is ``posrnn``."""
 
-from .common.signals import quiet_interrupts
+if __name__ == "__main__":  # not when a spawned worker process imports the parent's main module
+    from .common.signals import quiet_interrupts
 
-quiet_interrupts()  # Ctrl-C while the command line loads: one line, never a traceback
+    quiet_interrupts()  # Ctrl-C while the command line loads: one line, never a traceback
 
-from .cli import run  # noqa: E402
+    from .cli import run
 
-run()
+    run()

@@ -6,7 +6,8 @@ process pinned to its GPU with ``CUDA_VISIBLE_DEVICES`` (the ids of an existing 
 (``jobs.limit_threads``). Ctrl-C sends the workers SIGTERM, so each saves a checkpoint at its
 current step, and SIGKILL after ``GRACE_S`` seconds; a second Ctrl-C kills them at once. Every job runs in a fresh process
 forked from a ``forkserver`` that has torch and posrnn already imported (so a job starts in
-milliseconds), with its output in ``runs/<profile>/.logs/<experiment>/<run>.log``. A job that
+milliseconds); a GPU job starts in a spawned interpreter instead, since CUDA does not survive a
+fork. Each job's output is in ``runs/<profile>/.logs/<experiment>/<run>.log``. A job that
 fails, or whose process dies, is reported and the others go on. If the sweep itself dies
 (``kill -9`` included), each worker sees its pipe from the sweep close and exits at once, so a
 new sweep never races an old worker.
@@ -165,8 +166,11 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
     ``{job label: (job, start time)}``. Ctrl-C stops the workers with ``stop_workers``."""
     from .jobs import job_threads
 
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    if gpus:  # CUDA cannot live through a fork: each GPU job starts a fresh interpreter (PyTorch's advice)
+        ctx = mp.get_context("spawn")
+    else:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
     n_slots = gpus * runs_per_gpu if gpus else workers
     free = deque(range(n_slots))
     pending = deque(jobs)
