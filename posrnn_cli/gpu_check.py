@@ -292,25 +292,37 @@ def markdown(report: dict) -> str:
 
 
 def table_rows(report: dict) -> list[dict]:
-    """The bench stages' ms/iteration as rows of ``sweep/gpu_ms_per_iter.json`` (the dry run's
-    compute estimate), for a CUDA device only."""
+    """The bench stages' ms/iteration, and one run's in the concurrent stage (a small model: the
+    latency floor), as rows of ``sweep/gpu_ms_per_iter.json`` (the dry run's compute estimate),
+    for a CUDA device only."""
     from .bench import PEAKS
 
     e = report["env"]
     if e["cuda"] is None:
         return []
     kind = next((key for key, _ in PEAKS if key in e["device"]), e["device"])
+    stamp = {"kind": kind, "device": e["device"], "date": e["date"][:10], "torch": e["torch"], "cuda": e["cuda"]}
     rows = []
     for name in BENCH_VARIANTS:
         res = (report["stages"].get(name) or {}).get("result")
         if not res or "train_ms_per_iter" not in res:
             continue
         c = res["config"]
-        rows.append({"kind": kind, "device": e["device"], "date": e["date"][:10], "torch": e["torch"], "cuda": e["cuda"],
-                     "model": c["model"]["name"], "vocab": c["task"]["vocab_size"], "length": c["task"]["length"],
+        rows.append({**stamp, "model": c["model"]["name"], "vocab": c["task"]["vocab_size"], "length": c["task"]["length"],
                      "hidden": c["model"]["hidden_size"], "batch": c["train"]["batch_size"], "amp": c["train"]["amp"],
                      "cuda_graph": c["train"]["cuda_graph"], "flops_per_iter": res["flops_per_iter"],
-                     "ms_per_iter": res["train_ms_per_iter"]})
+                     "ms_per_iter": res["train_ms_per_iter"], "steps": 2 * c["task"]["length"]})
+    conc = report["stages"].get("concurrent") or {}
+    one = next((x for x in conc.get("result") or [] if x["k"] == 1), None)
+    if one:
+        from .common.config import resolve_config
+        from .sweep.cost import flops_per_iteration, run_steps
+
+        cfg = resolve_config(options=conc["config"])
+        rows.append({**stamp, "model": cfg.model.name, "vocab": cfg.task.vocab_size, "length": cfg.task.length,
+                     "hidden": cfg.model.hidden_size, "batch": cfg.train.batch_size, "amp": cfg.train.amp,
+                     "cuda_graph": cfg.train.cuda_graph, "flops_per_iter": flops_per_iteration(cfg),
+                     "ms_per_iter": one["ms_per_iter_per_run"], "steps": run_steps(cfg)})
     return rows
 
 

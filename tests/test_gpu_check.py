@@ -92,7 +92,11 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
               "train": {"status": "timed out", "seconds": 110.0, "curve": [
                   {"step": 50, "loss": 9.7, "accuracy": 0.0, "elapsed_s": 5.0},
                   {"step": 100, "loss": 9.2, "accuracy": 0.01, "elapsed_s": 7.5}], "it_per_s": 20.0,
-                  "iterations_done": 100}}
+                  "iterations_done": 100},
+              "concurrent": {"status": "ok", "seconds": 60.0, "config": {
+                  "model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
+                  "train.batch_size": 512}, "result": [{"k": 1, "aggregate_it_per_s": 80.0, "ms_per_iter_per_run": 12.5, "speedup_vs_1": 1.0},
+                                                        {"k": 2, "aggregate_it_per_s": 75.0, "ms_per_iter_per_run": 26.7, "speedup_vs_1": 0.94}]}}
     gpu_check.write_report({"size": "paper", "budget_s": 470, "env": env, "stages": stages, "finished": False}, tmp_path)
     rep = json.loads((tmp_path / "gpu_check.json").read_text())
     figs = {(f["stage"], f["figure"]): f["value"] for f in rep["figures"]}
@@ -104,9 +108,12 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
     assert "(not finished)" in md and "| NVIDIA H100 80GB HBM3 | 2.11.0+cu130 | 13.0 | 2026-11-26 12:00 UTC |" in md
     assert gpu_check.curve_rate(stages["train"]["curve"]) == 20.0
     # the bench row the dry run's estimate reads, ready for posrnn_cli/sweep/gpu_ms_per_iter.json
-    (row,) = rep["gpu_ms_per_iter_rows"]
+    row, small = rep["gpu_ms_per_iter_rows"]
     assert row["kind"] == "H100" and row["date"] == "2026-11-26" and row["ms_per_iter"] == 12.5
-    assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"]) == ("lstm", 16384, False, 2.886e12)
+    assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"], row["steps"]) == ("lstm", 16384, False, 2.886e12, 128)
+    # one run of the concurrent stage: the small model that sets the latency floor
+    assert (small["model"], small["vocab"], small["ms_per_iter"], small["steps"], small["amp"]) == ("gru", 32, 12.5, 128, False)
+    assert 0 < small["flops_per_iter"] < row["flops_per_iter"]
     from posrnn_cli.sweep import cost
 
     rate = cost.gpu_rate("NVIDIA H100 80GB HBM3", True, [row])

@@ -95,8 +95,38 @@ def test_small_amounts_keep_two_significant_digits():
     assert [cost.amount(x) for x in (1234.56, 12.34, 0.04213, 0.0)] == ["1,234.6", "12.3", "0.042", "0.0"]
 
 
-def test_the_committed_table_parses_and_holds_no_invented_gpu_figure():
-    assert cost.load_table() == []  # until the GPU check has run on a GPU
+def test_the_committed_table_holds_only_figures_docs_bench_records():
+    """Each committed row is a GPU check figure: its device and date, and its ms/iteration
+    printed in docs/bench.md's GPU section (to two decimals)."""
+    rows = cost.load_table()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "bench.md").read_text()
+    gpu = doc[doc.index("## Measured figures (GPU)"):]
+    assert rows, "the table was filled from a GPU check"
+    for r in rows:
+        assert r["device"] in gpu and r["date"] in gpu and f"{r['ms_per_iter']:.2f}" in gpu, r
+        assert r["kind"] in r["device"] and r["steps"] == 2 * r["length"]
+
+
+def test_a_small_recurrent_run_costs_at_least_its_sequential_steps(tmp_path, monkeypatch):
+    """Scaled by FLOPs alone a tiny GRU would cost next to nothing on a GPU; the latency floor
+    (the fastest measured ms per recurrent step × the run's steps) holds it up."""
+    params = scratch(tmp_path, fig2=GRID)
+    jobs = plan(params, "t", ["fig2"], runs_root=tmp_path / "runs")
+    job = next(j for j in jobs if j.name == "gru-v8-none-s1")
+    cfg = job.run_config()
+    big = {"kind": "H100", "device": "NVIDIA H100 80GB HBM3", "date": "2026-11-27", "torch": "2.11.0+cu130",
+           "amp": False, "cuda_graph": False, "flops_per_iter": 1e15, "ms_per_iter": 50.0, "length": 64}
+    small = {**big, "flops_per_iter": 1e13, "ms_per_iter": 12.8, "length": 64}  # 0.1 ms per step
+    rate = cost.gpu_rate("NVIDIA H100 80GB HBM3", True, [big, small])
+    steps = cost.run_steps(cfg)
+    f = cost.flops_per_iteration(cfg)
+    assert f / 1e13 * 12.8 < 0.1 * steps  # FLOPs alone would give less than the floor
+    assert cost.run_seconds(cfg, rate) == pytest.approx(500 * 0.1 * steps / 1000)
+    # a run as large as the big row keeps its measured time (the floor is far below it)
+    assert cost.run_seconds(cfg, rate, flops=1e15, steps=128) == pytest.approx(500 * 0.050)
+    # a row of other fast paths sets no floor for it: the slower floor of the one fp32 row holds
+    rate_amp = cost.gpu_rate("NVIDIA H100 80GB HBM3", True, [big, {**small, "amp": True}])
+    assert cost.run_seconds(cfg, rate_amp) == pytest.approx(500 * 50.0 / 128 * steps / 1000)
 
 
 def test_cpu_calibration_times_configuration_a():

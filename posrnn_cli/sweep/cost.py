@@ -16,7 +16,10 @@ The rate that turns FLOPs into time:
   this is most accurate near A's size (lite's).
 * **GPU**: from ``gpu_ms_per_iter.json``, measured ms/iteration per device kind (the GPU
   check's figures; a run of another size is scaled from the nearest measured configuration by
-  its FLOP count). Where the table has nothing for the device kind: the FLOP count at
+  its FLOP count, but never below the latency floor: the fastest measured time per recurrent
+  step × the run's steps, since a small recurrent model on a GPU is bound by its sequential
+  steps, not its FLOPs: fig2's GRU at V = 32 took 12 ms/iteration on an H100, where its FLOPs
+  alone would give well under 1 ms). Where the table has nothing for the device kind: the FLOP count at
   ``ASSUMED_PEAK_SHARE`` of the device's dense peak (``bench.PEAKS``: fp32 without tensor
   cores, bf16 with ``amp``), an assumption, said so. The device kind is the visible GPU's, else
   ``ASSUMED_GPU``.
@@ -126,14 +129,30 @@ def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
     return Rate(where, "GPU-hours", f"{assumed}: no ms/iteration measured on this device kind yet", *rates)
 
 
-def run_seconds(cfg: RunConfig, rate: Rate, flops: Optional[float] = None) -> float:
-    """Seconds of one device for the whole run ``cfg`` (``flops``: its FLOPs per iteration, if known)."""
+def row_steps(row: dict) -> int:
+    """The sequential steps of a measured row: its ``steps``, else 2 L (the reverse task's)."""
+    return int(row.get("steps") or 2 * row["length"])
+
+
+def run_seconds(cfg: RunConfig, rate: Rate, flops: Optional[float] = None, steps: Optional[int] = None) -> float:
+    """Seconds of one device for the whole run ``cfg`` (``flops``: its FLOPs per iteration and
+    ``steps`` its sequential steps, if known)."""
     f = flops_per_iteration(cfg) if flops is None else flops
     rows = [r for r in rate.measured if r.get("amp", False) == cfg.train.amp and r.get("cuda_graph", False) == cfg.train.cuda_graph]
-    if rows:  # the measured row nearest in FLOPs, scaled by the FLOP ratio
+    if rows:  # the measured row nearest in FLOPs, scaled by the FLOP ratio, at least the latency floor
         r = min(rows, key=lambda r: abs(r["flops_per_iter"] - f))
-        return cfg.train.iterations * r["ms_per_iter"] / 1000 * f / r["flops_per_iter"]
+        ms = r["ms_per_iter"] * f / r["flops_per_iter"]
+        per_step = min((x["ms_per_iter"] / row_steps(x) for x in rows if "length" in x or "steps" in x), default=0.0)
+        n = run_steps(cfg) if steps is None else steps
+        return cfg.train.iterations * max(ms, per_step * n) / 1000
     return cfg.train.iterations * f / (rate.flops_per_s_amp if cfg.train.amp else rate.flops_per_s)
+
+
+def run_steps(cfg: RunConfig) -> int:
+    """The sequential steps of one training sequence of ``cfg``."""
+    from .storage import _task_shape
+
+    return int(_task_shape(cfg).max_steps)
 
 
 def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, float]]] = None,
@@ -175,8 +194,8 @@ def summary(jobs: list[Job], rate: Rate) -> tuple[str, dict[str, Optional[float]
         cfg = job.run_config()
         key = json.dumps({**cfg.to_dict(), "train": cfg.train.batch_size}, sort_keys=True, default=str)
         if key not in flops:  # one model built per distinct shape
-            flops[key] = flops_per_iteration(cfg)
-        per_run[job.label] = run_seconds(cfg, rate, flops[key])
+            flops[key] = (flops_per_iteration(cfg), run_steps(cfg))
+        per_run[job.label] = run_seconds(cfg, rate, *flops[key])
         per_exp.setdefault(job.experiment, []).append(per_run[job.label])
     scale = 60.0 if rate.unit == "CPU-minutes" else 3600.0
     total = sum(sum(v) for v in per_exp.values())
