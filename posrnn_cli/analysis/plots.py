@@ -311,8 +311,10 @@ def _setting(r: dict) -> str:
     return f"H={r['hidden_size']}, L={r['length']}, {r['iterations']:,} it, batch {r['batch_size']}"
 
 
-def fig_vocab(rows: list[dict], path: Path) -> None:
-    """Fig. 2: token accuracy (top) and Damerau–Levenshtein distance (bottom) vs V, per model."""
+def fig_vocab(rows: list[dict], path: Path, task: str = "Reverse ordering",
+              setting: Callable[[dict], str] = _setting) -> None:
+    """Fig. 2: token accuracy (top) and Damerau–Levenshtein distance (bottom) vs V, per model
+    (``task`` names the task in the title; ``setting`` describes a model's training setting)."""
     models = models_in_order(rows)
     fig, items = _grid(len(models), rows_each=2, w=4.6, h=3.0)
     spreads: list[Spread] = []
@@ -328,10 +330,10 @@ def fig_vocab(rows: list[dict], path: Path) -> None:
             ax.set_ylabel(ylabel)
             ax.set_xlabel("vocabulary size V")
             ax.grid(alpha=0.3)
-        _ax_title(acc, f"{model_label(model)} ({_setting(mrows[0])})")
+        _ax_title(acc, f"{model_label(model)} ({setting(mrows[0])})")
     note, name = describe(spreads)
     _legend(items[0][0], name)
-    _finish(fig, f"Reverse ordering: accuracy and edit distance vs vocabulary size ({note})", path)
+    _finish(fig, f"{task}: accuracy and edit distance vs vocabulary size ({note})", path)
 
 
 def fig_dual(rows: list[dict], path: Path) -> None:
@@ -464,6 +466,22 @@ def _beside_fig2(t: dict, name: str) -> list[dict]:
 
 def draw_fig2(t: dict, path: Path) -> None:
     fig_vocab(t["fig2"], path)
+
+
+def draw_delayed(t: dict, path: Path) -> None:
+    fig_vocab(t["delayed"], path, "Delayed addition")
+
+
+def draw_predecessor(t: dict, path: Path) -> None:
+    fig_vocab(t["predecessor"], path, "Predecessor query")
+
+
+def draw_patterns(t: dict, path: Path) -> None:
+    """The constant-pattern-count sweep: V = K grows as L falls (K^L fixed), so the setting
+    names the pairs instead of one L."""
+    pairs = ", ".join(f"({k}, {L})" for k, L in sorted({(r["vocab_size"], r["length"]) for r in t["patterns"]}))
+    fig_vocab(t["patterns"], path, f"Constant pattern count, (K, L) in {pairs}",
+              setting=lambda r: f"H={r['hidden_size']}, {r['iterations']:,} it, batch {r['batch_size']}")
 
 
 def draw_dual(t: dict, path: Path) -> None:

@@ -83,6 +83,8 @@ class _Settled(Exception):
 _TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("_TRACE", default=None)
 #: the confidence level of every interval a test reads (0.95; 1 − 0.05/k on a Holm step)
 _LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("_LEVEL", default=0.95)
+#: the budget columns a claim compares on purpose (its ``budget_varies``): arms may differ in those
+_BUDGET_VARIES: contextvars.ContextVar[tuple] = contextvars.ContextVar("_BUDGET_VARIES", default=())
 
 
 def _trace(*entry: Any) -> None:
@@ -326,7 +328,7 @@ class Seeded:
         if len(self.rows) == 1 and len(other.rows) == 1:
             a, b = self.rows[0], other.rows[0]
             for c in BUDGET_COLUMNS:
-                if c in a and c in b and a[c] != b[c]:
+                if c in a and c in b and a[c] != b[c] and c not in _BUDGET_VARIES.get():
                     raise _NotMeasured(f"training budgets differ ({_who(self)}: {c} {a[c]}; {_who(other)}: {c} {b[c]}); "
                                        f"arms are compared only at equal budgets")
         return Seeded({s: op(self.values[s], other.values[s]) for s in self.values}, self.rows + other.rows)

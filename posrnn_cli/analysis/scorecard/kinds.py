@@ -181,7 +181,9 @@ def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> No
 def check_trend(claim: dict, ts: TableSet) -> Outcome:
     """The ``better`` arm's lead over the ``worse`` arm grows with V: per seed, the lead at the
     largest V minus the lead at the smallest V, its interval above 0 in every group of cells
-    that differ only in V."""
+    that differ only in V. ``diagonal`` names columns that change with V along the series (the
+    constant-pattern-count sweep: L falls as V grows, so K^L stays fixed); they do not split a
+    group, so the growth is read from the largest V (and shortest L) to the smallest."""
     p = claim["params"]
     metric = p.get("metric", "token_accuracy")
     rows, keys = ts.rows(claim["tables"])
@@ -191,13 +193,15 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
     if "vocab_size" not in m:
         raise _NotMeasured("the rows have no vocabulary sizes to compare")
     i = m.index("vocab_size")
+    along = [m.index(c) for c in p.get("diagonal", []) if c in m]
     groups: dict[tuple, list] = {}
     for k, c in cells.items():
-        groups.setdefault(k[:i] + k[i + 1:], []).append((k[i], c))
+        groups.setdefault(tuple(x for j, x in enumerate(k) if j != i and j not in along), []).append((k[i], c))
     groups = {g: sorted(v, key=lambda x: x[0]) for g, v in groups.items() if len(v) >= 2}
     if not groups:
         raise _NotMeasured(f"fewer than two vocabulary sizes with both {_describe_filter(p['better'])} and "
                            f"{_describe_filter(p['worse'])}")
+    skip = ["vocab_size", "pe", *p.get("diagonal", [])]
     verdicts, parts, det, sds = [], [], [], []
     for g, series in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
         leads = [(v, _seeded(c["better"], metric) - _seeded(c["worse"], metric)) for v, c in series]
@@ -206,10 +210,11 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
         verdicts.append(v)
         sds += [growth] + [x for _, x in leads]
         row = series[0][1]["better"]
-        parts.append(f"{_label(row, skip=['vocab_size', 'pe'])}: lead " +
-                     " → ".join(f"V={vv} {lead.mean:+.3f}" for vv, lead in leads) +
+        diag = ["".join(f", {col}={c['better'].get(col)}" for col in p.get("diagonal", [])) for _, c in series]
+        parts.append(f"{_label(row, skip=skip)}: lead " +
+                     " → ".join(f"V={vv}{d} {lead.mean:+.3f}" for d, (vv, lead) in zip(diag, leads)) +
                      f"; growth {_fmt_sd(growth, sign=True)}")
-        det.append({"cell": _label(row, skip=["vocab_size", "pe"]), "verdict": v, "growth": _sd_dict(growth),
+        det.append({"cell": _label(row, skip=skip), "verdict": v, "growth": _sd_dict(growth),
                     "leads": [{"vocab_size": vv, **_sd_dict(lead)} for vv, lead in leads]})
     verdict = _worst(verdicts)
     reason = {REPRODUCED: "the lead at the largest V exceeds the lead at the smallest V, interval above 0",

@@ -12,7 +12,7 @@ import numpy as np
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, VERDICTS, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, VERDICTS, _BUDGET_VARIES, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
 from .tables import TableSet
 from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim
 
@@ -34,6 +34,7 @@ def _plain(x: Any) -> Any:
 def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float = 0.95) -> Outcome:
     """Run the claim's test kind, its intervals read at ``level``, its comparisons traced."""
     t_tok, l_tok = _TRACE.set(trace), _LEVEL.set(level)
+    b_tok = _BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
     try:
         return TESTS[claim["kind"]](claim, ts)
     except _Settled as e:
@@ -41,6 +42,7 @@ def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float 
     finally:
         _TRACE.reset(t_tok)
         _LEVEL.reset(l_tok)
+        _BUDGET_VARIES.reset(b_tok)
 
 
 def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
