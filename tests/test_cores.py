@@ -32,11 +32,15 @@ def test_every_core_builds_is_causal_and_declares_its_recurrent_view(name):
     x2[:, 5:] = torch.randn(2, 3, 3, dtype=torch.float64)
     assert torch.allclose(core(x2)[:, :5], y[:, :5], atol=1e-10)  # the future does not leak
     assert not torch.allclose(core(x2)[:, 5:], y[:, 5:])
-    has_view = hasattr(core, "initial_state") and hasattr(core, "output_from_state")
+    has_view = all(hasattr(core, m) for m in ("initial_state", "state_after", "output_from_state"))
     assert has_view == CORES[name].recurrent_view
-    if has_view:  # the view gives the core's own last output
+    if has_view:  # the view gives the core's own last output, from the state after any prefix
         z1 = core.initial_state(x[:, 0])
         assert torch.allclose(core.output_from_state(z1, x[:, 1:]), y[:, -1], atol=1e-9)
+        assert torch.equal(core.state_after(x[:, :1]), z1)
+        for t in (2, 5, 7):
+            assert torch.allclose(core.output_from_state(core.state_after(x[:, :t]), x[:, t:]), y[:, -1], atol=1e-9)
+        assert not torch.allclose(core.state_after(x[:, :6]), core.state_after(x2[:, :6]))  # it reads the prefix
     assert catalog.CORES[name].description
 
 

@@ -195,11 +195,28 @@ def table_dual(runs: list[Path], n_resamples: int) -> list[dict]:
     return rows
 
 
+def target_position_of(run: Path) -> int:
+    """The target position a run's stability values were taken at (``stability_meta.json``);
+    1, the first token, where the record predates the option or there is none."""
+    meta = Path(run) / "stability_meta.json"
+    t = read_json(meta).get("target_position", 1) if meta.is_file() else 1
+    if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+        raise PosrnnError(f"{meta}: target_position must be a positive integer, got {t!r}; re-run posrnn sweep stability")
+    return t
+
+
 def table_stability(runs: list[Path], n_resamples: int) -> list[dict]:
     """One row per (cell, checkpoint step, condition, pair): mean stability over the seeds (each
-    seed's mean over its triplets), each seed's value and the hierarchical 95% CI."""
+    seed's mean over its triplets), each seed's value and the hierarchical 95% CI. The
+    ``target_position`` column is there when some cell's target is not the first token (t > 1,
+    002 §4.3's S4D set-up), so a table of the RNNs' set-up reads as it always did."""
     rows = []
     for cfg, members in group_runs(runs):
+        positions = {target_position_of(run) for _, run in members}
+        if len(positions) > 1:
+            raise PosrnnError(f"the seeds of one cell were analysed at different target positions ({sorted(positions)}: "
+                              f"{', '.join(str(r) for _, r in members)}); re-run posrnn sweep stability")
+        (t,) = positions
         values: dict[str, list] = defaultdict(list)
         seeds: dict[str, list] = defaultdict(list)
         for seed, run in members:
@@ -209,10 +226,13 @@ def table_stability(runs: list[Path], n_resamples: int) -> list[dict]:
         for key in sorted(values, key=lambda k: (int(k.split("|")[0]), k)):
             step, cond, pair = key.split("|")
             s = hierarchical(values[key], n_resamples)
-            rows.append({**cell_columns(cfg), "step": int(step), "condition": cond, "pair": pair,
+            rows.append({**cell_columns(cfg), "step": int(step), "condition": cond, "pair": pair, "target_position": t,
                          "stability": s["mean"], "stability_by_seed": by_seed(s["by_seed"]), "ci_low": s["ci_low"],
                          "ci_high": s["ci_high"], "seeds": " ".join(map(str, seeds[key])),
                          "n_seeds": len(values[key]), "n_triplets": s["n"]})
+    if all(r["target_position"] == 1 for r in rows):
+        for r in rows:
+            del r["target_position"]
     return rows
 
 

@@ -395,7 +395,9 @@ def fig_stability(rows: list[dict], path: Path) -> None:
     mark = "bands" if several else "bars"
     note, name = describe(spreads, mark)
     _legend(items[0][0], name, mark, title="target/disturbant", title_fontsize=7)
-    _finish(fig, f"Gradient stability over training (row-wise Jacobian similarity; {note})", path, fontsize=9)
+    at = sorted({int(r.get("target_position") or 1) for r in rows})  # a row without the column: the first token
+    where = "" if at == [1] else f"; target at t = {', '.join(map(str, at))}"
+    _finish(fig, f"Gradient stability over training (row-wise Jacobian similarity; {note}{where})", path, fontsize=9)
 
 
 def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy", label: Optional[Callable] = None) -> None:

@@ -271,6 +271,7 @@ def stability(
     triplets: Annotated[int, typer.Option(metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
     seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
+    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
@@ -278,7 +279,7 @@ def stability(
     json_out: JsonOpt = False,
 ):
     """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
-    ∂h_2L/∂z_1 of triplets sharing the target or the suffix, compared row-wise; per (target
+    ∂h_2L/∂z_t of triplets sharing the target or the suffix, compared row-wise; per (target
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
     from ..common.io import write_csv
     from ..engine.checkpoint import resolve_checkpoint
@@ -297,7 +298,8 @@ def stability(
             c.print(f"checkpoint {step}: {seconds:.1f}s ({3 * triplets / max(seconds, 1e-9):.0f} sequences/s)")
 
     with run_lock(run_dir, f"posrnn stability {run}", reading=True):  # no training or second analysis meanwhile
-        rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed, on_checkpoint=tick)
+        rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed,
+                       on_checkpoint=tick, target_position=target_position)
         write_csv(rows, csv_path)
         if plot:
             from ..analysis.plots import fig_stability
@@ -308,7 +310,8 @@ def stability(
         return
     from rich.table import Table
 
-    table = Table(title=f"gradient stability → {csv_path}")
+    at = "" if target_position == 1 else f" (target at t = {target_position})"
+    table = Table(title=f"gradient stability{at} → {csv_path}")
     for col in ("step", "condition", "pair", "mean", "95% CI"):
         table.add_column(col, justify="right" if col in ("step", "mean", "95% CI") else "left")
     for r in rows:

@@ -215,6 +215,9 @@ class StabilitySection:
     triplets: int = bounded(1024, 2)  # (x, s), (x, s′), (x′, s) triplets per condition and checkpoint
     chunk_size: int = bounded(64, 1)  # sequences per Jacobian pass
     seed: int = bounded(0, 0, 2**63 - 1)  # the triplets' seed (the same triplets at every checkpoint)
+    # the target's position t (1: the first token, the RNNs' set-up; 002 §4.3 puts the S4D's at 23):
+    # t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t; at most the runs' task.length
+    target_position: int = bounded(1, 1)
 
 
 @dataclass

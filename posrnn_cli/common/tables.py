@@ -37,7 +37,7 @@ COUNTS = ("n_seeds", "n_sequences", "n_triplets", "n_tokens", "permutations")
 #: columns that name a cell (a config without its seed), whatever their type
 KEY_COLUMNS = {"task", "model", "pe", "vocab_size", "length", "min_length", "rarity", "hidden_size", "layers",
                "heads", "delay", "iterations", "batch_size", "warmup", "condition", "half", "step", "pair", "base_vocab",
-               "extra_vocab", "max_tokens", "combine", "embed_size"}
+               "extra_vocab", "max_tokens", "combine", "embed_size", "target_position"}
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional
 VALUE_COLUMNS = {*MEASURES, *COUNTS, "ci_low", "ci_high", "seeds", "tolerance"}

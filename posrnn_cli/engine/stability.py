@@ -2,8 +2,8 @@
 
 For a sequence ``x s q…q`` (target token x, L−1 disturbants s, L query steps) let ``z_1`` be
 the state after the first token (LSTM: ``[h; c]``, so 2H wide; S4D: the complex state read
-as a real vector) and ``h_T`` the last hidden state, T = 2L. Per sequence,
-``J = ∂h_T/∂z_1`` (H × Dz). For two sequences A, B with Jacobian rows ``J_i``:
+as a real vector) and ``h_2L`` the last hidden state. Per sequence, ``J = ∂h_2L/∂z_1``
+(H × Dz). For two sequences A, B with Jacobian rows ``J_i``:
 
     stability(A, B) = Σ_i ⟨J_i^A, J_i^B⟩ / Σ_i ‖J_i^A‖ ‖J_i^B‖
 
@@ -11,10 +11,17 @@ as a real vector) and ``h_T`` the last hidden state, T = 2L. Per sequence,
 It is reported for the common-target pair ``(x, s)`` vs ``(x, s′)`` and the common-suffix
 pair ``(x, s)`` vs ``(x′, s)``.
 
+``target_position`` t (1-based, default 1: the set-up above, the RNNs' in 002 §4.3) moves the
+target: each sequence is ``p x s q…q`` with t − 1 disturbants p before the target, shared by
+the three sequences of a triplet (so their states agree up to the target), and L − t after
+it; ``J = ∂h_2L/∂z_t`` with ``z_t`` the state after the target. 002 §4.3 analyses the S4D
+with its target at t = 23, where its accuracy was lowest.
+
 Every core with a recurrent view (``models.CORES[name].recurrent_view``) provides
-``initial_state`` (z_1) and ``output_from_state`` (h_T from z_1): explicit cells over the
-trained weights for the RNNs (cuDNN can be neither differentiated twice nor vmapped), the
-closed-form unrolling for S4D. The Jacobians come from one batched backward pass per chunk.
+``state_after`` (z_t from the first t inputs) and ``output_from_state`` (h_2L from z_t and the
+inputs after it): explicit cells over the trained weights for the RNNs (cuDNN can be neither
+differentiated twice nor vmapped), the closed-form unrolling for S4D. The Jacobians come from
+one batched backward pass per chunk.
 
 ``stability_values`` is the one generator of per-triplet values: ``posrnn stability``
 summarises them with CIs, the pipeline keeps them raw so its intervals can resample seeds.
@@ -40,23 +47,24 @@ from .device import resolve_device
 from .evaluate import load_run
 
 
-def jacobians(core: nn.Module, x: Tensor, chunk_size: int = 64) -> Tensor:
-    """∂h_T/∂z_1 per sequence: x (B, T, D) → (B, H, Dz).
+def jacobians(core: nn.Module, x: Tensor, chunk_size: int = 64, target_position: int = 1) -> Tensor:
+    """∂h_T/∂z_t per sequence, z_t the state after the first t = ``target_position`` inputs
+    (t < T): x (B, T, D) → (B, H, Dz).
 
     One forward pass per chunk of sequences, then one backward pass vectorised over the H
     one-hot output seeds (``is_grads_batched``: vmap over the backward graph). Sequences are
     independent, so seed i gives row i of every sequence's Jacobian at once. This measured
     3–10× faster on CPU than ``vmap(jacrev)`` over sequences, with identical results."""
-    first, last = core.initial_state, core.output_from_state
+    first, last, t = core.state_after, core.output_from_state, target_position
     out = []
     for start in range(0, x.shape[0], chunk_size):
         xc = x[start : start + chunk_size].detach()  # (b T D)
         with torch.enable_grad():
-            z1 = first(xc[:, 0]).detach().requires_grad_(True)  # (b Dz)
-            h = last(z1, xc[:, 1:])  # (b H)
+            zt = first(xc[:, :t]).detach().requires_grad_(True)  # (b Dz)
+            h = last(zt, xc[:, t:])  # (b H)
             H = h.shape[1]
             seeds = torch.eye(H, dtype=h.dtype, device=h.device).unsqueeze(1).expand(H, h.shape[0], H)  # (H b H)
-            (g,) = torch.autograd.grad(h, z1, grad_outputs=seeds, is_grads_batched=True)  # (H b Dz)
+            (g,) = torch.autograd.grad(h, zt, grad_outputs=seeds, is_grads_batched=True)  # (H b Dz)
         out.append(g.transpose(0, 1).detach())  # (b H Dz)
     return torch.cat(out)
 
@@ -74,22 +82,35 @@ def stability(JA: Tensor, JB: Tensor) -> Tensor:
 # ---- triplets and the analysis of a run ------------------------------------------------------
 @dataclass
 class Triplets:
-    xs: Tensor  # (B, L) (x, s)
-    xs2: Tensor  # (B, L) (x, s′)
-    x2s: Tensor  # (B, L) (x′, s)
+    xs: Tensor  # (B, L) (p, x, s)
+    xs2: Tensor  # (B, L) (p, x, s′)
+    x2s: Tensor  # (B, L) (p, x′, s)
+    target_position: int = 1  # t: the target's 1-based position, after the t − 1 shared disturbants p
 
 
-def make_triplets(n: int, L: int, gen: torch.Generator, target: tuple[int, int], disturbant: tuple[int, int]) -> Triplets:
+def check_target_position(t: int, L: int) -> None:
+    """Refuse a target position outside 1 … L in one line."""
+    if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= L:
+        raise PosrnnError(f"the target position must lie in 1 … {L} (the run's task.length; 1 is the first token, "
+                          f"the RNNs' set-up), got {t}")
+
+
+def make_triplets(n: int, L: int, gen: torch.Generator, target: tuple[int, int], disturbant: tuple[int, int],
+                  target_position: int = 1) -> Triplets:
     """``n`` triplets with the target drawn from ids [target) and the disturbants from
-    [disturbant) (half-open ranges); x′ ≠ x."""
+    [disturbant) (half-open ranges); x′ ≠ x. With ``target_position`` t > 1 the target follows
+    t − 1 disturbants p shared by the triplet's three sequences (drawn last, so t = 1 draws
+    exactly the triplets it always did)."""
+    check_target_position(target_position, L)
     t0, t1 = target
     d0, d1 = disturbant
     x = torch.randint(t0, t1, (n, 1), generator=gen)
     shift = torch.randint(1, max(2, t1 - t0), (n, 1), generator=gen)
     x2 = t0 + (x - t0 + shift) % (t1 - t0)  # another target-kind token (≠ x when the range has two)
-    s = torch.randint(d0, d1, (n, L - 1), generator=gen)
-    s2 = torch.randint(d0, d1, (n, L - 1), generator=gen)
-    return Triplets(torch.cat([x, s], 1), torch.cat([x, s2], 1), torch.cat([x2, s], 1))
+    s = torch.randint(d0, d1, (n, L - target_position), generator=gen)
+    s2 = torch.randint(d0, d1, (n, L - target_position), generator=gen)
+    p = torch.randint(d0, d1, (n, target_position - 1), generator=gen)
+    return Triplets(torch.cat([p, x, s], 1), torch.cat([p, x, s2], 1), torch.cat([p, x2, s], 1), target_position)
 
 
 def conditions(task_cfg) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
@@ -113,7 +134,8 @@ def pair_stabilities(model: nn.Module, tri: Triplets, query_id: int, chunk_size:
     if not isinstance(chunk_size, int) or not 1 <= chunk_size <= 10**6:
         raise PosrnnError(f"the chunk size (sequences per Jacobian pass) must lie in 1 … 1,000,000, got {chunk_size}")
     dev = next(model.parameters()).device
-    J = {k: jacobians(model.core, encode(getattr(tri, k).to(dev)), chunk_size) for k in ("xs", "xs2", "x2s")}
+    J = {k: jacobians(model.core, encode(getattr(tri, k).to(dev)), chunk_size, tri.target_position)
+         for k in ("xs", "xs2", "x2s")}
     bad = sorted({i for j in J.values() for i in (~torch.isfinite(j)).flatten(1).any(1).nonzero().flatten().tolist()})
     if bad:  # a NaN or infinite Jacobian would score 0, an answer the model never gave
         raise NonFiniteAnalysis(f"{len(bad)} of {len(tri.xs)} triplets have a non-finite Jacobian (first: triplet {bad[0]})")
@@ -148,10 +170,13 @@ def scheduled_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 def stability_values(
     run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "cpu",
     seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None, skip: Iterable[int] = (),
+    target_position: int = 1,
 ) -> Iterator[tuple[int, str, str, np.ndarray, object]]:
     """Per-triplet stability of every saved checkpoint of ``run`` (or the one at ``step``), but
     those at the steps in ``skip`` (done before): yields ``(step, condition, pair, values, cfg)``.
-    The triplets depend only on ``seed``, so every checkpoint and every run sees the same ones."""
+    The triplets depend only on ``seed`` (and ``target_position``), so every checkpoint and every
+    run sees the same ones. A target position outside 1 … L is refused before any Jacobian is taken
+    (at t = L the suffix is empty, so the common-target pair compares one sequence with itself)."""
     if not 2 <= n_triplets <= 10**7 or not 1 <= chunk_size <= 10**6:
         raise PosrnnError("--triplets must lie in 2 … 10,000,000 and --chunk-size in 1 … 1,000,000")
     if not 0 <= seed < 2**63:
@@ -166,6 +191,7 @@ def stability_values(
     steps = [(s, p) for s, p in steps if s not in skip]
     cfg0 = read_run_config(run_dir)
     if cfg0 is not None:  # every triplet and its Jacobians are held at once: refused before they are made
+        check_target_position(target_position, cfg0.task.length)  # and a target outside the sequence
         check_fits(stability_parts(n_triplets, cfg0.task.length, cfg0.model.hidden_size), "this stability analysis")
     dev = resolve_device(device)
     for s, path in steps:
@@ -175,7 +201,7 @@ def stability_values(
         check_run(cfg, task)
         for name, (trange, drange) in conditions(cfg.task).items():
             gen = torch.Generator().manual_seed(seed)  # the same triplets at every checkpoint
-            tri = make_triplets(n_triplets, cfg.task.length, gen, trange, drange)
+            tri = make_triplets(n_triplets, cfg.task.length, gen, trange, drange, target_position)
             try:
                 pairs = pair_stabilities(model, tri, task.query_id, chunk_size)
             except NonFiniteAnalysis as e:
@@ -188,14 +214,18 @@ def stability_values(
 
 
 def analyze(run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "auto",
-            seed: int = 0, n_resamples: int = 10_000, on_checkpoint: Optional[Callable[[int, float], None]] = None) -> list[dict]:
+            seed: int = 0, n_resamples: int = 10_000, on_checkpoint: Optional[Callable[[int, float], None]] = None,
+            target_position: int = 1) -> list[dict]:
     """``posrnn stability``: one row per (checkpoint, condition, pair) with the mean and its
-    95% bootstrap CI over the triplets (the columns of the pipeline's stability table)."""
+    95% bootstrap CI over the triplets (the columns of the pipeline's stability table) and the
+    target position the Jacobians were taken at."""
     rows = []
-    for s, cond, pair, v, cfg in stability_values(run, step, n_triplets, chunk_size, device, seed, on_checkpoint):
+    for s, cond, pair, v, cfg in stability_values(run, step, n_triplets, chunk_size, device, seed, on_checkpoint,
+                                                  target_position=target_position):
         lo, hi = bootstrap_ci(v, n_resamples=n_resamples)
         rows.append({"model": cfg.model.name, "pe": cfg.model.pe, "step": s, "condition": cond, "pair": pair,
-                     "stability": float(v.mean()), "ci_low": lo, "ci_high": hi, "n_seeds": 1, "n_triplets": len(v)})
+                     "stability": float(v.mean()), "ci_low": lo, "ci_high": hi, "n_seeds": 1, "n_triplets": len(v),
+                     "target_position": target_position})
     return rows
 
 

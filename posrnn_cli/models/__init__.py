@@ -5,7 +5,8 @@ Two registries, keyed by the names in ``common/catalog.py``:
 * ``PE_FORMS``: name → an encoding module class (``models/encoding.py``) that carries its own
   behaviour: ``check(model config)``, ``width(model config)``, ``has_positions`` and its forward.
 * ``CORES``: name → a ``CoreSpec``: how to build the core, what to check, and whether it has a
-  recurrent view (``initial_state`` / ``output_from_state``) for the stability analysis.
+  recurrent view (``initial_state`` / ``state_after`` / ``output_from_state``) for the stability
+  analysis.
 
 A core maps (B, T, D) → (B, T, H) causally; the head ``Linear(H, V)`` is read at the
 output-phase steps ``out_index`` only. Adding a form or a core is one entry here, its
@@ -65,7 +66,8 @@ def _check_mamba(m: ModelConfig) -> None:
 class CoreSpec:
     build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
     check: Callable[[ModelConfig], None] = _no_check
-    #: the core exposes ``initial_state`` / ``output_from_state`` (gradient stability, 003 §4.3)
+    #: the core exposes ``initial_state`` (z_1), ``state_after`` (the state after a prefix) and
+    #: ``output_from_state`` (the last output from a state and the inputs after it): gradient stability, 003 §4.3
     recurrent_view: bool = True
 
 

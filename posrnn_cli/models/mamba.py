@@ -17,8 +17,8 @@ No residual connection or norm: the core is the block alone, as the GRU core is 
 Recurrent view (gradient stability, the papers' 001 §3.3/002 §3): the block's state after a
 step is the SSM state h (E·H × N) **and** the last d_conv − 1 = 3 pre-convolution inputs the
 causal convolution still reads (E·H × 3). Both are flattened into z (width
-``state_dim = E·H·(N + 3)``); ``initial_state`` gives z_1 and ``output_from_state`` runs the
-package's ``step`` from z_1 over the remaining inputs, so ∂h_T/∂z_1 is taken through the
+``state_dim = E·H·(N + 3)``); ``initial_state`` gives z_1, ``state_after`` the state after a
+prefix, and ``output_from_state`` runs the package's ``step`` from a state over the inputs after it, so ∂h_T/∂z_1 is taken through the
 recurrent step itself. ``mambapy`` was kept because that step is exactly what the analysis
 needs: a per-token update whose state is an ordinary differentiable tensor.
 """
@@ -88,6 +88,13 @@ class MambaCore(nn.Module):
     def initial_state(self, x1: Tensor) -> Tensor:
         """z_1 from the zero state (the convolution's zero padding) and the first input: (B, in_dim) → (B, state_dim)."""
         return self.step(x1.new_zeros(x1.shape[0], self.state_dim), x1)[1]
+
+    def state_after(self, x_prefix: Tensor) -> Tensor:
+        """z_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, state_dim); z_1 for P = 1."""
+        z = self.initial_state(x_prefix[:, 0])
+        for t in range(1, x_prefix.shape[1]):
+            z = self.step(z, x_prefix[:, t])[1]
+        return z
 
     def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
         """The core's output at the last step T from z_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""

@@ -18,7 +18,7 @@ so log b_t ends as log h_t. Feng et al. write the same scan with Heinsen's cumul
 (``logcumsumexp``); on CPU torch's ``logcumsumexp`` and its backward took 3.3× longer at
 T = 16, a whole training step 1.9× (2-core AMD EPYC, 2026-11-24); the result is the same to
 rounding. The recurrent view steps the first equation one input at a time
-(``initial_state``/``output_from_state``: the state is h itself, width H), for inference and the
+(``initial_state``/``state_after``/``output_from_state``: the state is h itself, width H), for inference and the
 gradient-stability analysis; a test checks the two agree.
 
 Written here rather than taken from ``mingru-pytorch`` (0.2.1): its layer maps a width to the
@@ -86,6 +86,10 @@ class MinGRUCore(nn.Module):
     def initial_state(self, x1: Tensor) -> Tensor:
         """h_1 from h_0 = 0: (B, in_dim) → (B, H)."""
         return self.step(x1.new_zeros(x1.shape[0], self.H), x1)
+
+    def state_after(self, x_prefix: Tensor) -> Tensor:
+        """h_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, H); h_1 for P = 1."""
+        return self.output_from_state(self.initial_state(x_prefix[:, 0]), x_prefix[:, 1:])
 
     def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
         """h_T from h_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""

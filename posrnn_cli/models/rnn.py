@@ -3,8 +3,9 @@
 
 cuDNN RNNs can be neither differentiated twice nor vmapped, so the view re-writes each cell
 as explicit tensor code over the module's own weights: ``initial_state`` gives ``z_1`` (the
-state after the first input; ``[h; c]`` for an LSTM) and ``output_from_state`` the last hidden
-state from ``z_1`` and the remaining inputs — the same interface as ``S4DCore``.
+state after the first input; ``[h; c]`` for an LSTM), ``state_after`` the state after any
+prefix, and ``output_from_state`` the last hidden state from a state and the inputs after it —
+the same interface as ``S4DCore``.
 """
 
 from __future__ import annotations
@@ -77,10 +78,17 @@ class RecurrentCore(nn.Module):
         z0 = x1.new_zeros(x1.shape[0], self.state_dim)
         return self.step_fn()(z0, self.input_projection(x1))
 
+    def state_after(self, x_prefix: Tensor) -> Tensor:
+        """z_P, the state after a prefix of P ≥ 1 inputs: (B, P, D) → (B, state_dim); z_1 for P = 1."""
+        return self._advance(self.initial_state(x_prefix[:, 0]), x_prefix[:, 1:])
+
     def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
         """h_T from z_1 and the remaining inputs: (B, T−1, D) → (B, H)."""
+        return self._advance(z1, x_rest)[..., : self.hidden_size]
+
+    def _advance(self, z: Tensor, x_rest: Tensor) -> Tensor:
+        """The state after the inputs x_rest (B, S, D) from state z (B, state_dim)."""
         step, xp = self.step_fn(), self.input_projection(x_rest)
-        z = z1
         for t in range(xp.shape[1]):
             z = step(z, xp[:, t])
-        return z[..., : self.hidden_size]
+        return z

@@ -126,7 +126,7 @@ def run_stability(job: Job) -> dict:
         raise PosrnnError(f"{src} has no checkpoints; run its sweep first (posrnn sweep {Path(src).parent.name})")
     meta = {"source": str(src), "checkpoints": [[s, p.stat().st_size, _digest(p)] for s, p in ckpts],
             "triplets": o["triplets"], "chunk_size": o["chunk_size"], "seed": o["seed"],
-            "code": fingerprint("posrnn_cli.engine.stability")}
+            "target_position": o.get("target_position", 1), "code": fingerprint("posrnn_cli.engine.stability")}
     meta_path, npz = out / "stability_meta.json", out / "stability_values.npz"
     remove_stale_temps(out)
     if npz.is_file() and meta_path.is_file() and read_json(meta_path) == meta:
@@ -147,7 +147,7 @@ def run_stability(job: Job) -> dict:
     with stop_requests() as stop:
         for s, c, p, v, _ in stability_values(src, n_triplets=o["triplets"], chunk_size=o["chunk_size"],
                                               device=o.get("device", "cpu"), seed=o["seed"], on_checkpoint=after,
-                                              skip=done):
+                                              skip=done, target_position=o.get("target_position", 1)):
             values[f"{s}|{c}|{p}"] = v
     atomic_write_text(out / "config.yaml", (src / "config.yaml").read_text())
     write_npz(npz, values)

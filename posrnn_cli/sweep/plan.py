@@ -237,6 +237,11 @@ def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs
     if sources and keep_policy(prof, EXPERIMENTS[exp.source], profile) != "all":
         raise PosrnnError(f"profile {profile!r}: stability reads every checkpoint of the {exp.source} runs, and "
                           f"{exp.source}.keep_checkpoints keeps only the last; set {exp.source}.keep_checkpoints: all")
+    for s in sources:  # the target must lie within the sequence: refused before any job runs
+        L = s.run_config().task.length
+        if sec.target_position > L:
+            raise PosrnnError(f"profile {profile!r}, {exp.name}.target_position must lie in 1 … {L} (the {exp.source} "
+                              f"runs' task.length), got {sec.target_position}")
     return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
                 {**opts, "source": s.run_dir}, force) for s in sources]
 
