@@ -53,6 +53,21 @@ def test_the_autoreg_table_holds_both_feedback_modes_per_seed(tmp_path):
     assert headline_autoreg(rows) == {"none": 0.625, "none_truth": 0.875}
 
 
+def test_the_scorecard_compares_the_feedback_modes_paired_by_seed(tmp_path):
+    """An ``ahead`` claim with better = {feedback: truth}, worse = {feedback: self} reads the
+    autoreg table's two rows of a cell and pairs them by seed."""
+    from posrnn_cli.analysis.scorecard import TableSet
+    from posrnn_cli.analysis.scorecard.score import evaluate_claim
+
+    for seed, s, t in ((1, [1, 0, 1, 0], [1, 1, 1, 0]), (2, [0, 0, 1, 0], [1, 1, 0, 1]), (3, [1, 0, 0, 0], [1, 1, 1, 1])):
+        autoreg_run(tmp_path / "runs" / "autoreg", seed, s, t)
+    aggregate(tmp_path / "runs", tmp_path / "tables", n_resamples=50)
+    claim = {"id": "x", "claim": "c", "paper": "p", "tables": ["autoreg"], "regime": {}, "models": ["lstm"], "kind": "ahead",
+             "params": {"better": {"feedback": "truth"}, "worse": {"feedback": "self"}}}
+    (cmp,) = evaluate_claim(claim, TableSet(tmp_path / "tables"))["at_regime"]["models"]["lstm"]["details"]["comparisons"]
+    assert cmp["lead"]["seeds"] == [1, 2, 3] and cmp["lead"]["by_seed"] == pytest.approx([0.25, 0.5, 0.75])
+
+
 def test_the_autoreg_table_refuses_a_run_without_autoregression(tmp_path):
     run = autoreg_run(tmp_path, 1, [1, 0], [1, 1], autoregressive=False)
     with pytest.raises(PosrnnError, match="is not autoregressive"):
@@ -70,7 +85,7 @@ def test_the_cosine_table_holds_each_seeds_mean_and_quantiles(tmp_path):
     runs = [cosine_run(tmp_path, 7, [0.5, 0.7], (0.1, 0.6, 0.9)), cosine_run(tmp_path, 3, [0.2, 0.2], (-0.2, 0.2, 0.5))]
     (row,) = table_cosine(runs, n_resamples=200)
     assert set(row) >= set(required_columns("continuous"))
-    assert (row["dim"], row["seeds"], row["n_seeds"], row["n_sequences"]) == (8, "3 7", 2, 4)
+    assert (row["dim"], row["seeds"], row["n_seeds"], row["n_sequences"]) == (8, "3 7", 2, 4) and "vocab_size" not in row
     assert row["cosine_by_seed"] == "0.2 0.6" and row["cosine"] == pytest.approx(0.4)
     assert (row["cosine_q10_by_seed"], row["cosine_q50_by_seed"], row["cosine_q90_by_seed"]) == ("-0.2 0.1", "0.2 0.6", "0.5 0.9")
     assert row["cosine_q90"] == pytest.approx(0.7)

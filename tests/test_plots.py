@@ -81,7 +81,7 @@ def tables() -> dict:
         "autoreg": [acc_row("lstm", pe, _vals(50 + k * 8 + p * 4 + f * 2 + j), V=V, task=task, feedback=fb)
                     for k, task in enumerate(("reverse", "sort")) for p, pe in enumerate(("none", "sinusoidal"))
                     for f, fb in enumerate(("self", "truth")) for j, V in enumerate((16, 64))],
-        "continuous": [{"task": "continuous", "model": m, "pe": pe, "dim": d, "vocab_size": 16, **SETTING,
+        "continuous": [{"task": "continuous", "model": m, "pe": pe, "dim": d, **SETTING,
                         "seeds": "111 222 333", "n_seeds": 3, **_metric("cosine", _vals(70 + k * 4 + p * 2 + j))}
                        for k, m in enumerate(("lstm", "gru")) for p, pe in enumerate(("none", "sinusoidal"))
                        for j, d in enumerate((8, 32))],

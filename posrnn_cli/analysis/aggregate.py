@@ -266,7 +266,8 @@ def table_cosine(runs: list[Path], n_resamples: int) -> list[dict]:
                                   f"continuous-task evaluation, or one by an older posrnn); re-run the continuous sweep")
             quantiles.update({f"cosine_q{p}": float(np.mean(values)), f"cosine_q{p}_by_seed": by_seed(values)})
         s = hierarchical([a["cosine"] for a in data], n_resamples)
-        rows.append({**cell_columns(cfg), "dim": cfg.task.dim, **seeds_columns(members), **with_ci("cosine", s),
+        cells = {k: v for k, v in cell_columns(cfg).items() if k != "vocab_size"}  # vectors: no vocabulary
+        rows.append({**cells, "dim": cfg.task.dim, **seeds_columns(members), **with_ci("cosine", s),
                      **quantiles, "n_sequences": s["n"]})
     return rows
 
