@@ -14,9 +14,10 @@ from posrnn_cli.common.io import write_npz
 from posrnn_cli.common.provenance import config_digest, eval_digest, file_sha256, stamped
 
 
-def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequences.npz") -> Path:
+def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequences.npz", summary: dict = None) -> Path:
     """``run`` with ``cfg`` as config.yaml, a checkpoint file at its last step and ``scores`` as
-    its per-sequence file, stamped; for ``eval_sequences.npz`` also the eval.json beside it."""
+    its per-sequence file, stamped; for ``eval_sequences.npz`` also the eval.json beside it
+    (holding ``summary`` too: what a task's report adds)."""
     run.mkdir(parents=True, exist_ok=True)
     (run / "config.yaml").write_text(dump_yaml(cfg))
     step = cfg.train.iterations
@@ -30,7 +31,7 @@ def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequen
         result = {"checkpoint": str(ckpt), "checkpoint_sha256": sha, "config_digest": digest, "step": step,
                   "task": cfg.task.name, "model": cfg.model.name, "pe": cfg.model.pe, "seed": cfg.train.seed,
                   "n_test": n, "sequences_sha256": file_sha256(run / name),
-                  **{k: float(np.mean(v)) for k, v in scores.items() if k != "group"}}
+                  **{k: float(np.mean(v)) for k, v in scores.items() if k != "group"}, **(summary or {})}
         result["digest"] = eval_digest(result)
         (run / "eval.json").write_text(json.dumps(result))
     return run

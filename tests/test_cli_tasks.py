@@ -52,11 +52,11 @@ CASES = {
     "copy": (["--task", "copy", "--delay", "3"], []),
     "variable-length": (["--min-length", "3", "--max-length", "5"], ["accuracy_by_length"]),
     "dual-frequency": (["--rarity", "0.125", "--vocab-size", "16"], ["dual_frequency", "dual_frequency_by_position"]),
-    "continuous": (["--task", "continuous", "--dim", "8"], ["cosine", "cosine_quartiles"]),
+    "continuous": (["--task", "continuous", "--dim", "8"], ["cosine", "cosine_quartiles", "cosine_q10", "cosine_q50", "cosine_q90"]),
     "autoregressive-reverse": (["--autoregressive", "--pe", "phase"],
-                               ["self_feedback_token_accuracy", "ground_truth_feedback_token_accuracy"]),
+                               ["self_feedback_token_accuracy", "truth_feedback_token_accuracy", "truth_feedback_token_accuracy_ci"]),
     "autoregressive-sort": (["--task", "sort", "--autoregressive", "--pe", "none"],
-                            ["non_decreasing_share", "self_feedback_token_accuracy", "ground_truth_feedback_token_accuracy"]),
+                            ["non_decreasing_share", "self_feedback_token_accuracy", "truth_feedback_token_accuracy"]),
 }
 
 

@@ -78,6 +78,13 @@ def tables() -> dict:
                    for p, pe in enumerate(("none", "sinusoidal")) for j, L in enumerate((8, 16))],
         "lm": [{"model": "lstm", "pe": "none", "perplexity": 40.0, "perplexity_by_seed": "39 40 41",
                 "perplexity_min": 39.0, "perplexity_max": 41.0, "seeds": "1 2 3", "n_seeds": 3}],
+        "autoreg": [acc_row("lstm", pe, _vals(50 + k * 8 + p * 4 + f * 2 + j), V=V, task=task, feedback=fb)
+                    for k, task in enumerate(("reverse", "sort")) for p, pe in enumerate(("none", "sinusoidal"))
+                    for f, fb in enumerate(("self", "truth")) for j, V in enumerate((16, 64))],
+        "continuous": [{"task": "continuous", "model": m, "pe": pe, "dim": d, **SETTING,
+                        "seeds": "111 222 333", "n_seeds": 3, **_metric("cosine", _vals(70 + k * 4 + p * 2 + j))}
+                       for k, m in enumerate(("lstm", "gru")) for p, pe in enumerate(("none", "sinusoidal"))
+                       for j, d in enumerate((8, 32))],
     }
 
 
@@ -102,7 +109,8 @@ def figures(tmp_path_factory):
         for figs in _keeping(mp):
             plots._draw(tables(), tmp_path_factory.mktemp("figs"))
             assert set(figs) == {"fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
-                                 "double_vanilla.png", "extend_vocab.png", "length_v2.png"}
+                                 "double_vanilla.png", "extend_vocab.png", "length_v2.png", "autoregression.png",
+                                 "continuous.png"}
             yield figs
 
 
@@ -148,6 +156,7 @@ def test_every_bar_and_band_is_the_t_interval_of_the_seeds_not_the_tables_ci(fig
         "dual_frequency.png": acc(t["dual"]), "extend_vocab.png": acc(t["extend"]),
         "pe_forms.png": acc(beside + t["forms"]), "double_vanilla.png": acc(beside + t["double"]),
         "length_v2.png": acc(t["length"]), "stability.png": expected_intervals(t["stability"], "stability"),
+        "autoregression.png": acc(t["autoreg"]), "continuous.png": expected_intervals(t["continuous"], "cosine"),
     }
     for name, expected in want.items():
         got = drawn_intervals(figures[name])
@@ -224,7 +233,9 @@ def test_chance_lines_are_drawn_at_one_over_v_on_token_accuracy(figures):
         assert lines and all(set(ys) == set(levels) and "chance 1/V" in label for label, ys in lines), name
     fig2 = chance_lines(figures["fig2_vocab.png"])
     assert len(fig2) == 3 and all(ys == pytest.approx([1 / 16, 1 / 64]) for _, ys in fig2)  # one per model: 1/V at each V
-    assert chance_lines(figures["stability.png"]) == []
+    assert chance_lines(figures["stability.png"]) == [] and chance_lines(figures["continuous.png"]) == []
+    autoreg = chance_lines(figures["autoregression.png"])
+    assert len(autoreg) == 2 and all(ys == pytest.approx([1 / 16, 1 / 64]) for _, ys in autoreg)  # one per task panel
 
 
 def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
@@ -292,6 +303,7 @@ def test_one_model_order_in_every_figure(figures):
     assert _models_named(_reading_order(figures["fig2_vocab.png"])) == ["GRU", "LSTM", "Mamba"]
     assert _models_named(_reading_order(figures["dual_frequency.png"])) == ["GRU", "LSTM"]
     assert _models_named(_reading_order(figures["stability.png"])) == ["GRU", "S4D", "Mamba", "minGRU"]
+    assert _models_named(_reading_order(figures["continuous.png"])) == ["GRU", "LSTM"]
     ticks = [t.get_text() for t in figures["extend_vocab.png"].axes[0].get_xticklabels()]
     assert _models_named(ticks) == ["GRU", "Mamba"]
     for name in ("fig2_vocab.png", "dual_frequency.png", "stability.png"):
@@ -347,3 +359,12 @@ def test_matplotlibs_font_warnings_stay_off_the_commands_stderr():
     with pytest.raises(SystemExit):
         run(["--version"])
     assert logging.getLogger("matplotlib.font_manager").getEffectiveLevel() == logging.ERROR
+
+
+def test_the_autoregression_figure_tells_the_feedback_modes_apart(figures):
+    """Colour is the PE form; the line style and marker are the feedback (solid circles: self-fed)."""
+    lines = {ln.get_label(): ln for ln in _mean_lines(figures["autoregression.png"])}
+    assert (lines["vanilla, self-feedback"].get_linestyle(), lines["vanilla, self-feedback"].get_marker()) == ("-", "o")
+    truth = lines["PE (sinusoidal), ground-truth feedback"]
+    assert (truth.get_linestyle(), truth.get_marker()) == ("--", "s")
+    assert truth.get_color() == plots.pe_color("sinusoidal")

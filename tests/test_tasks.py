@@ -260,7 +260,10 @@ class EchoInput(torch.nn.Module):
 @pytest.mark.parametrize("kw", [dict(name="sort", vocab_size=3, length=6), dict(name="reverse", vocab_size=4, length=8, rarity=0.5)])
 def test_autoregressive_reports_self_and_ground_truth_feedback(kw):
     """With self-feedback the echo model predicts V−1 (the clamped query) at every step; with the
-    ground truth fed back, step j predicts target j−1. Both accuracies must be exactly that."""
+    ground truth fed back, step j predicts target j−1. The one evaluation path scores both modes
+    on the same test sequences, and each must be exactly that."""
+    from posrnn_cli.engine.evaluate import evaluate_model
+
     t = task(**kw, autoregressive=True, n_test=64)
     test = t.test_set()
     m = EchoInput(t.V)
@@ -271,12 +274,26 @@ def test_autoregressive_reports_self_and_ground_truth_feedback(kw):
     ok = (test.targets == t.V - 1) & mask
     assert rep["self_feedback_token_accuracy"] == pytest.approx(ok.sum().item() / mask.sum().item())
     assert rep["self_feedback_sequence_accuracy"] == pytest.approx((ok | ~mask).all(1).double().mean().item())
+    summary, per_seq = evaluate_model(t, m, torch.device("cpu"), batch_size=16, n_resamples=50)
     shifted = torch.cat([torch.full_like(test.targets[:, :1], t.V - 1), test.targets[:, :-1]], 1)
-    ok = (shifted == test.targets) & mask
-    extra = t.evaluate_extra(m, test, batch_size=16)
-    assert extra["ground_truth_feedback_token_accuracy"] == pytest.approx(ok.sum().item() / mask.sum().item())
-    assert extra["ground_truth_feedback_sequence_accuracy"] == pytest.approx((ok | ~mask).all(1).double().mean().item())
-    assert 0 < extra["ground_truth_feedback_token_accuracy"] < 1
+    for prefix, right in (("", ok), ("truth_feedback_", (shifted == test.targets) & mask)):
+        per_token = (right.sum(1) / mask.sum(1).clamp_min(1)).double().numpy()
+        assert per_seq[f"{prefix}token_accuracy"] == pytest.approx(per_token)
+        assert per_seq[f"{prefix}sequence_accuracy"] == pytest.approx((right | ~mask).all(1).double().numpy())
+        assert summary[f"{prefix}token_accuracy"] == pytest.approx(per_token.mean())
+    assert 0 < summary["truth_feedback_token_accuracy"] < 1 and summary["token_accuracy"] != summary["truth_feedback_token_accuracy"]
+
+
+def test_only_an_autoregressive_task_takes_ground_truth_feedback():
+    """A task without autoregression scores one mode and refuses the other in one line."""
+    from posrnn_cli.engine.evaluate import evaluate_model
+
+    t = task(name="reverse", vocab_size=4, length=5, n_test=16)
+    assert t.feedback_modes == ("self",) and task(name="sort", vocab_size=4, length=5, autoregressive=True).feedback_modes == ("self", "truth")
+    with pytest.raises(PosrnnError, match="feedback 'truth' is not defined for task 'reverse'; use one of: self"):
+        t.infer(EchoInput(4), t.test_set(), "truth")
+    _, per_seq = evaluate_model(t, EchoInput(4), torch.device("cpu"), batch_size=8, n_resamples=20)
+    assert not any(k.startswith("truth_") for k in per_seq)
 
 
 class PlusOne(torch.nn.Module):

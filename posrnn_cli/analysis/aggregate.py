@@ -34,12 +34,14 @@ import numpy as np
 import yaml
 
 from ..common import catalog
+from ..common.catalog import feedback_prefix
 from ..common.config import CELL_IGNORED, RunConfig, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
 from ..common.provenance import Proof, check_scores, proven_eval
 from ..common.stats import hierarchical
+from ..common.tables import COSINE_QUANTILES
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
 DUAL_CONDITIONS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
@@ -249,6 +251,47 @@ def table_extend(runs: list[Path], n_resamples: int) -> list[dict]:
     return rows
 
 
+def table_autoreg(runs: list[Path], n_resamples: int) -> list[dict]:
+    """One row per (autoregressive cell, feedback): the eval table's measures with the output
+    phase fed the model's own previous predictions (``self``) or the previous targets (``truth``,
+    teacher forcing at test time), both scored on the same test sequences of the same checkpoint."""
+    rows = []
+    for cfg, members in group_runs(runs):
+        if not cfg.task.autoregressive:
+            raise PosrnnError(f"{members[0][1]} is not autoregressive (task.autoregressive is false), so it has no "
+                              f"ground-truth-fed scores; re-run its sweep (the autoreg experiment sets it)")
+        keys = tuple(feedback_prefix(f) + m for f in catalog.FEEDBACK for m in METRICS)
+        data = [scores(run, keys)[0] for _, run in members]
+        for feedback in catalog.FEEDBACK:
+            row = {**cell_columns(cfg), "feedback": feedback, **seeds_columns(members)}
+            for m in METRICS:
+                s = hierarchical([a[feedback_prefix(feedback) + m] for a in data], n_resamples)
+                row.update(with_ci(m, s))
+            rows.append({**row, "n_sequences": s["n"]})
+    return rows
+
+
+def table_cosine(runs: list[Path], n_resamples: int) -> list[dict]:
+    """One row per cell of the continuous task: the mean per-token cosine between predicted and
+    target vectors (each seed's and their mean, 95% CI), and the per-token cosines' 10th, 50th
+    and 90th percentiles over each seed's test set (``cosine_q10_by_seed`` …) with their means."""
+    rows = []
+    for cfg, members in group_runs(runs):
+        data, reports = zip(*(scores(run, ("cosine",)) for _, run in members))
+        quantiles = {}
+        for p in COSINE_QUANTILES:
+            values = [r.get(f"cosine_q{p}") for r in reports]
+            if not all(isinstance(v, (int, float)) for v in values):
+                raise PosrnnError(f"an eval.json of {', '.join(str(r) for _, r in members)} has no cosine_q{p} (not a "
+                                  f"continuous-task evaluation, or one by an older posrnn); re-run the continuous sweep")
+            quantiles.update({f"cosine_q{p}": float(np.mean(values)), f"cosine_q{p}_by_seed": by_seed(values)})
+        s = hierarchical([a["cosine"] for a in data], n_resamples)
+        cells = {k: v for k, v in cell_columns(cfg).items() if k != "vocab_size"}  # vectors: no vocabulary
+        rows.append({**cells, "dim": cfg.task.dim, **seeds_columns(members), **with_ci("cosine", s),
+                     **quantiles, "n_sequences": s["n"]})
+    return rows
+
+
 #: the early phase of language-model training, as a share of the iterations: the papers see PE's
 #: faster start fade "around 10,000/30,000 iterations" of 300,000 (002 §5.3), i.e. by 3-10%
 EARLY_FRACTION = 0.10
@@ -379,6 +422,16 @@ def headline_irie(rows: list[dict]) -> dict:
     return {f"layers_{r['layers']}": round(r["permutation_sensitive_share"], 4) for r in rows}
 
 
+def headline_autoreg(rows: list[dict]) -> dict:
+    """Token accuracy per PE form under self-feedback (``<pe>``) and ground-truth feedback (``<pe>_truth``)."""
+    return {**by_pe([r for r in rows if r["feedback"] == "self"], "token_accuracy"),
+            **{f"{pe}_truth": v for pe, v in by_pe([r for r in rows if r["feedback"] == "truth"], "token_accuracy").items()}}
+
+
+def headline_cosine(rows: list[dict]) -> dict:
+    return by_pe(rows, "cosine")
+
+
 #: what the numbers of each table form's metrics file are (by PE form, ``none`` = vanilla)
 MEASURES = {
     "eval": "token accuracy, mean over cells",
@@ -387,6 +440,8 @@ MEASURES = {
     "extend": "token accuracy on sequences of new ids only",
     "lm": "test perplexity, mean over seeds",
     "irie": "share of sequences whose last output a permutation changes, by layer count",
+    "autoreg": "token accuracy, mean over cells: self-feedback (<pe>) and ground-truth feedback (<pe>_truth)",
+    "cosine": "mean per-token cosine between predicted and target vectors, mean over cells",
 }
 
 

@@ -194,11 +194,12 @@ def _errorbars(ax, xs: list, ys: list, spreads: list[Spread], color: str) -> Non
         c.set_gid("interval")
 
 
-def _series(ax, xs: list, rows: list[dict], key: str, color: str, label: str, band: bool = False) -> list[Spread]:
+def _series(ax, xs: list, rows: list[dict], key: str, color: str, label: str, band: bool = False,
+            ls: str = "-", marker: str = "o") -> list[Spread]:
     """One line of means (points only when it has a single x) with its intervals: error bars,
     or a shaded band when ``band`` and there are several points. Returns the intervals."""
     ys, spreads = [r[key] for r in rows], [spread(r, key) for r in rows]
-    ax.plot(xs, ys, marker="o", ms=4 if band else 6, ls="-" if len(xs) > 1 else "none", color=color, label=label)
+    ax.plot(xs, ys, marker=marker, ms=4 if band else 6, ls=ls if len(xs) > 1 else "none", color=color, label=label)
     if band and len(xs) > 1:
         ax.fill_between(xs, [s.lo for s in spreads], [s.hi for s in spreads], color=color, alpha=0.2, lw=0, gid="interval")
     else:
@@ -299,6 +300,8 @@ COLUMNS = {
     "extend": ("model", "pe", "base_vocab", "extra_vocab", *_ACC),
     "length": (*_CELL, "vocab_size", *_ACC),
     "lm": ("model", "pe", "perplexity"),
+    "autoreg": (*_CELL, "task", "vocab_size", "feedback", *_ACC),
+    "continuous": (*_CELL, "dim", "cosine", "cosine_ci_low", "cosine_ci_high"),
 }
 
 
@@ -445,6 +448,34 @@ def fig_length(rows: list[dict], path: Path) -> None:
                  f"{r0['iterations']:,} it; {note})", path, fontsize=9)
 
 
+def fig_sweep(rows: list[dict], path: Path, x: str, key: str, xlabel: str, title: str, split: Optional[str] = None) -> None:
+    """``key`` vs ``x`` on a log2 axis, a panel per (task, model), a line per PE form (colour) and,
+    with ``split`` (e.g. ``feedback``), per value of that column (solid, then dashed)."""
+    panels = sorted({(r.get("task", ""), r["model"]) for r in rows}, key=lambda p: (str(p[0]), _model_key(p[1])))
+    fig, items = _grid(len(panels))
+    spreads: list[Spread] = []
+    for (task, model), (ax,) in zip(panels, items):
+        prow = [r for r in rows if r.get("task", "") == task and r["model"] == model]
+        kinds = catalog.order(catalog.FEEDBACK, (r[split] for r in prow)) if split else [None]
+        for pe in _pe_sorted(r["pe"] for r in prow):
+            for k, kind in enumerate(kinds):
+                rs = sorted((r for r in prow if r["pe"] == pe and (split is None or r[split] == kind)), key=lambda r: r[x])
+                label = pe_label(pe) + (f", {catalog.label(catalog.FEEDBACK, kind)}" if split else "")
+                if rs:
+                    spreads += _series(ax, [r[x] for r in rs], rs, key, pe_color(pe), label, ls=("-", "--", ":")[k % 3],
+                                       marker="os^"[k % 3])
+        if key == "token_accuracy":
+            _chance(ax, [r[x] for r in prow], prow, half=None)
+        _sweep_axis(ax, [r[x] for r in prow])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(key.replace("_", " "))
+        ax.grid(alpha=0.3)
+        _ax_title(ax, f"{task + ': ' if task and split else ''}{model_label(model)} ({_setting(prow[0])})")
+    note, name = describe(spreads)
+    _legend(items[0][0], name, handlelength=3)
+    _finish(fig, f"{title} ({note})", path)
+
+
 def _same_setting(a: dict, b: dict) -> bool:
     keys = ("model", "vocab_size", "length", "hidden_size", "iterations", "batch_size")
     return all(a[k] == b[k] for k in keys) and not a.get("rarity") and not b.get("rarity")
@@ -520,6 +551,16 @@ def draw_lm(t: dict, path: Path) -> None:
         _pending[Path(path)] = lm_table(t["lm"]).encode()
     else:
         atomic_write_text(path, lm_table(t["lm"]))
+
+
+def draw_autoreg(t: dict, path: Path) -> None:
+    fig_sweep(t["autoreg"], path, "vocab_size", "token_accuracy", "vocabulary size V",
+              "Autoregressive output phase: accuracy vs vocabulary size, self-fed vs ground-truth-fed", split="feedback")
+
+
+def draw_continuous(t: dict, path: Path) -> None:
+    fig_sweep(t["continuous"], path, "dim", "cosine", "dimension d of the unit vectors",
+              "Infinite vocabulary: mean per-token cosine of reversed unit vectors vs dimension")
 
 
 def draw_all(results: Path, out_dir: Path) -> list[Path]:

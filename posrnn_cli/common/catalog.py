@@ -61,6 +61,19 @@ PE_MODES: dict[str, Entry] = {
     "add": Entry("PE added to the embedding (needs P = E)"),
 }
 
+#: what the output phase of an autoregressive task is fed at evaluation (``Task.feedback_modes``);
+#: the first is what ``eval`` reports as the run's result
+FEEDBACK: dict[str, Entry] = {
+    "self": Entry("the model's own previous prediction (true autoregression)", "self-feedback"),
+    "truth": Entry("the previous target (teacher forcing at test time)", "ground-truth feedback"),
+}
+
+
+def feedback_prefix(feedback: str) -> str:
+    """The prefix of an evaluation's scores under ``feedback``: none for "self" (the run's result),
+    ``truth_feedback_`` for the targets fed back (``truth_feedback_token_accuracy``, …)."""
+    return "" if feedback == "self" else f"{feedback}_feedback_"
+
 
 def label(registry: dict[str, Entry], name: str) -> str:
     """The legend text of ``name`` (the name itself when it has none)."""

@@ -69,6 +69,9 @@ class Experiment:
     #: which checkpoints its runs keep (a profile section's ``keep_checkpoints`` overrides it): ``last``, the
     #: latest only (the final one once a run has finished), or ``all``, where an analysis reads every one
     keep_checkpoints: str = "last"
+    #: config values every run of the experiment has, as (dotted key, value) pairs: set before the
+    #: profile section's own keys, and a section or cell that sets one otherwise is refused
+    fixed: tuple[tuple[str, Any], ...] = ()
 
     @property
     def job_kind(self) -> JobKind:
@@ -105,6 +108,11 @@ TABLE_FORMS: dict[str, TableForm] = {t.name: t for t in (
     TableForm("lm", f"{_A}.table_lm", f"{_A}.headline_lm", ("model", "pe", "seeds", "perplexity", "perplexity_by_seed")),
     TableForm("irie", f"{_A}.table_irie", f"{_A}.headline_irie",
               ("layers", "pe", *_ACC, "permutation_sensitive_share", "max_logit_change", "tolerance")),
+    TableForm("autoreg", f"{_A}.table_autoreg", f"{_A}.headline_autoreg",
+              ("task", "model", "pe", "vocab_size", "feedback", *_ACC)),
+    TableForm("cosine", f"{_A}.table_cosine", f"{_A}.headline_cosine",
+              ("model", "pe", "dim", "seeds", "cosine", "cosine_by_seed", "cosine_ci_low", "cosine_ci_high",
+               "cosine_q10_by_seed", "cosine_q50_by_seed", "cosine_q90_by_seed")),
 )}
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
@@ -130,6 +138,12 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("budget", "train", "eval", "train",
                "the vanilla control: fig2's vanilla cells with twice the iterations or twice the batch (003 §4.2)"),
     Experiment("s4d", "train", "eval", "train", "S4D state-space model, vanilla vs PE"),
+    Experiment("autoreg", "train", "autoreg", "train",
+               "autoregressive reverse / sort: self-fed vs ground-truth-fed output phase (000 App. B.2, Fig. 8)",
+               figure=Figure("autoregression.png", f"{_PLOTS}.draw_autoreg"), fixed=(("task.autoregressive", True),)),
+    Experiment("continuous", "train", "cosine", "train",
+               "the infinite vocabulary: reversing random unit vectors in R^d, cosine (000 App. B.3, Fig. 9)",
+               figure=Figure("continuous.png", f"{_PLOTS}.draw_continuous"), fixed=(("task.name", "continuous"),)),
     Experiment("irie", "irie", "irie", "train", "causal Transformers without PE: 1 vs 2 layers, permutations"),
     Experiment("stability", "stability", "stability", "stability",
                "gradient stability of the dual runs' checkpoints (Fig. 5)", "dual",

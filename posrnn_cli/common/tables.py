@@ -25,24 +25,27 @@ from typing import Any, Iterable, Optional
 from . import catalog
 from .errors import PosrnnError
 
+#: the percentiles of the per-token cosines a continuous-task evaluation reports (``cosine_q10`` …)
+COSINE_QUANTILES = (10, 50, 90)
 #: measurement → (lowest, highest) value it can take
 MEASURES: dict[str, tuple[float, float]] = {
     "token_accuracy": (0.0, 1.0), "sequence_accuracy": (0.0, 1.0), "non_decreasing_share": (0.0, 1.0),
     "permutation_sensitive_share": (0.0, 1.0), "damerau_levenshtein": (0.0, math.inf), "stability": (-1.0, 1.0),
     "perplexity": (1.0, math.inf), "perplexity_min": (1.0, math.inf), "perplexity_max": (1.0, math.inf),
     "early_train_loss": (0.0, math.inf), "max_logit_change": (0.0, math.inf), "token_nll": (0.0, math.inf),
+    "cosine": (-1.0, 1.0), **{f"cosine_q{p}": (-1.0, 1.0) for p in COSINE_QUANTILES},
 }
 #: counts: positive integers
 COUNTS = ("n_seeds", "n_sequences", "n_triplets", "n_tokens", "permutations")
 #: columns that name a cell (a config without its seed), whatever their type
 KEY_COLUMNS = {"task", "model", "pe", "vocab_size", "length", "min_length", "rarity", "hidden_size", "layers",
                "heads", "delay", "iterations", "batch_size", "warmup", "condition", "half", "step", "pair", "base_vocab",
-               "extra_vocab", "max_tokens", "combine", "embed_size", "target_position"}
+               "extra_vocab", "max_tokens", "combine", "embed_size", "target_position", "feedback", "dim"}
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional
 VALUE_COLUMNS = {*MEASURES, *COUNTS, "ci_low", "ci_high", "seeds", "tolerance"}
 #: columns whose text must be a name of the catalogue
-NAMES = {"task": catalog.TASKS, "model": catalog.CORES, "pe": catalog.PE_FORMS}
+NAMES = {"task": catalog.TASKS, "model": catalog.CORES, "pe": catalog.PE_FORMS, "feedback": catalog.FEEDBACK}
 #: the relative tolerance of a mean recomputed from per-seed values written to six significant digits
 ROUNDING = 2e-5
 

@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..common.catalog import feedback_prefix
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, write_csv, write_npz
@@ -67,29 +68,36 @@ def load_run(path: Path, step: Optional[int] = None, device: str = "cpu") -> Loa
 
 
 @torch.no_grad()
-def predict_all(task: Task, model, test: Batch, batch_size: int) -> torch.Tensor:
+def predict_all(task: Task, model, test: Batch, batch_size: int, feedback: str = "self") -> torch.Tensor:
+    """``task.infer`` over ``test`` in batches, the output phase fed as ``feedback`` says."""
     preds = []
     for start in range(0, len(test), batch_size):
         rows = torch.arange(start, min(start + batch_size, len(test)), device=test.inputs.device)
-        preds.append(task.infer(model, test.select(rows)))
+        preds.append(task.infer(model, test.select(rows), feedback))
     return torch.cat(preds)
 
 
 def evaluate_model(task: Task, model, device: torch.device, batch_size: int = 1024, n_resamples: int = 10_000) -> tuple[dict, dict]:
-    """Score ``model`` on ``task``'s held-out set → (summary, per-sequence arrays). The arrays
-    include ``group`` (the test-grid cell of each sequence) when the test set has one."""
+    """Score ``model`` on ``task``'s held-out set → (summary, per-sequence arrays), once per
+    feedback mode of the task (``Task.feedback_modes``; the scores of a mode other than "self"
+    named with ``feedback_prefix``). The arrays include ``group`` (the test-grid cell of each
+    sequence) when the test set has one."""
     test = task.test_set(device)
-    pred = predict_all(task, model, test, batch_size)
-    per_seq = task.scores(pred, test)
     summary: dict = {}
-    for name, values in per_seq.items():
-        s = summarize(values, n_resamples=n_resamples)
-        summary[name] = s["mean"]
-        summary[f"{name}_ci"] = [s["ci_low"], s["ci_high"]]
-    summary["n_test"] = len(test)
-    summary.update(task.report(pred, test))
-    with torch.no_grad():
-        summary.update(task.evaluate_extra(model, test, batch_size))
+    per_seq: dict = {}
+    for feedback in task.feedback_modes:
+        prefix = feedback_prefix(feedback)
+        pred = predict_all(task, model, test, batch_size, feedback)
+        for name, values in task.scores(pred, test).items():
+            s = summarize(values, n_resamples=n_resamples)
+            summary[prefix + name] = s["mean"]
+            summary[f"{prefix}{name}_ci"] = [s["ci_low"], s["ci_high"]]
+            per_seq[prefix + name] = values
+        if feedback == "self":
+            summary["n_test"] = len(test)
+            summary.update(task.report(pred, test))
+            with torch.no_grad():
+                summary.update(task.evaluate_extra(model, test, batch_size))
     if test.group is not None:
         per_seq = {**per_seq, "group": test.group.cpu().numpy()}
     return summary, per_seq

@@ -159,6 +159,15 @@ def _base(params: Path, prof: dict, profile: str) -> RunConfig:
     return cfg
 
 
+def _check_fixed(cfg: RunConfig, exp: Experiment, where: str) -> None:
+    """Refuse a section or cell key that changed one of the experiment's fixed values (``Experiment.fixed``)."""
+    flat = cfg.flat()
+    for key, value in exp.fixed:
+        if flat[key] != value:
+            raise PosrnnError(f"{where}: every {exp.name} run has {key} = {value!r}, but the profile sets "
+                              f"{flat[key]!r}; drop that key from the section or cell")
+
+
 def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     cells, pes, seeds = _grid(sec, exp.name, profile)
@@ -171,8 +180,11 @@ def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_roo
             for seed in seeds:
                 cfg = RunConfig.from_dict(base)
                 where = f"profile {profile!r}, {exp.name}"
+                for key, value in exp.fixed:  # what every run of the experiment has, before the profile's keys
+                    set_key(cfg, key, value, source=f"experiment {exp.name}")
                 _apply(cfg, settings, where)
                 _apply(cfg, cell, f"{where}, cell {cell}")
+                _check_fixed(cfg, exp, f"{where}, cell {cell}")
                 set_key(cfg, "model.pe", pe, source=where)
                 set_key(cfg, "train.seed", seed, source=where)
                 name = f"{cell_name(cell)}-{pe}-s{seed}"

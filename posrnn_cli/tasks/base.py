@@ -120,6 +120,10 @@ class Task(abc.ABC):
     #: can ``posrnn extend-vocab`` add ids to a run of this task (fixed-layout reverse over a
     #: uniform vocabulary)
     extendable = False
+    #: what the output phase is fed at evaluation (``infer``'s ``feedback``), the first being what
+    #: ``eval`` scores as the task's result: "self" = the model's own previous predictions (or
+    #: nothing fed back, for a task without autoregression), "truth" = the targets (teacher forcing)
+    feedback_modes: tuple[str, ...] = ("self",)
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -225,9 +229,16 @@ class Task(abc.ABC):
         ok = pred == batch.targets
         return ok if batch.mask is None else ok & batch.mask
 
-    def infer(self, model, batch: Batch) -> Tensor:
-        """Predictions of ``model`` on ``batch`` as ``eval`` scores them: (B, K)."""
+    def infer(self, model, batch: Batch, feedback: str = "self") -> Tensor:
+        """Predictions of ``model`` on ``batch`` as ``eval`` scores them: (B, K), the output
+        phase fed as ``feedback`` says (one of ``feedback_modes``)."""
+        self.check_feedback(feedback)
         return self.predict(model(batch.inputs, batch.out_index, batch.query))
+
+    def check_feedback(self, feedback: str) -> None:
+        if feedback not in self.feedback_modes:
+            raise PosrnnError(f"feedback {feedback!r} is not defined for task {self.describe()}; "
+                              f"use one of: {', '.join(self.feedback_modes)}")
 
     def scores(self, pred: Tensor, batch: Batch) -> dict:
         """Per-sequence score arrays (B,) for ``eval``: accuracy and DL distance."""

@@ -120,8 +120,9 @@ class LMTask(Task):
             return total * self.world_size / count.clamp_min(1)
         return total / count.clamp_min(1)
 
-    def infer(self, model, batch: Batch) -> Tensor:
+    def infer(self, model, batch: Batch, feedback: str = "self") -> Tensor:
         """Per-token NLL (B, T−1), zero on padding."""
+        self.check_feedback(feedback)
         logits = model(batch.inputs)  # (B T−1 V)
         nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none")
         return nll.view_as(batch.targets) * batch.mask

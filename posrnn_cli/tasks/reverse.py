@@ -2,7 +2,8 @@
 
 * ``ReverseTask``: ``x_1…x_L`` i.i.d. uniform over V, then L query steps; target ``x_L…x_1``.
   With ``task.autoregressive`` the output phase is fed the previous target while training
-  and the previous prediction at evaluation.
+  and the previous prediction at evaluation; ``eval`` scores the targets fed back too
+  (``feedback_modes``: "self", "truth").
 * ``VariableLengthReverse`` (``task.min_length``): L ~ U{min_length … length} per sequence.
 * ``DualFrequencyReverse`` (``task.rarity``): ids ``[0, V/2)`` Frequent, ``[V/2, V)`` Rare;
   tested on the (target kind × disturbant kind) grid.
@@ -74,9 +75,16 @@ class ReverseTask(Task):
         return self.build(self.tokens(n, gen, device), self.lengths(n, gen, device))
 
     # ---- autoregressive inference ------------------------------------------------------
-    def infer(self, model, batch: Batch) -> Tensor:
-        if not self.cfg.autoregressive:
-            return super().infer(model, batch)
+    @property
+    def feedback_modes(self) -> tuple[str, ...]:
+        return ("self", "truth") if self.cfg.autoregressive else ("self",)
+
+    def infer(self, model, batch: Batch, feedback: str = "self") -> Tensor:
+        """Without autoregression, or with ``feedback="truth"`` (teacher forcing: the batch's
+        output phase already holds the previous targets, as ``build`` lays it out), one forward
+        pass; with ``feedback="self"``, step j+1 is fed the prediction of step j."""
+        if not self.cfg.autoregressive or feedback != "self":
+            return super().infer(model, batch, feedback)
         inputs = batch.inputs.clone()
         L = self.L
         inputs[:, L + 1 :] = self.query_id  # nothing fed back yet
@@ -93,17 +101,6 @@ class ReverseTask(Task):
             return {}
         n_ok, n, n_seq = _tally(self.correct(pred, batch), batch)  # ``pred`` came from ``infer``: self-feedback
         return {"self_feedback_token_accuracy": n_ok / n, "self_feedback_sequence_accuracy": n_seq / len(batch)}
-
-    def evaluate_extra(self, model, test: Batch, batch_size: int) -> dict:
-        if not self.cfg.autoregressive:
-            return {}
-        # the same model fed the ground truth in the output phase (teacher forcing)
-        n_ok = n = n_seq = 0
-        for start in range(0, len(test), batch_size):
-            b = test.select(torch.arange(start, min(start + batch_size, len(test)), device=test.inputs.device))
-            t = _tally(self.correct(Task.infer(self, model, b), b), b)
-            n_ok, n, n_seq = n_ok + t[0], n + t[1], n_seq + t[2]
-        return {"ground_truth_feedback_token_accuracy": n_ok / n, "ground_truth_feedback_sequence_accuracy": n_seq / len(test)}
 
 
 class VariableLengthReverse(ReverseTask):
