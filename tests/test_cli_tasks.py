@@ -245,8 +245,10 @@ def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
                     r = runner.invoke(app, [*words, "--json"])
                     assert r.exit_code == 0, f"{cmd} {b}\n{r.output}"
                     cfg = seen[-1]
-                    assert cfg.train.batch_size == 512 and cfg.model.hidden_size == 512, (cmd, b)
-                    assert cfg.train.iterations == (600_000 if cfg.task.name == "delayed-add" else 300_000), (cmd, b)
+                    budget = "runs/budget/" in cmd  # the vanilla control: twice the iterations or the batch
+                    assert cfg.train.batch_size in ((512, 1024) if budget else (512,)) and cfg.model.hidden_size == 512, (cmd, b)
+                    iterations = {"delayed-add": 600_000}.get(cfg.task.name, 20_000 if cfg.model.name == "transformer" else 300_000)
+                    assert cfg.train.iterations in ((iterations, 600_000) if budget else (iterations,)), (cmd, b)
                     out = words[words.index("--out") + 1]
                     assert out not in outs, f"two grid points of one row write {out}"
                     outs.add(out)
@@ -258,3 +260,27 @@ def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
                     for opt in (w for w in words if w.startswith("--")):
                         assert opt in helptext, f"{cmd}: {opt}"
     assert n_train >= 200
+    # the commands' runs are exactly the paper profile's training runs (every seed of both)
+    docs = {_run_key(c) for c in seen}
+    profile = paper_profile_runs()
+    assert not docs - profile, f"in docs/experiments.md, not in the paper profile: {sorted(docs - profile)[:5]}"
+    assert not profile - docs, f"in the paper profile, not in docs/experiments.md: {sorted(profile - docs)[:5]}"
+
+
+def _run_key(cfg: RunConfig) -> tuple:
+    """What makes a training run, its seed aside (the commands above ran with one seed)."""
+    t, m, tr = cfg.task, cfg.model, cfg.train
+    return (t.name, m.name, m.pe, t.vocab_size if t.name != "continuous" else None, t.length, t.min_length,
+            t.delay if t.name == "copy" else None, t.dim if t.name == "continuous" else None, t.autoregressive,
+            t.rarity, m.layers if m.name == "transformer" else None, m.hidden_size, tr.iterations, tr.batch_size)
+
+
+def paper_profile_runs() -> set:
+    """The run keys of the paper profile's training experiments (``posrnn sweep --dry-run``'s
+    runs): the extension and the language model are not ``posrnn train`` commands."""
+    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.sweep.plan import plan
+
+    exps = [e.name for e in EXPERIMENTS.values() if e.kind in ("train", "irie")]
+    jobs = plan(ROOT / "params.yaml", "paper", exps, Path("/nonexistent/runs"))
+    return {_run_key(j.run_config()) for j in jobs}

@@ -313,3 +313,22 @@ def test_the_sweep_passes_the_sections_target_position_and_refuses_one_outside_t
     with pytest.raises(PosrnnError) as e:
         plan(params, "t", ["stability"])
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_stability_section_can_name_the_cores_it_analyses(tmp_path):
+    """stability_mid analyses the S4D at t > 1 while the RNNs keep t = 1: ``models`` picks the
+    source runs' cores, [] none, and a value that is not a list of names is one line."""
+    from posrnn_cli.sweep.plan import plan
+    from test_sweep import scratch
+
+    dual = {"cells": [{"model": "s4d", "vocab": 8}, {"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1],
+            "length": 4, "hidden": 8, "rarity": 0.25, "iterations": 20, "batch": 8, "warmup": 2, "keep_checkpoints": "all"}
+    for models, names in ((["s4d"], ["s4d-v8-none-s1"]), ([], []), (None, ["s4d-v8-none-s1", "gru-v8-none-s1"])):
+        sec = {"triplets": 8, "target_position": 2, **({} if models is None else {"models": models})}
+        params = scratch(tmp_path, dual=dual, stability_mid=sec)
+        jobs = plan(params, "t", ["stability_mid"])
+        assert sorted(j.name for j in jobs) == sorted(names) and all("models" not in j.options for j in jobs)
+    params = scratch(tmp_path, dual=dual, stability_mid={"models": "s4d"})
+    with pytest.raises(PosrnnError) as e:
+        plan(params, "t", ["stability_mid"])
+    assert "stability_mid.models must list core names" in str(e.value) and "\n" not in str(e.value)

@@ -525,6 +525,10 @@ def draw_stability(t: dict, path: Path) -> None:
     fig_stability(t["stability"], path)
 
 
+def draw_stability_mid(t: dict, path: Path) -> None:
+    fig_stability(t["stability_mid"], path)
+
+
 def draw_forms(t: dict, path: Path) -> None:
     rows = _beside_fig2(t, "forms")
     fig_bars(rows, path, f"PE forms ({model_label(rows[0]['model'])}, V={rows[0]['vocab_size']}, {_setting(rows[0])})")

@@ -218,6 +218,8 @@ class StabilitySection:
     # the target's position t (1: the first token, the RNNs' set-up; 002 §4.3 puts the S4D's at 23):
     # t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t; at most the runs' task.length
     target_position: int = bounded(1, 1)
+    # the source runs' cores analysed (none given: every one); [] analyses nothing
+    models: Optional[list] = None
 
 
 @dataclass
@@ -260,7 +262,8 @@ def read_section(cls: type, data: Any, where: str, required: tuple[str, ...] = (
     values = {}
     for k, v in data.items():
         tp = hints[k]
-        values[k] = v if tp is list or typing.get_origin(tp) is list else coerce(v, tp, f"{where}: {k}")
+        is_list = tp is list or typing.get_origin(tp) is list or list in typing.get_args(tp)
+        values[k] = v if is_list else coerce(v, tp, f"{where}: {k}")
     section = cls(**values)
     check_bounds(section, where)
     return section

@@ -246,6 +246,11 @@ def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs
     sec = read_section(StabilitySection, _section(prof, exp.name, profile), f"profile {profile!r}, {exp.name}")
     opts = {**asdict(sec), "device": prof.get("device", "auto")}
     sources = train_jobs(params, prof, profile, EXPERIMENTS[exp.source], runs_root, force)
+    if sec.models is not None:
+        if not isinstance(sec.models, list) or not all(isinstance(m, str) for m in sec.models):
+            raise PosrnnError(f"profile {profile!r}, {exp.name}.models must list core names, e.g. [s4d]")
+        sources = [s for s in sources if s.run_config().model.name in sec.models]
+    opts.pop("models")
     if sources and keep_policy(prof, EXPERIMENTS[exp.source], profile) != "all":
         raise PosrnnError(f"profile {profile!r}: stability reads every checkpoint of the {exp.source} runs, and "
                           f"{exp.source}.keep_checkpoints keeps only the last; set {exp.source}.keep_checkpoints: all")
