@@ -81,6 +81,13 @@ def tables() -> dict:
         "autoreg": [acc_row("lstm", pe, _vals(50 + k * 8 + p * 4 + f * 2 + j), V=V, task=task, feedback=fb)
                     for k, task in enumerate(("reverse", "sort")) for p, pe in enumerate(("none", "sinusoidal"))
                     for f, fb in enumerate(("self", "truth")) for j, V in enumerate((16, 64))],
+        "delayed": [acc_row("lstm", pe, _vals(80 + p * 2 + j), V=V, task="delayed-add")
+                    for p, pe in enumerate(("none", "sinusoidal")) for j, V in enumerate((32, 64))],
+        "predecessor": [acc_row("lstm", pe, _vals(84 + p * 2 + j), V=V, task="predecessor")
+                        for p, pe in enumerate(("none", "sinusoidal")) for j, V in enumerate((32, 64))],
+        "patterns": [acc_row("lstm", pe, _vals(88 + p * 3 + j), V=K, length=L)
+                     for p, pe in enumerate(("none", "sinusoidal")) for j, (K, L) in enumerate(((2, 12), (8, 4), (64, 2)))],
+        "stability_mid": [{**r, "target_position": 3} for r in stability_rows([("s4d", "none"), ("s4d", "sinusoidal")])],
         "continuous": [{"task": "continuous", "model": m, "pe": pe, "dim": d, **SETTING,
                         "seeds": "111 222 333", "n_seeds": 3, **_metric("cosine", _vals(70 + k * 4 + p * 2 + j))}
                        for k, m in enumerate(("lstm", "gru")) for p, pe in enumerate(("none", "sinusoidal"))
@@ -110,7 +117,8 @@ def figures(tmp_path_factory):
             plots._draw(tables(), tmp_path_factory.mktemp("figs"))
             assert set(figs) == {"fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
                                  "double_vanilla.png", "extend_vocab.png", "length_v2.png", "autoregression.png",
-                                 "continuous.png"}
+                                 "continuous.png", "delayed_add.png", "predecessor.png", "pattern_count.png",
+                                 "stability_mid.png"}
             yield figs
 
 
