@@ -142,3 +142,18 @@ def test_piped_tables_are_80_columns_without_columns_and_follow_it(runs, monkeyp
     assert r.exit_code == 0 and max(len(line) for line in r.stdout.splitlines()) <= 80
     code, out, _ = cli("compare", runs["none", 1], runs["sinusoidal", 2], "--device", "cpu", columns=60)
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 60, out
+
+
+def test_compare_takes_threads_as_eval_does(runs):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        code, out, err = cli("compare", runs["none", 1], runs["sinusoidal", 1], "--device", "cpu", "--threads", "1")
+        assert code == 0, err
+        assert torch.get_num_threads() == 1
+        code, out, err = cli("compare", runs["none", 1], runs["sinusoidal", 1], "--threads", "0")
+        assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    finally:
+        torch.set_num_threads(before)

@@ -93,3 +93,42 @@ def test_an_unknown_experiment_directory_is_refused(tmp_path):
     (tmp_path / "fig9" / "r" / "config.yaml").write_text("{}\n")
     with pytest.raises(PosrnnError, match="not an experiment posrnn knows"):
         aggregate(tmp_path, tmp_path / "t")
+
+
+def test_the_papers_other_experiments_run_end_to_end_at_micro_size(tmp_path, monkeypatch):
+    """Delayed addition, the predecessor query, the pattern count, the vanilla control and the
+    S4D-style stability analysis, with the micro profile's own sections: sweep, table (every
+    required column, per-seed values), headline numbers and figure."""
+    from posrnn_cli.analysis.aggregate import aggregate
+    from posrnn_cli.analysis.plots import draw_all
+    from posrnn_cli.common.experiments import required_columns
+    from posrnn_cli.common.io import read_json
+    from posrnn_cli.sweep import SweepOptions, run_sweep
+
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    micro = base["profiles"]["micro"]
+    trained = ["fig2", "dual", "delayed", "predecessor", "patterns", "budget"]
+    profile = {**{k: micro[k] for k in ("device", "threads", "n_test", "executor")},
+               **{n: micro[n] for n in (*trained, "stability_mid")}}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**{k: base[k] for k in ("task", "model", "train")}, "profile": ["t"],
+                                      "profiles": {"t": profile}}, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    run_sweep(params, "t", trained, SweepOptions(workers=2))
+    run_sweep(params, "t", ["stability_mid"], SweepOptions(workers=2))
+    tables = aggregate(tmp_path / "runs" / "t", tmp_path / "results" / "tables", n_resamples=20)
+    new = ("delayed", "predecessor", "patterns", "budget", "stability_mid")
+    for name in new:
+        rows = tables[name]
+        assert rows and all(set(required_columns(name)) <= set(r) for r in rows), name
+        metrics = read_json(tmp_path / "results" / "metrics" / f"{name}.json")
+        assert metrics and all(type(v) in (int, float) for v in metrics.values()), name
+    assert {r["task"] for r in tables["delayed"]} == {"delayed-add"}
+    assert {r["task"] for r in tables["predecessor"]} == {"predecessor"}
+    assert {(r["vocab_size"], r["length"]) for r in tables["patterns"]} == {
+        (c["vocab"], c["length"]) for c in micro["patterns"]["cells"]}
+    fig2_budget = {(r["iterations"], r["batch_size"]) for r in tables["fig2"]}
+    assert {(r["iterations"], r["batch_size"]) for r in tables["budget"]}.isdisjoint(fig2_budget)
+    assert {r["target_position"] for r in tables["stability_mid"]} == {micro["stability_mid"]["target_position"]}
+    drawn = {p.name for p in draw_all(tmp_path / "results" / "tables", tmp_path / "figs")}
+    assert {"delayed_add.png", "predecessor.png", "pattern_count.png", "stability_mid.png"} <= drawn

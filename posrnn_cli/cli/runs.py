@@ -224,6 +224,7 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
 def compare(
     runs: Annotated[List[str], typer.Argument(metavar="RUN", help="Run directories (or quoted globs such as 'runs/x/pe-s*'), each evaluated unless its eval.json is current; `A1 A2 vs B1 B2`: several seeds a side, paired by seed.", show_default=False)],
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     json_out: JsonOpt = False,
 ):
     """Evaluate runs, print them side by side (the title names what differs), and the paired
@@ -237,6 +238,8 @@ def compare(
     side_a, side_b = expand(list(runs))
     if side_b:  # the seeds pair before anything is evaluated
         _seeds_of(side_a, side_b)
+    if side_a:  # threads as eval sets them, sized by the first run
+        threads_for_run(threads, Path(side_a[0]))
     a = [_evaluated(r, device) for r in side_a]
     b = [_evaluated(r, device) for r in side_b]
     diffs = _differences(a, b) if len(a) + len(b) > 1 else []
