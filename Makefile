@@ -10,7 +10,7 @@ DEMO   ?= runs/demo
 DEMO_ARGS ?= --task reverse --model gru --vocab-size 16 --length 8 --hidden-size 64 \
              --iterations 4000 --batch-size 128 --warmup 40 --seed 0 --threads 1
 
-.PHONY: setup test demo clean-demo gpu-wheels
+.PHONY: setup test test-all test-slow demo clean-demo gpu-wheels
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -22,8 +22,18 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # .venv/bin on PATH: the DVC pipeline test runs stages that call `posrnn` and `dvc`.
+# `make test` (CI) runs every test but those marked slow (a minute or more each on 2 cores: kill -9
+# and signals at random moments, the DVC pipeline end to end, SLURM preemption, the bare-venv GPU
+# check); `make test-all` runs them too.
+PYTEST = PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest
 test: setup
-	PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest
+	$(PYTEST) -m "not slow"
+
+test-all: setup
+	$(PYTEST)
+
+test-slow: setup
+	$(PYTEST) -m slow
 
 # The two runs side by side, one core each: the vanilla one in the background (its output in
 # $(DEMO)/vanilla.log), the PE one with its progress bar; then the comparison.

@@ -150,6 +150,7 @@ def _last_step(metrics: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped(
     slurm_cluster, tmp_path, monkeypatch  # noqa: F811
 ):
@@ -259,6 +260,7 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
     assert len(steps) == 1 and 100 <= steps[0] < ITERATIONS, steps  # saved at the SIGTERM before the kill
 
 
+@pytest.mark.slow
 def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failure(
     slurm_cluster, tmp_path  # noqa: F811
 ):
