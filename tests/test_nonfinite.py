@@ -36,8 +36,8 @@ def test_a_nan_jacobian_is_an_error_naming_the_checkpoint(run, monkeypatch):
         loading["name"] = path.name
         return real_load(path, **kw)
 
-    def jacobians(core, x, chunk_size=64):
-        J = real_jacobians(core, x, chunk_size)
+    def jacobians(core, x, chunk_size=64, target_position=1):
+        J = real_jacobians(core, x, chunk_size, target_position)
         return J * math.nan if loading["name"] == "step_0000004.pt" else J
 
     monkeypatch.setattr(stability_mod, "jacobians", jacobians)
