@@ -414,7 +414,7 @@ def restore_before_reading(run_dir: Path) -> None:
         return
     try:
         with run_lock(run_dir, "posrnn restoring a replaced run"):
-            pass
+            pass  # taking the lock is the restoration: run_lock puts a moved-aside run back first
     except LockDenied:
         raise PosrnnError(f"{run_dir} holds a half-replaced run: an interrupted `--force` moved the old run into "
                           f"{leftovers(run_dir)[0].name}; any posrnn command on it run by a user who may write {run_dir} "
