@@ -93,7 +93,7 @@ def test_aggregate_keeps_each_seed_and_resamples_seeds(tmp_path):
     assert set(tables) == {"fig2"}
     back = read_csv(tmp_path / "results" / "tables" / "fig2.csv")
     assert {r["pe"] for r in back} == {"none", "sinusoidal"}
-    metrics = json.loads((tmp_path / "results" / "metrics" / "fig2.json").read_text())
+    metrics = json.loads((tmp_path / "results" / "metrics" / "fig2.json").read_text())["fig2"]
     assert metrics["none"] == pytest.approx(pooled.mean(), abs=1e-4) and metrics["sinusoidal"] == pytest.approx(c.mean(), abs=1e-4)
     drawn = draw_all(tmp_path / "results" / "tables", tmp_path / "figs")
     assert [p.name for p in drawn] == ["fig2_vocab.png"] and drawn[0].read_bytes()[:4] == b"\x89PNG"
@@ -149,6 +149,50 @@ def test_dvc_plots_show_loads_every_declared_plot(tmp_path):
     assert not shown.get("errors"), shown["errors"]
     assert {f"figures/p/{n}" for n in written if n.endswith(".png")} | {"results/p/curves/fig2.csv"} == set(shown["data"])
 
+
+@pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
+def test_dvc_exp_show_only_changed_fits_120_columns(tmp_path):
+    """After a one-value `dvc exp run -S`, `dvc exp show --only-changed` names the changed metrics
+    by their keys and fits 120 columns: the metrics files are lite's (as aggregate writes them),
+    the one stage rewrites fig2's from the value set."""
+    from posrnn_cli.analysis.aggregate import metrics_text
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(ROOT / "params.yaml", repo / "params.yaml")
+    headlines = {p.stem: json.loads(p.read_text())[p.stem] for p in (ROOT / "results" / "lite" / "metrics").glob("*.json")}
+    assert len(headlines) > 5
+    (repo / "headlines.json").write_text(json.dumps(headlines))
+    (repo / "write.py").write_text(
+        "import json, os, sys, yaml\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from posrnn_cli.analysis.aggregate import metrics_text\n"
+        "it = yaml.safe_load(open('params.yaml'))['profiles']['lite']['fig2']['iterations']\n"
+        "heads = json.load(open('headlines.json'))\n"
+        "heads['fig2'] = {'none': round(0.4 + it / 1e5, 4), 'sinusoidal': round(0.5 + it / 1e5, 4)}\n"
+        "os.makedirs('results/lite/metrics', exist_ok=True)\n"
+        "for name, h in heads.items():\n"
+        "    open(f'results/lite/metrics/{name}.json', 'wb').write(metrics_text(name, h))\n")
+    (repo / "dvc.yaml").write_text(
+        f"stages:\n  s:\n    cmd: python write.py {ROOT}\n    params:\n      - profiles.lite.fig2.iterations\n"
+        "    metrics:\n      - results/lite/metrics: {cache: false}\n")
+    env = {**ENV, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t.invalid", "COLUMNS": "120"}
+    def run(*a: str) -> subprocess.CompletedProcess:
+        r = subprocess.run(a, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"{' '.join(a)}: {r.stdout[-2000:]} {r.stderr[-2000:]}"
+        return r
+
+    run("git", "init", "-q")
+    run(DVC, "init", "-q")
+    run(DVC, "repro", "-q")
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "init")
+    run(DVC, "exp", "run", "-q", "-S", "profiles.lite.fig2.iterations=3500")
+    shown = run(DVC, "exp", "show", "--only-changed", "--no-pager").stdout
+    assert max(len(line) for line in shown.splitlines()) <= 120, shown
+    assert "fig2.none" in shown and "fig2.sinusoidal" in shown and "0.435" in shown, shown
+    assert "metrics/" not in shown, shown  # no column named by a file's path
 
 @pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
 @pytest.mark.slow

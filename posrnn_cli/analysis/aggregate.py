@@ -12,7 +12,8 @@ Layout::
                                                    permutation.json, …
     runs/<profile>/<experiment>/sweep.json        the cells of the current grid (posrnn sweep)
     results/<profile>/tables/<experiment>.csv     one row per cell (per condition, step, …)
-    results/<profile>/metrics/<experiment>.json   the headline numbers, numbers only (``MEASURES``)
+    results/<profile>/metrics/<experiment>.json   the headline numbers under the experiment's name,
+                                                   numbers only (``MEASURES``)
 
 A *cell* is a run's config without its seed: runs that differ only in ``train.seed`` form one
 row. The row lists its seeds (``seeds``, ascending) and, for each measure ``m``, the mean over
@@ -432,6 +433,13 @@ def headline_cosine(rows: list[dict]) -> dict:
     return by_pe(rows, "cosine")
 
 
+def metrics_text(experiment: str, headline: dict) -> bytes:
+    """An experiment's metrics file: its headline numbers under its own name, so every key is
+    unique across a profile's files (``fig2.none``): DVC then names a column by its key alone, not
+    by the file's path, and ``dvc exp show`` stays narrow."""
+    return (json.dumps({experiment: headline}, indent=2) + "\n").encode()
+
+
 #: what the numbers of each table form's metrics file are (by PE form, ``none`` = vanilla)
 MEASURES = {
     "eval": "token accuracy, mean over cells",
@@ -504,7 +512,7 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
                         fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then re-run their sweep")
             tables[name] = rows
             files[out_dir / f"{name}.csv"] = csv_text(rows).encode()
-            files[metrics_dir / f"{name}.json"] = (json.dumps(resolve(TABLE_FORMS[form].headline)(rows), indent=2) + "\n").encode()
+            files[metrics_dir / f"{name}.json"] = metrics_text(name, resolve(TABLE_FORMS[form].headline)(rows))
             log = curves(runs)
             if log:
                 files[curves_dir / f"{name}.csv"] = csv_text(log).encode()
