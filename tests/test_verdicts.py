@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -119,9 +120,90 @@ def test_the_committed_beyond_s4d_cells_are_read():
     assert "S4D V=64" in rows["s4d_pe_helps"]["indication"]["measured"]
 
 
+
+# ---- the design's power: what a profile's seeds are not expected to decide ------------------------
+def _open_row():
+    return [ev("gru", "sinusoidal", 256, [0.52, 0.50, 0.55]), ev("gru", "none", 256, [0.50, 0.51, 0.51]),
+            ev("lstm", "sinusoidal", 16384, [0.9, 0.91, 0.92]), ev("lstm", "none", 16384, [0.5, 0.5, 0.52])]
+
+
+def _scored(tmp_path, rows, power):
+    out = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    from posrnn_cli.common.io import write_csv
+    write_csv(rows, out / "fig2.csv")
+    return sc.scorecard(out, [CLAIMS["fig2_pe_ahead_largest_v"]], power=power)[0]
+
+
+def test_a_claim_the_design_gives_too_few_seeds_reads_underpowered_with_its_measurement(tmp_path):
+    pilot = "a 3-seed pilot"
+    row = _scored(tmp_path, _open_row(), {"pilot": pilot, "seeds_needed": {"fig2_pe_ahead_largest_v": 12}})
+    x = row["at_regime"]
+    assert x["verdict"] == UP and x["design_seeds"] == 12
+    assert "gives it 3 seeds" in x["reason"] and pilot in x["reason"] and "12" in x["reason"]
+    assert "the interval of the difference crosses 0" in x["reason"]  # the test's own reading is kept
+    assert "PE 0.523 vs vanilla 0.507" in x["measured"] and x["seeds_needed"]["now"] == 3
+    counts = sc.summarize([row])["papers"]["at_regime"]
+    assert counts[UP] == 1 and counts[INC] == 0 and counts[NM] == 0
+    # without the design, or with a design that gives it enough seeds, it stays inconclusive
+    assert at(_scored(tmp_path, _open_row(), None)) == INC
+    assert at(_scored(tmp_path, _open_row(), {"pilot": pilot, "seeds_needed": {"fig2_pe_ahead_largest_v": 3}})) == INC
+    assert at(_scored(tmp_path, _open_row(), {"pilot": pilot, "seeds_needed": {"fig2_dl_improves": 40}})) == INC
+
+
+def test_a_claim_that_decides_anyway_shows_its_decision(tmp_path):
+    rows = _open_row()
+    rows[0] = ev("gru", "sinusoidal", 256, [0.60, 0.61, 0.62])
+    row = _scored(tmp_path, rows, {"pilot": "p", "seeds_needed": {"fig2_pe_ahead_largest_v": 50}})
+    assert at(row) == R and "design_seeds" not in row["at_regime"]
+
+
+@pytest.mark.parametrize("power, message", [
+    ({"pilot": "p", "seeds_needed": {"fig2_pe_ahed_largest_v": 5}}, "no claim 'fig2_pe_ahed_largest_v' (did you mean 'fig2_pe_ahead_largest_v'?)"),
+    ({"pilot": "p", "seeds_needed": {"fig2_pe_ahead_largest_v": 1}}, "at least 2"),
+    ({"pilot": "p", "seeds_needed": {"fig2_pe_ahead_largest_v": 2.5}}, "whole number"),
+    ({"pilot": "", "seeds_needed": {}}, "pilot must name"),
+    ({"seeds_needed": {}}, "exactly `pilot`"),
+    ({"pilot": "p", "seeds_needed": [1]}, "must map claim ids"),
+])
+def test_a_malformed_power_section_is_one_line(tmp_path, power, message):
+    with pytest.raises(PosrnnError, match=re.escape(message)):
+        _scored(tmp_path, _open_row(), power)
+
+
+def test_the_cli_reads_the_profiles_power(tmp_path):
+    from posrnn_cli.common.io import write_csv
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    write_csv(_open_row(), tables / "fig2.csv")
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: [p]\nprofiles:\n  p:\n    about: x\n    power:\n      pilot: a pilot\n"
+                      "      seeds_needed:\n        fig2_pe_ahead_largest_v: 9\n")
+    result = CliRunner().invoke(app, ["scorecard", "p", "--results", str(tables), "--params", str(params), "--json"])
+    assert result.exit_code == 0, result.output
+    row = next(r for r in json.loads(result.output) if r["id"] == "fig2_pe_ahead_largest_v")
+    assert row["at_regime"]["verdict"] == UP and "a pilot" in row["at_regime"]["reason"]
+    params.write_text(params.read_text().replace("fig2_pe_ahead_largest_v", "no_such_claim"))
+    result = CliRunner().invoke(app, ["scorecard", "p", "--results", str(tables), "--params", str(params)])
+    assert result.exit_code != 0 and "no claim 'no_such_claim'" in result.output and "Traceback" not in result.output
+
+
+def test_every_profiles_power_section_is_valid():
+    """Each profile's design names only claims the scorecard knows, with whole seed counts; the
+    3-seed CPU profiles state theirs."""
+    import yaml
+    profiles = yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"]
+    claims = sc.load_claims()
+    stated = {name for name, prof in profiles.items()
+              if sc.validate_power(prof.get("power"), claims, where=f"profiles.{name}.power") is not None}
+    assert {"lite", "lite_extra"} <= stated
+
+
 # ---- the seeds table and the README ----------------------------------------------------------------
 def test_seeds_table_lists_every_open_verdict(tmp_path):
-    rows = sc.scorecard(ROOT / "results" / "lite" / "tables")
+    import yaml
+    power = yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"]["lite"]["power"]
+    rows = sc.scorecard(ROOT / "results" / "lite" / "tables", power=power)
     text = report.seeds_markdown(rows, "lite")
     open_ids = {r["id"] for r in rows for s in sc.SCOPES if r[s]["verdict"] in sc.OPEN}
     assert open_ids and all(f"`{i}`" in text for i in open_ids)

@@ -214,6 +214,16 @@ def plot(
         typer.echo(str(p))
 
 
+def _power_of(params: Path, name: Optional[str]) -> Optional[dict]:
+    """The ``power:`` section of profile ``name`` in ``params`` (None: no such profile or section)."""
+    from ..common.profiles import profiles_of, read_params
+
+    if name is None or not Path(params).is_file():
+        return None
+    prof = profiles_of(read_params(params), params).get(name)
+    return prof.get("power") if isinstance(prof, dict) else None
+
+
 def scorecard(
     profile: Annotated[Optional[str], typer.Argument(metavar="NAME", autocompletion=complete_profiles, help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
@@ -242,7 +252,8 @@ def scorecard(
     if not Path(folder).is_dir():
         what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
         raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")
-    rows = write_scorecard(folder, out_dir=out) if out is not None else score(folder)
+    power = _power_of(params, name)
+    rows = write_scorecard(folder, out_dir=out, power=power) if out is not None else score(folder, power=power)
     label = name or Path(folder).parent.name
     if out is not None:
         write_seeds(rows, out, label)

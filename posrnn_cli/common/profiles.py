@@ -201,7 +201,7 @@ def describe(params: Path) -> list[dict[str, Any]]:
     active = set(active_profiles(params))
     rows = []
     for name, prof in profiles_of(data, params).items():
-        exps = [k for k, v in prof.items() if isinstance(v, dict) and k not in ("executor", "slurm")]
+        exps = [k for k, v in prof.items() if isinstance(v, dict) and k not in ("executor", "slurm", "power")]
         rows.append({"name": name, "active": name in active, "device": prof.get("device", "auto"),
                      "experiments": exps, "about": prof.get("about", "")})
     return rows

@@ -48,7 +48,7 @@ SHORT = {
 #: how a cell's values appear in its directory name
 ABBREV = {"vocab": "v", "length": "l", "min_length": "min", "hidden": "h", "layers": "layers", "delay": "t",
           "rarity": "r", "iterations": "i", "batch": "b", "dim": "d", "heads": "heads", "embed": "e", "state": "n"}
-PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm"}
+PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power"}
 
 
 @dataclass

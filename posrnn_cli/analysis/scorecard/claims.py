@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.errors import PosrnnError, did_you_mean
 
 from .core import CLAIMS_PATH, Outcome, TABLES, _as_list, _is_number
 from .tables import TableSet
@@ -226,3 +226,28 @@ def load_claims(path: Optional[Path] = None) -> list[dict]:
             raise PosrnnError(f"{path}: claim id {c['id']!r} appears twice; give each claim its own id")
         ids.add(c["id"])
     return claims
+
+
+def validate_power(power: Any, claims: list[dict], where: str = "power") -> Optional[dict]:
+    """A profile's ``power:`` section, checked: ``pilot`` (the results its numbers come from, as
+    text) and ``seeds_needed`` (claim id → the seeds per arm that claim needs for 80% power).
+    ``None`` when the profile has none. A claim id the scorecard does not know is refused with a
+    suggestion."""
+    if power is None:
+        return None
+    if not isinstance(power, dict) or set(power) != {"pilot", "seeds_needed"}:
+        raise PosrnnError(f"{where} must be a mapping with exactly `pilot` (text) and `seeds_needed` "
+                          f"(claim id: seeds); fix it in params.yaml")
+    if not isinstance(power["pilot"], str) or not power["pilot"].strip():
+        raise PosrnnError(f"{where}.pilot must name the results the seed counts come from; fix it in params.yaml")
+    needs = power["seeds_needed"]
+    if not isinstance(needs, dict):
+        raise PosrnnError(f"{where}.seeds_needed must map claim ids to seed counts; fix it in params.yaml")
+    known = [c["id"] for c in claims]
+    for cid, n in needs.items():
+        if cid not in known:
+            raise PosrnnError(f"{where}.seeds_needed: no claim {cid!r}{did_you_mean(cid, known)}; "
+                              f"the ids are in posrnn_cli/analysis/claims.yaml")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise PosrnnError(f"{where}.seeds_needed.{cid} must be a whole number of seeds, at least 2 (got {n!r})")
+    return {"pilot": power["pilot"].strip(), "seeds_needed": dict(needs)}

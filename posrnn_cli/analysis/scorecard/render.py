@@ -32,8 +32,10 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
     lines = [f"# {title}", "",
              "Verdicts are read at the regime each paper states its claim in; cells outside it give an indication "
              "only. Intervals are 95% Student-t intervals over seeds (paired by seed); fewer than "
-             f"{MIN_SEEDS} seeds per arm is never a verdict. *Underpowered*: measured, but a null claim's interval "
-             "is too wide to decide against its margin. *Not testable*: the measure starts at its ceiling before "
+             f"{MIN_SEEDS} seeds per arm is never a verdict. *Underpowered*: measured, but with too few seeds to "
+             "decide: a null claim's interval too wide for its margin, or an open result of a claim to which the "
+             "profile's design (its `power:` in params.yaml, stated before the runs) gives fewer seeds than its "
+             "pilot says the claim needs. *Not testable*: the measure starts at its ceiling before "
              "training. *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
              "the seeds at which the interval would clear its bound if the effect and spread stayed as observed, "
              "and the seeds for 80% power (seeds.md lists them all).", ""]
@@ -77,12 +79,13 @@ def _needs_text(x: dict) -> str:
     return f" Seeds needed: {text}, now {x['seeds_needed']['now']}." if text else ""
 
 
-def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_dir: Optional[Path] = None) -> list[dict]:
-    """Score ``results_dir`` and write ``scorecard.json`` and ``scorecard.md`` into ``out_dir``
-    (default: ``results_dir``), atomically."""
+def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_dir: Optional[Path] = None,
+                    power: Optional[dict] = None) -> list[dict]:
+    """Score ``results_dir`` (with the profile's ``power`` design, if any) and write
+    ``scorecard.json`` and ``scorecard.md`` into ``out_dir`` (default: ``results_dir``), atomically."""
     results_dir = Path(results_dir)
     out_dir = Path(out_dir) if out_dir is not None else results_dir
-    rows = scorecard(results_dir, claims)
+    rows = scorecard(results_dir, claims, power)
     name = results_dir.parent.name if results_dir.name == "tables" else results_dir.name
     atomic_write_json(out_dir / "scorecard.json", {"results": name, "summary": summarize(rows), "rows": rows})
     atomic_write_text(out_dir / "scorecard.md", scorecard_markdown(rows, title=f"Reproduction scorecard: {name}"))

@@ -12,9 +12,9 @@ import numpy as np
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, VERDICTS, _BUDGET_VARIES, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
 from .tables import TableSet
-from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim
+from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
 
 
 # ---- the scorecard --------------------------------------------------------------------------
@@ -141,9 +141,27 @@ def _regime_text(regime: dict) -> str:
     return _describe_filter(regime) if regime else "any cell"
 
 
-def evaluate_claim(claim: dict, tables: TableSet) -> dict:
+def _by_design(res: dict, claim_id: str, power: Optional[dict]) -> dict:
+    """An inconclusive result of a claim to which the profile's design gives fewer seeds than its
+    pilot says the claim needs (``power.seeds_needed``, stated in params.yaml before the runs)
+    reads ``underpowered``: measured, its numbers and reason kept, but not a test the design
+    expected to decide. A decided result stays as it is, whatever the design expected."""
+    need = ((power or {}).get("seeds_needed") or {}).get(claim_id)
+    if need is None or res["verdict"] != INCONCLUSIVE:
+        return res
+    now = max((r["n_seeds"] for r in res["models"].values() if r["verdict"] != NOT_MEASURED), default=0)
+    if now >= need:
+        return res
+    reason = (f"this profile's design gives it {now} seeds, and its pilot ({power['pilot']}) put its need at "
+              f"{need:,} (80% power): not expected to decide here; the test reads: {res['reason']}")
+    return {**res, "verdict": UNDERPOWERED, "reason": reason, "design_seeds": need}
+
+
+def evaluate_claim(claim: dict, tables: TableSet, power: Optional[dict] = None) -> dict:
     """One scorecard row: the claim, its regime and models, and two results: ``at_regime`` (the
-    verdict, read on cells inside the regime) and ``indication`` (cells outside it)."""
+    verdict, read on cells inside the regime) and ``indication`` (cells outside it). ``power``:
+    the profile's design (``validate_power``), which marks the claims it does not give enough
+    seeds as underpowered."""
     regime = claim.get("regime") or {}
     base = {"id": claim["id"], "section": claim.get("section", "papers"), "claim": claim["claim"],
             "paper": claim["paper"], "tables": list(claim["tables"]), "regime": _regime_text(regime),
@@ -171,7 +189,7 @@ def evaluate_claim(claim: dict, tables: TableSet) -> dict:
                     where = at if inside else f"outside {at.split(' ', 1)[1]}"
                     res["reason"] = f"no cell {where} ({_regime_text(regime)}) in this profile"
             per_model[m or ""] = res
-        out[scope] = _combine(per_model)
+        out[scope] = _by_design(_combine(per_model), claim["id"], power)
     return {**base, **out}
 
 
@@ -183,16 +201,18 @@ def _rows_in_view(claim: dict, ts: TableSet) -> Optional[int]:
         return None
 
 
-def scorecard(results_dir: Path, claims: Optional[list[dict]] = None) -> list[dict]:
-    """Apply every claim's test to the tables in ``results_dir``; one row per claim, in order."""
+def scorecard(results_dir: Path, claims: Optional[list[dict]] = None, power: Optional[dict] = None) -> list[dict]:
+    """Apply every claim's test to the tables in ``results_dir``; one row per claim, in order.
+    ``power``: the profile's ``power:`` section (the seeds its design expects each claim needs)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise PosrnnError(f"results directory {results_dir} does not exist; run the pipeline for this profile first")
     claims = load_claims() if claims is None else claims
     for c in claims:
         validate_claim(c)
+    power = validate_power(power, load_claims() + claims)  # ids of the registry, and of claims passed in
     ts = TableSet(results_dir)
-    return [evaluate_claim(c, ts) for c in claims]
+    return [evaluate_claim(c, ts, power) for c in claims]
 
 
 def summarize(rows: list[dict]) -> dict:
