@@ -13,7 +13,8 @@ import yaml
 
 from fabricate import scored_run
 from posrnn_cli.analysis.aggregate import aggregate, headline_autoreg, headline_cosine, table_autoreg, table_cosine
-from posrnn_cli.analysis.plots import draw_all, spread
+from posrnn_cli.analysis.figkit import spread
+from posrnn_cli.analysis.plots import draw_all
 from posrnn_cli.common.config import RunConfig, TaskConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.experiments import required_columns

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.text import Text
 
-from posrnn_cli.analysis import plots
+from posrnn_cli.analysis import figkit, plots
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import t_interval
 
@@ -98,7 +98,7 @@ def tables() -> dict:
 def _keeping(mp):
     """Figures are kept (file name → Figure) instead of saved, then closed."""
     figs: dict = {}
-    mp.setattr(plots, "_save", lambda fig, path: figs.__setitem__(path.name, fig))
+    mp.setattr(figkit, "_save", lambda fig, path: figs.__setitem__(path.name, fig))
     yield figs
     for fig in figs.values():
         plt.close(fig)
@@ -281,8 +281,8 @@ def _columns(fig) -> int:
 
 def test_many_panels_wrap_into_a_grid(figures):
     fig = figures["stability.png"]
-    assert len(fig.axes) == 16 and _columns(fig) == plots.MAX_COLUMNS == 4  # 8 arms × 2 pairs, 4 arms a row
-    assert fig.get_figwidth() * plots._DPI <= 2000
+    assert len(fig.axes) == 16 and _columns(fig) == figkit.MAX_COLUMNS == 4  # 8 arms × 2 pairs, 4 arms a row
+    assert fig.get_figwidth() * figkit._DPI <= 2000
 
 
 def test_few_panels_stay_in_one_row(kept, tmp_path):
@@ -297,13 +297,13 @@ def _reading_order(fig) -> list[str]:
 
 
 def _models_named(words: list[str]) -> list[str]:
-    names = [plots.model_label(m) for m in plots.MODEL_ORDER]
+    names = [figkit.model_label(m) for m in figkit.MODEL_ORDER]
     found = [next((n for n in names if re.match(rf"{re.escape(n)}\b", w)), None) for w in words]
     return list(dict.fromkeys(n for n in found if n))
 
 
 def test_one_model_order_in_every_figure(figures):
-    order = [plots.model_label(m) for m in plots.MODEL_ORDER]
+    order = [figkit.model_label(m) for m in figkit.MODEL_ORDER]
 
     def in_registry_order(models):
         return models == sorted(models, key=order.index) and len(models) > 1
@@ -375,4 +375,4 @@ def test_the_autoregression_figure_tells_the_feedback_modes_apart(figures):
     assert (lines["vanilla, self-feedback"].get_linestyle(), lines["vanilla, self-feedback"].get_marker()) == ("-", "o")
     truth = lines["PE (sinusoidal), ground-truth feedback"]
     assert (truth.get_linestyle(), truth.get_marker()) == ("--", "s")
-    assert truth.get_color() == plots.pe_color("sinusoidal")
+    assert truth.get_color() == figkit.pe_color("sinusoidal")
