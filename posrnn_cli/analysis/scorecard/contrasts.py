@@ -81,25 +81,12 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
     return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
-def check_robust(claim: dict, ts: TableSet) -> Outcome:
-    """A contrast: the selected (PE) model loses at most ``tolerance`` from each ``ref``
-    condition to its paired ``cond`` condition, where the ``baseline`` (vanilla) model is shown
-    to lose more than that. Only cells where the baseline's drop has its interval above the
-    tolerance count (elsewhere staying near says nothing); with none, the claim is not measured.
-    Reproduced: PE's drop has its interval below the tolerance in every such cell. Direction
-    only: PE drops more than the tolerance somewhere, but less than the baseline there (interval
-    of the difference above 0). The baseline's cell shares every key column but those of the
-    baseline's own filter and ``baseline_ignores`` (e.g. ``hidden_size``, where another core is
-    compared at a matched parameter count rather than at the same H)."""
-    p = claim["params"]
-    metric, tol = p.get("metric", "token_accuracy"), float(p["tolerance"])
-    rows, keys = ts.rows(claim["tables"])
-    sel, base_sel = p["select"], {**p["select"], **p["baseline"]}
-    _require(rows, sel, claim["tables"])
+def _robust_drops(p: dict, rows: list, keys: list, sel: dict, base_sel: dict, metric: str,
+                  tol: float) -> tuple[list[dict], list[str]]:
+    """Each compared cell's drop from ``ref`` to ``cond`` for the selected arm and the baseline,
+    with its verdict, where the baseline's drop is shown above the tolerance; and the cells left
+    out (no baseline row, or a baseline drop not shown)."""
     steps = p.get("steps", "all")
-    who = _pe_name(sel["pe"]) if "pe" in sel else "PE"  # the arm whose drop is read: PE, or vanilla Mamba
-    if who != "PE" and "model" in sel:
-        who = f"{who} {catalog.label(catalog.CORES, sel['model'])}"
     drops, unshown = [], []
     for pair in p["pairs"]:
         arms = {"ref": pair["ref"], "cond": pair["cond"]}
@@ -132,6 +119,28 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
             else:
                 v = INCONCLUSIVE
             drops.append({"cell": name, "ref": ref_name, "cond": cond_name, "drop": drop, "base": base_drop, "v": v})
+    return drops, unshown
+
+
+def check_robust(claim: dict, ts: TableSet) -> Outcome:
+    """A contrast: the selected (PE) model loses at most ``tolerance`` from each ``ref``
+    condition to its paired ``cond`` condition, where the ``baseline`` (vanilla) model is shown
+    to lose more than that. Only cells where the baseline's drop has its interval above the
+    tolerance count (elsewhere staying near says nothing); with none, the claim is not measured.
+    Reproduced: PE's drop has its interval below the tolerance in every such cell. Direction
+    only: PE drops more than the tolerance somewhere, but less than the baseline there (interval
+    of the difference above 0). The baseline's cell shares every key column but those of the
+    baseline's own filter and ``baseline_ignores`` (e.g. ``hidden_size``, where another core is
+    compared at a matched parameter count rather than at the same H)."""
+    p = claim["params"]
+    metric, tol = p.get("metric", "token_accuracy"), float(p["tolerance"])
+    rows, keys = ts.rows(claim["tables"])
+    sel = p["select"]
+    _require(rows, sel, claim["tables"])
+    who = _pe_name(sel["pe"]) if "pe" in sel else "PE"  # the arm whose drop is read: PE, or vanilla Mamba
+    if who != "PE" and "model" in sel:
+        who = f"{who} {catalog.label(catalog.CORES, sel['model'])}"
+    drops, unshown = _robust_drops(p, rows, keys, sel, {**sel, **p["baseline"]}, metric, tol)
     if not drops:
         raise _NotMeasured(f"the baseline effect is not shown: the baseline's drop has its interval above the "
                            f"tolerance {tol:g} in no compared cell ({'; '.join(unshown[:4])}"
@@ -150,7 +159,7 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     if len(shown) < len(drops):
         parts.append(f"largest {len(shown)} of {len(drops)} drops shown")
     sds = [x for d in drops for x in (d["drop"], d["base"])]
-    details = {"metric": metric, "tolerance": tol, "steps": steps, "left_out": unshown, "drops": [
+    details = {"metric": metric, "tolerance": tol, "steps": p.get("steps", "all"), "left_out": unshown, "drops": [
         {"cell": d["cell"], "ref": d["ref"], "cond": d["cond"], "drop": _sd_dict(d["drop"]),
          "baseline_drop": _sd_dict(d["base"]), "verdict": d["v"]} for d in drops]}
     return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
@@ -158,6 +167,38 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
 
 #: checkpoints a decay speed needs, the first at step 0
 MIN_CHECKPOINTS = 5
+
+
+def _decay_series(series: list, pair: dict, metric: str, speed: str, early: float) -> dict:
+    """One cell's checkpoints (step, cells) read as a decay: its Rare-condition decline, the
+    separation from the Frequent condition at the last checkpoint, the speed and the verdict."""
+    steps = [s for s, _ in series]
+    if len(steps) < MIN_CHECKPOINTS or steps[0] != 0:
+        raise _NotMeasured(f"a decay's speed needs at least {MIN_CHECKPOINTS} checkpoints, the first at step 0; "
+                           f"this profile has {len(steps)}, the first at step {steps[0]}")
+    rare = [_seeded(c["rare"], metric) for _, c in series]
+    freq_last = _seeded(series[-1][1]["frequent"], metric)
+    decline, separation = rare[0] - rare[-1], freq_last - rare[-1]
+    means = [r.mean for r in rare]
+    if means[-1] < means[0]:
+        target = means[0] - (means[0] - means[-1]) / 2
+        t_half = next(s for s, v in zip(steps, means) if v <= target)
+        frac: Optional[float] = (t_half - steps[0]) / (steps[-1] - steps[0])
+        observed = "quick" if frac <= early else "gradual"
+    else:
+        frac, observed = None, "no decline"
+    sides = (_side(decline), _side(separation))
+    if sides == ("above", "above"):
+        v = REPRODUCED if observed == speed else DIRECTION_ONLY
+    elif "below" in sides:
+        v = NOT_REPRODUCED
+    else:
+        v = INCONCLUSIVE
+    return {"cell": _label(series[0][1]["rare"], skip={"step", "condition", "pe"}),
+            "rare_name": pair["rare"].get("condition", _describe_filter(pair["rare"])),
+            "frequent_name": pair["frequent"].get("condition", _describe_filter(pair["frequent"])),
+            "steps": steps, "means": means, "decline": decline, "separation": separation,
+            "fraction": frac, "speed": observed, "verdict": v}
 
 
 def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
@@ -186,34 +227,7 @@ def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
             raise _NotMeasured(f"no checkpoint has both {_describe_filter({**p['select'], **pair['frequent']})} and "
                                f"{_describe_filter({**p['select'], **pair['rare']})}")
         for g, series in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
-            series.sort(key=lambda x: x[0])
-            steps = [s for s, _ in series]
-            if len(steps) < MIN_CHECKPOINTS or steps[0] != 0:
-                raise _NotMeasured(f"a decay's speed needs at least {MIN_CHECKPOINTS} checkpoints, the first at step 0; "
-                                   f"this profile has {len(steps)}, the first at step {steps[0]}")
-            rare = [_seeded(c["rare"], metric) for _, c in series]
-            freq_last = _seeded(series[-1][1]["frequent"], metric)
-            decline, separation = rare[0] - rare[-1], freq_last - rare[-1]
-            means = [r.mean for r in rare]
-            if means[-1] < means[0]:
-                target = means[0] - (means[0] - means[-1]) / 2
-                t_half = next(s for s, v in zip(steps, means) if v <= target)
-                frac: Optional[float] = (t_half - steps[0]) / (steps[-1] - steps[0])
-                observed = "quick" if frac <= early else "gradual"
-            else:
-                frac, observed = None, "no decline"
-            sides = (_side(decline), _side(separation))
-            if sides == ("above", "above"):
-                v = REPRODUCED if observed == speed else DIRECTION_ONLY
-            elif "below" in sides:
-                v = NOT_REPRODUCED
-            else:
-                v = INCONCLUSIVE
-            results.append({"cell": _label(series[0][1]["rare"], skip={"step", "condition", "pe"}),
-                            "rare_name": pair["rare"].get("condition", _describe_filter(pair["rare"])),
-                            "frequent_name": pair["frequent"].get("condition", _describe_filter(pair["frequent"])),
-                            "steps": steps, "means": means, "decline": decline, "separation": separation,
-                            "fraction": frac, "speed": observed, "verdict": v})
+            results.append(_decay_series(sorted(series, key=lambda x: x[0]), pair, metric, speed, early))
     verdict = _worst(x["verdict"] for x in results)
     reason = {REPRODUCED: f"Rare-disturbant stability declines and ends below the Frequent one, {speed}",
               DIRECTION_ONLY: f"the decline and the separation are shown, but not at the declared speed ({speed})",
