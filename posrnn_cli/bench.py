@@ -224,15 +224,7 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     held = HeldOut(test)
     B = cfg.train.batch_size
     t = cfg.train
-    r: dict = {
-        "date": datetime.date.today().isoformat(),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "threads": torch.get_num_threads(), "torch": torch.__version__, "iters": iters, "warmup_iters": warmup,
-        "fast_paths": {"amp_bf16": t.amp, "cuda_graph": t.cuda_graph,
-                       "fused_adam": t.fused_adam if t.fused_adam is not None else device.type == "cuda",
-                       "sync_free_sampler": device.type == "cuda"},
-        "config": cfg.to_dict(),
-    }
+    r = _header(cfg, device, iters, warmup)
     trainer, step = fast_loop(cfg, task, held, device)
     example = held.sample(task, B, torch.Generator(device=device).manual_seed(0), device)
     flops = flops_per_iteration(cfg, task, trainer.model, example)
@@ -263,22 +255,44 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
             figures("reference", theirs)
             r["train_speedup"] = r["reference_ms_per_iter"] / r["train_ms_per_iter"]
     if "sampler" in parts:
-        draw = lambda: held.sample(task, B, trainer.generator, device)  # noqa: E731
-        ours, theirs = timed_side_by_side(draw, (lambda: ref.sampler.sample(B, device)) if ref else None, device,
-                                          max(iters, 20), 3, rounds_b=max(3, min(iters, 20)), per_a=10)
-        r["sampler_seqs_per_s"] = B / statistics.median(ours)
-        if ref:
-            r["reference_sampler_seqs_per_s"] = B / statistics.median(theirs)
-            r["sampler_speedup"] = r["sampler_seqs_per_s"] / r["reference_sampler_seqs_per_s"]
-            refcode = RefCodeSampler(task, test, t.seed)
-            ours, theirs = timed_side_by_side(draw, lambda: refcode.sample(B, device), device,
-                                              max(iters, 20), 1, rounds_b=3, per_a=10)
-            r["refcode_sampler_seqs_per_s"] = B / statistics.median(theirs)
-            r["refcode_sampler_speedup"] = B / statistics.median(ours) / r["refcode_sampler_seqs_per_s"]
+        r.update(_sampler_figures(lambda: held.sample(task, B, trainer.generator, device), ref, task, test, cfg,
+                                  device, iters))
     if "stability" in parts and stability_triplets:
         r.update(stability_speed(trainer.model, task, cfg, device, stability_triplets, chunk_size))
     if concurrent:
         r["concurrent"] = concurrent_throughput(cfg, concurrent, iters, warmup)
+    return r
+
+
+def _header(cfg: RunConfig, device: torch.device, iters: int, warmup: int) -> dict:
+    """What a bench result was measured on: date, device, threads, torch, the fast paths, the config."""
+    t = cfg.train
+    return {
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "iters": iters, "warmup_iters": warmup,
+        "fast_paths": {"amp_bf16": t.amp, "cuda_graph": t.cuda_graph,
+                       "fused_adam": t.fused_adam if t.fused_adam is not None else device.type == "cuda",
+                       "sync_free_sampler": device.type == "cuda"},
+        "config": cfg.to_dict(),
+    }
+
+
+def _sampler_figures(draw, ref, task, test, cfg: RunConfig, device: torch.device, iters: int) -> dict:
+    """Sequences per second of posrnn's sampler (``draw``), beside the reference loop's and the
+    reference code's own sampler when ``ref`` is given."""
+    B = cfg.train.batch_size
+    ours, theirs = timed_side_by_side(draw, (lambda: ref.sampler.sample(B, device)) if ref else None, device,
+                                      max(iters, 20), 3, rounds_b=max(3, min(iters, 20)), per_a=10)
+    r = {"sampler_seqs_per_s": B / statistics.median(ours)}
+    if ref:
+        r["reference_sampler_seqs_per_s"] = B / statistics.median(theirs)
+        r["sampler_speedup"] = r["sampler_seqs_per_s"] / r["reference_sampler_seqs_per_s"]
+        refcode = RefCodeSampler(task, test, cfg.train.seed)
+        ours, theirs = timed_side_by_side(draw, lambda: refcode.sample(B, device), device,
+                                          max(iters, 20), 1, rounds_b=3, per_a=10)
+        r["refcode_sampler_seqs_per_s"] = B / statistics.median(theirs)
+        r["refcode_sampler_speedup"] = B / statistics.median(ours) / r["refcode_sampler_seqs_per_s"]
     return r
 
 

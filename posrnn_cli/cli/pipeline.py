@@ -95,34 +95,40 @@ def sweep(
         err.exit_code = 130
         raise err from None
     if dry_run:
-        from ..common.profiles import load_profile
-        from ..sweep import cost
-        from ..sweep.storage import summary
-
-        disk, est = summary([o.job for o in outcomes])
-        rate = cost.profile_rate(load_profile(params, name))
-        compute, secs = cost.summary([o.job for o in outcomes], rate)
-        if json_out:
-            typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir, "code": o.result.get("code"),
-                                    "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
-                                    "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0,
-                                    "estimated_compute_s": secs[o.job.label], "estimate_source": rate.source,
-                                    "estimate_device": rate.device} for o in outcomes]))
-            return
-        from rich.table import Table
-
-        t = Table(title=f"sweep plan: profile {name}, {len(outcomes)} run(s)")
-        for col in ("run", "would", "directory"):
-            t.add_column(col, overflow="fold")
-        for o in outcomes:
-            t.add_row(o.job.label, f"wait (task {o.log} in flight)" if o.status == "in flight"
-                      else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
-        console().print(t)
-        typer.echo(disk)
-        typer.echo(compute)
+        _print_plan(params, name, outcomes, retrain_stale, json_out)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))
+
+
+def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, json_out: bool) -> None:
+    """A dry run's plan: each run and what would happen to it, the disk its checkpoints take and
+    the estimated compute (as JSON with --json)."""
+    from ..common.profiles import load_profile
+    from ..sweep import cost
+    from ..sweep.storage import summary
+
+    disk, est = summary([o.job for o in outcomes])
+    rate = cost.profile_rate(load_profile(params, name))
+    compute, secs = cost.summary([o.job for o in outcomes], rate)
+    if json_out:
+        typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir, "code": o.result.get("code"),
+                                "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
+                                "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0,
+                                "estimated_compute_s": secs[o.job.label], "estimate_source": rate.source,
+                                "estimate_device": rate.device} for o in outcomes]))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"sweep plan: profile {name}, {len(outcomes)} run(s)")
+    for col in ("run", "would", "directory"):
+        t.add_column(col, overflow="fold")
+    for o in outcomes:
+        t.add_row(o.job.label, f"wait (task {o.log} in flight)" if o.status == "in flight"
+                  else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
+    console().print(t)
+    typer.echo(disk)
+    typer.echo(compute)
 
 
 def _would(state: str, code: Optional[str], retrain_stale: bool) -> str:

@@ -416,6 +416,11 @@ def bench(
     if json_out:
         typer.echo(json.dumps(r))
         return
+    console().print(_bench_table(cfg, r))
+
+
+def _bench_table(cfg, r: dict):
+    """``posrnn bench``'s figures as a rich table: posrnn beside the reference loop, with ratios."""
     from rich.table import Table
 
     m, t = cfg.model, cfg.task
@@ -452,7 +457,7 @@ def bench(
     for c in r.get("concurrent", []):
         table.add_row(f"{c['k']} concurrent runs: it / s in all", fmt(c["aggregate_it_per_s"], ".2f"), "", ratio(c["speedup_vs_1"]))
     table.add_row("FLOP / iteration", f"{r['flops_per_iter']:.3e}", "", "")
-    console().print(table)
+    return table
 
 
 def bench_sweep(
