@@ -1,4 +1,6 @@
-"""Every local link in the README and docs points at a file inside the repository."""
+"""Every local link in the README and docs points at a file inside the repository (and a link to a
+heading at a heading there); the README stays a newcomer's page: short, with every docs page and the
+test command CI runs one look away."""
 
 from __future__ import annotations
 
@@ -8,7 +10,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+#: the README's length, in words as `wc -w` counts them; the depth lives in docs/
+README_MAX_WORDS = 1500
+
+
+def links(path: Path) -> list[tuple[str, str]]:
+    """Every relative link of a Markdown file as (file, anchor), images included; web links skipped."""
+    found = re.findall(r"\]\(([^)\s]+)\)", path.read_text())
+    return [(t.partition("#")[0], t.partition("#")[2]) for t in found if "://" not in t and not t.startswith("mailto:")]
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (code blocks skipped)."""
+    out, fenced = set(), False
+    for ln in path.read_text().splitlines():
+        fenced ^= ln.startswith("```")
+        if not fenced and (m := re.match(r"#+ (.*)", ln)):
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
@@ -18,3 +39,38 @@ def test_local_links_resolve(path):
             continue
         resolved = (path.parent / target).resolve()
         assert resolved.is_relative_to(ROOT) and resolved.exists(), f"{path.name} links to {target}, outside the repository or missing"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_a_link_to_a_heading_finds_it(path):
+    for target, anchor in links(path):
+        doc = (path.parent / target).resolve() if target else path
+        if anchor and doc.suffix == ".md":
+            assert anchor in anchors(doc), f"{path.name} links to {target}#{anchor}, a heading {doc.name} lacks"
+
+
+def test_the_readme_is_short():
+    words = len(README.read_text().split())
+    assert words <= README_MAX_WORDS, f"README.md has {words} words, over {README_MAX_WORDS}: move the depth into docs/"
+
+
+def test_every_relative_link_in_the_readme_points_to_an_existing_file():
+    found = links(README)
+    assert len(found) >= 10, "the README links to its docs pages"
+    for target, _ in found:
+        if target:
+            resolved = (ROOT / target).resolve()
+            assert resolved.is_relative_to(ROOT) and resolved.is_file(), f"README.md links to {target}, which is missing"
+
+
+def test_every_docs_page_is_one_link_from_the_readme():
+    linked = {(ROOT / target).resolve() for target, _ in links(README) if target}
+    missing = [p.name for p in DOCS[1:] if p.resolve() not in linked]
+    assert not missing, f"docs pages the README does not link to: {missing}"
+
+
+def test_the_readme_shows_the_test_command_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci == "make test", ".ci/run no longer ends in `make test`: update the README's Development section"
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)
+    assert any(ln.split("#")[0].strip() == ci for b in blocks for ln in b.splitlines()), "README.md lost `make test`"

@@ -628,7 +628,7 @@ def test_rich_table_has_one_row_per_claim(tmp_path):
 
 @pytest.mark.parametrize("profile", ["lite", "lite_extra", "beyond"])
 def test_the_committed_scorecard_is_what_its_tables_give(profile):
-    """The lite and beyond scorecards in the repository (and quoted in the README) are recomputed
+    """The lite and beyond scorecards in the repository (and quoted in docs/results.md) are recomputed
     from the committed tables by the current claims, code and profile design (its ``power``)."""
     import yaml
     root = Path(__file__).resolve().parents[1]

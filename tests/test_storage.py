@@ -107,7 +107,7 @@ def test_the_disk_estimate_matches_the_checkpoints_written(tmp_path, monkeypatch
 
 
 def test_the_paper_profile_dry_run_prints_its_disk_use(monkeypatch):
-    """The figure the README quotes; the LSTM at V = 16,384, H = 512 is the largest checkpoint
+    """The figure docs/pipeline.md quotes; the LSTM at V = 16,384, H = 512 is the largest checkpoint
     (227 MB without PE, 239 MB with the sinusoidal form concatenated: 19.9 M parameters × 12 bytes)."""
     monkeypatch.chdir(ROOT)
     r = CliRunner().invoke(app, ["sweep", "--dry-run", "--profile", "paper"])

@@ -1,6 +1,7 @@
-"""The README's guided tour runs as written after `make demo`: the demo's commands (from the
-Makefile) then every `posrnn` command of the tour (from README.md), at micro size, in one scratch
-directory. Both are read from their files, so neither can drift from what this test runs."""
+"""The guided tour runs as written after `make demo`: the demo's commands (from the Makefile) then
+every `posrnn` command of the tour (its first steps in README.md, the rest in docs/tour.md), at
+micro size, in one scratch directory. All are read from their files, so none can drift from what
+this test runs."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the tour's sections of single runs (the pipeline's and the sweep's run whole profiles, language
-#: modelling needs WikiText)
-SECTIONS = ("One run", "Gradient stability", "Vocabulary extension")
+#: the tour's sections of single runs, (file, heading), in the order they run (the pipeline's and the
+#: sweep's run whole profiles, language modelling needs WikiText)
+SECTIONS = (("README.md", "One run"), ("docs/tour.md", "Gradient stability"), ("docs/tour.md", "Vocabulary extension"))
 #: option → its micro value: iteration counts divided by 200, sizes made tiny
 MICRO = {"--iterations": lambda n: n // 200, "--warmup": lambda n: n // 200, "--checkpoint-every": lambda n: n // 200,
          "--hidden-size": lambda n: 8, "--batch-size": lambda n: 8, "--triplets": lambda n: 4}
@@ -41,20 +42,31 @@ def demo_commands() -> list[list[str]]:
     return [shlex.split(re.sub(r"\$\((\w+)\)", lambda m: var[m.group(1)], cmd)) for cmd in found]
 
 
+def section(path: str, title: str) -> str:
+    """The text of the section of ``path`` whose heading starts with ``title``, up to the next heading
+    of its level or above (a ``#`` line inside a code block is no heading)."""
+    lines = (ROOT / path).read_text().splitlines()
+    start = next((i for i, ln in enumerate(lines) if re.match(rf"#+ {re.escape(title)}", ln)), None)
+    assert start is not None, f"{path} has no section '{title}': a section of the tour was renamed; update SECTIONS"
+    level, out, fenced = len(lines[start].split()[0]), [], False
+    for ln in lines[start + 1:]:
+        fenced ^= ln.startswith("```")
+        if not fenced and (m := re.match(r"(#+) ", ln)) and len(m.group(1)) <= level:
+            break
+        out.append(ln)
+    return "\n".join(out) + "\n"
+
+
 def tour_commands() -> list[list[str]]:
-    """Every `posrnn` command in the bash blocks of the guided tour's ``SECTIONS`` (README.md),
-    in order, comments dropped."""
-    readme = (ROOT / "README.md").read_text()
-    tour = readme[readme.index("## A guided tour"):]
-    tour = tour[:tour.index("\n## ")]
-    sections = [s for s in tour.split("\n### ")[1:] if s.startswith(SECTIONS)]
-    assert len(sections) == len(SECTIONS), "a section of the guided tour was renamed; update SECTIONS"
+    """Every `posrnn` command in the bash blocks of the guided tour's ``SECTIONS``, in order,
+    comments dropped."""
     cmds = []
-    for block in re.findall(r"```bash\n(.*?)```", "\n".join(sections), flags=re.S):
-        for ln in _joined(block):
-            words = shlex.split(ln, comments=True)
-            if words[:1] == ["posrnn"]:
-                cmds.append(words[1:])
+    for path, title in SECTIONS:
+        for block in re.findall(r"```bash\n(.*?)```", section(path, title), flags=re.S):
+            for ln in _joined(block):
+                words = shlex.split(ln, comments=True)
+                if words[:1] == ["posrnn"]:
+                    cmds.append(words[1:])
     return cmds
 
 
@@ -66,7 +78,7 @@ def micro(argv: list[str]) -> list[str]:
     return out + (["--set", "task.n_test=64"] if out[0] == "train" and "--resume" not in out else [])
 
 
-def test_the_tour_reads_the_makefile_and_the_readme():
+def test_the_tour_reads_the_makefile_the_readme_and_its_page():
     demo, tour = demo_commands(), tour_commands()
     assert len(demo) == 2 and all("--out" in c for c in demo)
     assert [c[0] for c in tour[:5]] == ["train", "train", "eval", "compare", "train"]

@@ -222,11 +222,12 @@ def test_committed_seeds_table_is_what_the_scorecard_gives(profile):
 
 @pytest.mark.parametrize("profile", ["lite", "lite_extra", "beyond"])
 def test_readme_results_are_the_scorecard(profile):
-    """Every verdict and count the README states for a profile is its committed scorecard's."""
+    """Every verdict and count the results page (docs/results.md, linked from the README) states
+    for a profile is its committed scorecard's."""
     rows = json.loads((ROOT / "results" / profile / "scorecard" / "scorecard.json").read_text())["rows"]
-    block = report.readme_block_in((ROOT / "README.md").read_text(), profile)
-    assert block is not None, f"README.md has no results block for {profile}"
-    assert block == report.readme_block(rows, profile), f"run: posrnn scorecard {profile} --readme README.md"
+    block = report.readme_block_in((ROOT / "docs" / "results.md").read_text(), profile)
+    assert block is not None, f"docs/results.md has no results block for {profile}"
+    assert block == report.readme_block(rows, profile), f"run: posrnn scorecard {profile} --readme docs/results.md"
 
 
 def test_a_readme_that_differs_from_the_scorecard_is_caught_and_rewritten(tmp_path):
@@ -305,9 +306,9 @@ def test_the_paper_profiles_extension_can_score_extend_beyond_scratch():
         assert key in scratch, f"no fig2 run learns {key} from scratch"
 
 
-def test_the_readme_counts_the_paper_profiles_train_array():
+def test_the_cluster_page_counts_the_paper_profiles_train_array():
     from posrnn_cli.common.experiments import experiments_of_stage
     from posrnn_cli.sweep.plan import plan
 
     n = len(plan(ROOT / "params.yaml", "paper", [e for e in experiments_of_stage("train")]))
-    assert f"lists that array: {n} runs" in (ROOT / "README.md").read_text()
+    assert f"lists that array: {n} runs" in (ROOT / "docs" / "cluster.md").read_text()
