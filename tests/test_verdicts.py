@@ -1,6 +1,6 @@
 """What a reader can cite: the seeds each open claim needs, "underpowered" and "not testable"
 apart from "not measured", Holm's correction for "not reproduced", claims that read every table
-holding their cells, and the README's results blocks, which must say exactly what the committed
+holding their cells, and the results page's blocks (docs/results.md), which must say exactly what the committed
 scorecard says. Each rule flips on fabricated tables."""
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def test_readme_results_are_the_scorecard(profile):
     rows = json.loads((ROOT / "results" / profile / "scorecard" / "scorecard.json").read_text())["rows"]
     block = report.readme_block_in((ROOT / "docs" / "results.md").read_text(), profile)
     assert block is not None, f"docs/results.md has no results block for {profile}"
-    assert block == report.readme_block(rows, profile), f"run: posrnn scorecard {profile} --readme docs/results.md"
+    assert block == report.readme_block(rows, profile), f"run: posrnn scorecard {profile} --page docs/results.md"
 
 
 def test_a_readme_that_differs_from_the_scorecard_is_caught_and_rewritten(tmp_path):

@@ -396,7 +396,7 @@ def by_pe(rows: list[dict], key: str) -> dict:
 
 # One ``dvc metrics show`` row per experiment, with the same few columns for all: the headline
 # measure per PE form or per layer count. Numbers only: a text field would make `dvc exp show` a
-# column per experiment; what each file's numbers are is said here (MEASURES) and in the README.
+# column per experiment; what each file's numbers are is said here (MEASURES) and in docs/pipeline.md.
 def headline_eval(rows: list[dict]) -> dict:
     return by_pe(rows, "token_accuracy")
 

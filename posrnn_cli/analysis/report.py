@@ -1,11 +1,11 @@
-"""Views of a scored profile that other documents quote: the seeds-needed table, the README's
-results block, and the terminal's one line per claim. Both read the scorecard's rows (``scorecard.scorecard`` or a committed
-``scorecard.json``) and compute nothing of their own, so the README cannot say what the
-scorecard does not.
+"""Views of a scored profile that other documents quote: the seeds-needed table, the results
+page's block, and the terminal's one line per claim. They read the scorecard's rows
+(``scorecard.scorecard`` or a committed ``scorecard.json``) and compute nothing of their own, so
+no page can say what the scorecard does not.
 
-The README holds each profile's block between ``<!-- results:NAME -->`` and
-``<!-- /results:NAME -->``; ``posrnn scorecard NAME --readme README.md`` rewrites it, and a test
-fails when the committed README differs from what the committed scorecard gives.
+The results page (docs/results.md, linked from the README) holds each profile's block between
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``; ``posrnn scorecard NAME --page docs/results.md`` rewrites it, and a
+test fails when the committed page differs from what the committed scorecard gives.
 """
 
 from __future__ import annotations
@@ -74,12 +74,12 @@ def _cell(x: dict) -> str:
 
 
 def readme_block(rows: list[dict], name: str) -> str:
-    """The README's results block for one profile: the counts per section and scope, then one
+    """The results page's block for one profile: the counts per section and scope, then one
     line per claim that anything was measured for (verdict, seeds needed)."""
     summary = summarize(rows)
     out = [f"<!-- results:{name} -->",
-           f"*Generated from `results/{name}/scorecard/scorecard.json` by `posrnn scorecard {name} --readme "
-           f"README.md`; a test fails when this block differs from the scorecard.*", ""]
+           f"*Generated from `results/{name}/scorecard/scorecard.json` by `posrnn scorecard {name} --page "
+           f"docs/results.md`; a test fails when this block differs from the scorecard.*", ""]
     for section, title in SECTIONS.items():
         if section not in summary:
             continue

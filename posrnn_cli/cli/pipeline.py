@@ -235,7 +235,7 @@ def scorecard(
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
     seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
-    readme: Annotated[Optional[Path], typer.Option("--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (e.g. README.md) from the scorecard.", show_default=False)] = None,
+    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (docs/results.md) from the scorecard.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,

@@ -15,7 +15,7 @@ Three small tables, each entry in one place:
 
 Adding an experiment: one ``Experiment`` entry (a new job kind or table form only when no
 existing one fits), its section in each profile of ``params.yaml``, a DVC stage only if none of
-the existing ones should run it, and a test (README, "Adding an experiment").
+the existing ones should run it, and a test (docs/development.md, "Adding an experiment").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Confidence intervals that treat the seed as the unit of replication. NumPy only.
 
-Two methods (the README's "How a verdict is read" says why):
+Two methods (docs/statistics.md, "How a verdict is read", says why):
 
 - ``hierarchical``: the interval a table shows for one cell. A percentile bootstrap, 10,000
   resamples by default, that first draws the seeds with replacement and then, inside each drawn
