@@ -45,13 +45,12 @@ from hypothesis import strategies as st
 from posrnn_cli.common.config import RunConfig, parse_set, set_key
 from posrnn_cli.common.errors import PosrnnError
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, tiny_train  # noqa: E402 - the repository
 MINI = ROOT / "data" / "wikitext-mini"
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
 ROW_TIMEOUT_S = 120
 #: the tiny synthetic run every training row starts from
-TINY = ("--task reverse --model gru --vocab-size 6 --length 4 --hidden-size 8 --iterations 20 --batch-size 8 "
-        "--checkpoint-every 10 --device cpu --set task.n_test=32")
+TINY = " ".join(tiny_train(iterations=20, checkpoint_every=10, seed=None))
 SPACED = "runs/ä ö run"  # a copy of the synthetic run under a path with spaces and non-ASCII characters
 BIG = str(10**19)  # an integer beyond int64 (click's INT takes it)
 #: as root, a 0o500 directory stops writes only without CAP_DAC_OVERRIDE: setpriv drops it

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +13,7 @@ from posrnn_cli.models import build_model, count_parameters
 from posrnn_cli.sweep.plan import plan
 from posrnn_cli.tasks import build_task
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 PARAMS = ROOT / "params.yaml"
 CORES = {"gru", "s4d", "mingru", "mamba"}
 

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app, run
 
 runner = CliRunner()
-TINY = ["--task", "reverse", "--model", "gru", "--vocab-size", "6", "--length", "5", "--hidden-size", "16",
-        "--iterations", "30", "--batch-size", "16", "--warmup", "3", "--seed", "0", "--device", "cpu",
-        "--checkpoint-every", "10", "--set", "task.n_test=64"]
+from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+
+TINY = tiny_train(length=5, hidden_size=16, iterations=30, batch_size=16, warmup=3, checkpoint_every=10, n_test=64)
 
 
 def posrnn(argv, capsys):

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.main import get_command
@@ -16,7 +15,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 runner = CliRunner()
 
 

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app, run
 
 runner = CliRunner()
-TINY = ["train", "--task", "reverse", "--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
-        "--iterations", "6", "--batch-size", "8", "--seed", "0", "--device", "cpu", "--checkpoint-every", "3",
-        "--set", "task.n_test=32"]
+from conftest import ROOT, tiny_train  # noqa: E402 - the repository; the options of a run of seconds
+
+TINY = ["train", *tiny_train()]
 
 
 def posrnn(argv, capsys):
@@ -77,7 +77,6 @@ from pathlib import Path  # noqa: E402
 import yaml  # noqa: E402
 from typer.main import get_command  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def every_command(group=None, path=()):
@@ -107,7 +106,7 @@ def complete(words: str) -> list[str]:
 
 def test_completion_offers_profile_and_experiment_names():
     profiles = list(yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"])
-    assert complete("posrnn profile use l") == [p for p in profiles if p.startswith("l")] == ["lite", "lite_extra"]
+    assert complete("posrnn profile use l") == [p for p in profiles if p.startswith("l")] == ["lite", "lite_extra", "lite_seeds"]
     assert complete("posrnn sweep --profile bey") == [p for p in profiles if p.startswith("bey")]
     assert complete("posrnn sweep f") == ["fig2", "forms"]
     assert "posrnn --install-completion" in (ROOT / "docs" / "cli.md").read_text()

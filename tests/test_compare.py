@@ -16,9 +16,10 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import bootstrap_ci, t_interval
 
 runner = CliRunner()
-TINY = ["--task", "reverse", "--model", "gru", "--vocab-size", "6", "--length", "5", "--hidden-size", "8",
-        "--iterations", "20", "--batch-size", "16", "--warmup", "2", "--device", "cpu", "--threads", "1",
-        "--set", "task.n_test=64"]
+from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+
+TINY = tiny_train(length=5, iterations=20, batch_size=16, warmup=2, threads=1, seed=None, checkpoint_every=None,
+                  n_test=64)
 
 
 def cli(*argv, columns: int = 80):

@@ -22,7 +22,7 @@ from posrnn_cli.engine.extend import extend_vocab
 from posrnn_cli.engine.rundir import LockBusy, run_lock
 from posrnn_cli.engine.train import train
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,7 +17,7 @@ from posrnn_cli.models import CORES, build_model, sinusoidal_pe
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows
 from posrnn_cli.engine.train import lr_factor, train
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 
 
 def tiny(**over) -> RunConfig:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,7 +14,7 @@ from posrnn_cli.common import experiments as reg
 from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLE_FORMS, Experiment, resolve
 from posrnn_cli.common.sources import closure
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 
 
 def test_every_reference_resolves_and_every_link_exists():

@@ -23,7 +23,7 @@ from posrnn_cli.engine.train import train
 from posrnn_cli.tasks import HeldOut, ReverseTask
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: GPU test")]
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 STEPS = 120  # "some hundred steps"
 
 

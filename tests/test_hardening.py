@@ -24,7 +24,7 @@ from posrnn_cli.common.config import resolve_config
 from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
 from posrnn_cli.engine.train import train
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 POSRNN = [sys.executable, "-m", "posrnn_cli"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SMALL = ["--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size", "8",

@@ -16,7 +16,7 @@ import yaml
 
 from posrnn_cli.common.sources import closure, cycles, import_graph, module_files
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 TRAINING = ("posrnn_cli/engine", "posrnn_cli/tasks", "posrnn_cli/models", "posrnn_cli/sweep", "posrnn_cli/lm")
 
 

@@ -17,7 +17,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import lock
 from posrnn_cli.engine.rundir import LOCK, LOCK_FILE, LockBusy, run_lock
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 #: says READY, takes DIR's lock once GO exists; says HELD (or DOUBLE when another holder is inside too) or BUSY; holds it SECONDS
 HOLD = """

@@ -18,9 +18,9 @@ from posrnn_cli.common.config import RunConfig, resolve_config
 from posrnn_cli.common.machine import choose_threads, is_small_model, state_size_for
 
 runner = CliRunner()
-TINY = ["--task", "reverse", "--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
-        "--iterations", "6", "--batch-size", "8", "--seed", "0", "--device", "cpu", "--checkpoint-every", "3",
-        "--set", "task.n_test=32"]
+from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+
+TINY = tiny_train()
 
 
 def test_an_explicit_thread_count_always_wins():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,7 @@ from posrnn_cli.common import memory
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 SIX_GB = 6 * 10**9
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from posrnn_cli.common import catalog
 from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 #: the registries and the modules that implement their entries
 REGISTRIES = ("posrnn_cli/common/catalog.py", "posrnn_cli/common/experiments.py", "posrnn_cli/tasks/",
               "posrnn_cli/models/")

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 
 
 def test_papers_md_describes_every_version_and_the_settings():

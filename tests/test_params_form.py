@@ -9,14 +9,13 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from posrnn_cli.common.profiles import active_profiles, use_profile
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 PARAMS = ROOT / "params.yaml"
 
 

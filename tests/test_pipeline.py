@@ -26,7 +26,7 @@ from posrnn_cli.common.profiles import active_profiles, load_profile
 from posrnn_cli.analysis.scorecard import VERDICTS
 from posrnn_cli.common.stats import bootstrap_ci, hierarchical
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 # the stages call `posrnn`: this interpreter's bin/ first on PATH, so a bare `pytest` works too
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1",
        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}

@@ -16,7 +16,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import replace
 from posrnn_cli.engine.rundir import REPLACED, Replacement, run_lock
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 POSRNN = [sys.executable, "-m", "posrnn_cli"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SMALL = ["--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size", "8",

@@ -21,7 +21,7 @@ from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import _state
 from posrnn_cli.sweep.plan import Job
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 
 
 def cfg(iterations: int = 10) -> RunConfig:

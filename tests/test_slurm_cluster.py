@@ -163,7 +163,8 @@ def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped
 
     from posrnn_cli.sweep import SweepOptions, run_sweep
 
-    from test_sweep import _stop, results, same, scratch
+    from fabricate import scratch
+    from sweeps import _stop, results, same
 
     monkeypatch.chdir(tmp_path)
     for key, value in slurm_cluster.env.items():
@@ -223,7 +224,8 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
 ):
     """``scancel`` of a training task: the task saves a checkpoint at the step in progress, and the
     sweep names the run as cancelled (exit 1, no "failed")."""
-    from test_sweep import _stop, scratch
+    from fabricate import scratch
+    from sweeps import _stop
 
     monkeypatch.chdir(tmp_path)
     for key, value in slurm_cluster.env.items():
@@ -274,7 +276,8 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
     from posrnn_cli.sweep import SweepOptions, run_sweep
     from posrnn_cli.sweep.slurm import read_record
 
-    from test_sweep import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, results, same, scratch
+    from fabricate import scratch
+    from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, results, same
 
     env = _cluster_env(slurm_cluster)
     grid = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4,

@@ -302,7 +302,7 @@ def test_the_target_position_is_recorded_by_the_command_the_sweep_and_the_table(
                                       (0, "stability.target_position must be at least 1, got 0")])
 def test_the_sweep_passes_the_sections_target_position_and_refuses_one_outside_the_runs(tmp_path, t, words):
     from posrnn_cli.sweep.plan import plan
-    from test_sweep import scratch
+    from fabricate import scratch
 
     dual = {"cells": [{"model": "s4d", "vocab": 8}], "pe": ["none"], "seeds": [1], "length": 4, "hidden": 8,
             "rarity": 0.25, "iterations": 20, "batch": 8, "warmup": 2, "keep_checkpoints": "all"}
@@ -319,7 +319,7 @@ def test_a_stability_section_can_name_the_cores_it_analyses(tmp_path):
     """stability_mid analyses the S4D at t > 1 while the RNNs keep t = 1: ``models`` picks the
     source runs' cores, [] none, and a value that is not a list of names is one line."""
     from posrnn_cli.sweep.plan import plan
-    from test_sweep import scratch
+    from fabricate import scratch
 
     dual = {"cells": [{"model": "s4d", "vocab": 8}, {"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1],
             "length": 4, "hidden": 8, "rarity": 0.25, "iterations": 20, "batch": 8, "warmup": 2, "keep_checkpoints": "all"}

@@ -21,8 +21,8 @@ from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.sweep.plan import plan
 from posrnn_cli.sweep.storage import checkpoint_bytes, checkpoints_kept, estimate
 
-ROOT = Path(__file__).resolve().parents[1]
-from test_sweep import scratch  # noqa: E402 - the same scratch params file as the sweep tests
+from conftest import ROOT  # noqa: E402 - the repository
+from fabricate import scratch  # noqa: E402 - the same scratch params file as the sweep tests
 
 TINY = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4, "hidden": 8,
         "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}

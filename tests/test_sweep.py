@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
@@ -19,62 +18,15 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_npz
-from posrnn_cli.common.provenance import STAMPS
 from posrnn_cli.common.profiles import active_profiles, use_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
 from posrnn_cli.sweep.plan import plan
 
-ROOT = Path(__file__).resolve().parents[1]
-POSRNN = [sys.executable, "-c", "from posrnn_cli.cli import run; run()"]
+from conftest import ROOT  # noqa: E402 - the repository
+from fabricate import scratch  # noqa: E402 - a params file with one profile t
+from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, processes_in, results, same  # noqa: E402
 TINY = {"cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6}], "pe": ["none", "sinusoidal"],
         "seeds": [1], "length": 4, "hidden": 8, "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
-
-
-def scratch(tmp_path: Path, **sections) -> Path:
-    """A params.yaml holding the repository's base config and a profile ``t`` with ``sections``."""
-    base = yaml.safe_load((ROOT / "params.yaml").read_text())
-    profile = {"device": "cpu", "threads": 1, "n_test": 32, "executor": {"kind": "local", "workers": 2}, **sections}
-    data = {k: base[k] for k in ("task", "model", "train")} | {"profile": ["t"], "profiles": {"t": profile}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return tmp_path / "params.yaml"
-
-
-def results(root: Path) -> dict:
-    """Every run's final weights and per-sequence scores under ``root`` (without the stamps naming
-    the checkpoint file, which also records its run's own id)."""
-    out = {}
-    for run in sorted(p.parent for p in root.glob("*/*/config.yaml")):
-        ckpts = sorted((run / "checkpoints").glob("step_*.pt"))
-        scores = {k: v for k, v in read_npz(run / "eval_sequences.npz").items() if k not in STAMPS}
-        out[run.relative_to(root).as_posix()] = (torch.load(ckpts[-1], weights_only=True)["model"], scores)
-    return out
-
-
-def processes_in(folder: Path) -> list[int]:
-    """Live processes whose working directory is ``folder`` (a sweep's workers inherit it)."""
-    out = []
-    for pid in os.listdir("/proc"):
-        try:
-            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(folder):
-                with open(f"/proc/{pid}/stat") as f:
-                    if f.read().split(") ")[1][0] != "Z":  # not a zombie
-                        out.append(int(pid))
-        except OSError:
-            continue
-    return out
-
-
-def same(a: dict, b: dict) -> bool:
-    if a.keys() != b.keys():
-        return False
-    for k in a:
-        (wa, ea), (wb, eb) = a[k], b[k]
-        if wa.keys() != wb.keys() or not all(torch.equal(wa[n], wb[n]) for n in wa):
-            return False
-        if ea.keys() != eb.keys() or not all(np.array_equal(ea[n], eb[n]) for n in ea):
-            return False
-    return True
 
 
 # ---- planning ---------------------------------------------------------------------------------
@@ -480,38 +432,6 @@ def test_an_unreadable_array_record_is_one_line(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["sweep", "fig2", "--dry-run"])
     assert r.exit_code == 1 and r.output.startswith("error: ") and ".slurm-arrays.json is not readable JSON" in r.output
     assert r.output.count("\n") == 1
-
-
-def _cluster_env(slurm_cluster) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_"))}
-    return {**env, **slurm_cluster.env, "PYTHONPATH": str(ROOT)}
-
-
-def _wait_for(what, timeout_s: float, why: str, procs=(), detail=lambda: "") -> None:
-    """Polls ``what`` until it holds; fails, with ``why`` and ``detail()``, at the deadline or when
-    one of ``procs`` (the sweeps being watched) ends first."""
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        for p in procs:
-            assert p.poll() is None, f"{why}: a sweep ended first (exit {p.returncode})\n{detail()}"
-        assert time.monotonic() < deadline, f"{why}\n{detail()}"
-        time.sleep(0.05)
-
-
-def _tasks_submitted_from(slurm_cluster, workdir: Path) -> list:
-    """Every task id SLURM knows (any state) whose job was submitted from ``workdir``."""
-    listing = slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
-    return [ln.split("|")[0] for ln in listing if ln.split("|")[-1] == str(workdir)]
-
-
-def _stop(slurm_cluster, procs, array) -> None:
-    """A test's cleanup: kills the sweeps still running and cancels the array they submitted."""
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    if array is not None:
-        slurm_cluster.run("scancel", array)
 
 
 def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster, tmp_path):

@@ -15,7 +15,7 @@ from posrnn_cli.analysis.scorecard import load_table
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import check_table, read_csv
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 LITE = ROOT / "results" / "lite" / "tables"
 
 

@@ -5,14 +5,13 @@ are never cut, and the scorecard's terminal view is one line per claim with the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 TABLES = ROOT / "results" / "lite" / "tables"
 runner = CliRunner()
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 #: the tour's sections of single runs, (file, heading), in the order they run (the pipeline's and the
 #: sweep's run whole profiles, language modelling needs WikiText)
 SECTIONS = (("README.md", "One run"), ("docs/tour.md", "Gradient stability"), ("docs/tour.md", "Vocabulary extension"))

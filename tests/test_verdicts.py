@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,9 +17,9 @@ from posrnn_cli.analysis import scorecard as sc
 from posrnn_cli.cli import app
 from posrnn_cli.common import stats
 from posrnn_cli.common.errors import PosrnnError
-from tests.test_scorecard import CLAIMS, INC, NM, NR, NT, R, UP, at, dual, ev, ind, score, stab
+from fabricate import CLAIMS, INC, NM, NR, NT, R, UP, at, dual, ev, ind, score, stab
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT  # noqa: E402 - the repository
 
 
 # ---- the statistics behind "seeds needed" --------------------------------------------------------
