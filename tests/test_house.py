@@ -5,6 +5,7 @@ run (while the aggregation and figure stages depend on no training code)."""
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 import subprocess
@@ -111,3 +112,29 @@ def test_result_stages_depend_on_no_training_code(name):
     assert not [d for d in deps if d.startswith(TRAINING)]
     sub = re.match(r"posrnn ([\w-]+)", stages()[name]["do"]["cmd"]).group(1)
     assert not [m for m in command_modules(sub) if m.split(".")[1:2] in (["engine"], ["tasks"], ["models"], ["sweep"], ["lm"])]
+
+
+# ---- one table of config keys ----------------------------------------------------------------------
+def test_every_config_key_has_one_row_in_the_key_table_and_every_list_derives_from_it():
+    """A config key added to RunConfig and not to ``common.keys`` fails here; so does an option of
+    ``posrnn train``, a sweep short name, a table column or an ignored key kept anywhere else."""
+    from posrnn_cli.analysis import aggregate
+    from posrnn_cli.analysis.scorecard import core
+    from posrnn_cli.cli.options import RUN_OPTIONS
+    from posrnn_cli.common import config, keys, tables
+    plan = importlib.import_module("posrnn_cli.sweep.plan")  # the module (the package exports a function of that name)
+
+    rows = [k.config for k in keys.KEYS]
+    assert len(rows) == len(set(rows)), "a config key has two rows in common.keys"
+    assert set(rows) == set(config.RunConfig().flat()), "common.keys and RunConfig's fields differ"
+    assert {name: o.key for name, o in RUN_OPTIONS.items()} == keys.FLAGS
+    assert plan.SHORT is keys.SHORT and plan.ABBREV is keys.ABBREV
+    assert aggregate.CELL_COLUMNS is keys.CELL_COLUMNS and aggregate.IGNORED is keys.CELL_IGNORED
+    assert config.CELL_IGNORED is keys.CELL_IGNORED
+    assert tables.KEY_COLUMNS is keys.KEY_COLUMNS and core.KEY_COLUMNS is keys.KEY_COLUMNS
+    assert set(keys.SHORT.values()) <= set(rows) and set(keys.ABBREV) <= set(keys.SHORT)
+    # the wall-clock checkpoint cadence changes nothing a run computes: it never splits a cell
+    assert "train.checkpoint_minutes" in keys.CELL_IGNORED
+    a, b = config.RunConfig(), config.RunConfig()
+    b.train.checkpoint_minutes = 30.0
+    assert aggregate.cell_of(a) == aggregate.cell_of(b)

@@ -36,7 +36,8 @@ import yaml
 
 from ..common import catalog
 from ..common.catalog import feedback_prefix
-from ..common.config import CELL_IGNORED, RunConfig, safe_load_bounded
+from ..common import keys
+from ..common.config import RunConfig, safe_load_bounded
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
@@ -46,15 +47,9 @@ from ..common.tables import COSINE_QUANTILES
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
 DUAL_CONDITIONS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
-#: the columns that name a cell in the tables (the rest of the config is constant in a sweep)
-CELL_COLUMNS = (
-    ("task", "task.name"), ("model", "model.name"), ("pe", "model.pe"), ("vocab_size", "task.vocab_size"),
-    ("length", "task.length"), ("min_length", "task.min_length"), ("rarity", "task.rarity"), ("delay", "task.delay"),
-    ("hidden_size", "model.hidden_size"), ("layers", "model.layers"), ("iterations", "train.iterations"),
-    ("batch_size", "train.batch_size"), ("warmup", "train.warmup"),
-)
-#: config keys that do not split a cell (a run's seed and where it ran)
-IGNORED = CELL_IGNORED
+#: the columns that name a cell in the tables (the rest of the config is constant in a sweep), and
+#: the config keys that do not split a cell: the table of config keys (``common.keys``)
+CELL_COLUMNS, IGNORED = keys.CELL_COLUMNS, keys.CELL_IGNORED
 MANIFEST = "sweep.json"
 #: the position ranges of the dual table, as fractions of L: all, halves, quarters
 POSITIONS = {"all": (0, 1), "first": (0, 0.5), "second": (0.5, 1),

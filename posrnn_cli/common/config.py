@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
+from . import keys
 from .errors import PosrnnError
 
 
@@ -130,10 +131,9 @@ class TrainConfig:
 RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
                           "train.checkpoint_minutes"})
 
-#: Keys that do not split a cell of a grid (a run's seed, where it ran, how often it logs and keeps
-#: checkpoints): runs that differ only in these are seeds of one table row.
-CELL_IGNORED = frozenset({"train.seed", "train.device", "train.threads", "train.eval_batch_size", "train.log_every",
-                          "train.checkpoint_every", "train.checkpoint_initial", "task.data"})
+#: Keys that do not split a cell of a grid: runs that differ only in these are seeds of one table
+#: row (the table of config keys, ``common.keys``).
+CELL_IGNORED = keys.CELL_IGNORED
 
 #: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
 PIPELINE_SECTIONS = ("profile", "profiles")

@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from . import catalog
+from . import catalog, keys
 from .errors import PosrnnError
 
 #: the percentiles of the per-token cosines a continuous-task evaluation reports (``cosine_q10`` …)
@@ -37,10 +37,8 @@ MEASURES: dict[str, tuple[float, float]] = {
 }
 #: counts: positive integers
 COUNTS = ("n_seeds", "n_sequences", "n_triplets", "n_tokens", "permutations")
-#: columns that name a cell (a config without its seed), whatever their type
-KEY_COLUMNS = {"task", "model", "pe", "vocab_size", "length", "min_length", "rarity", "hidden_size", "layers",
-               "heads", "delay", "iterations", "batch_size", "warmup", "condition", "half", "step", "pair", "base_vocab",
-               "extra_vocab", "max_tokens", "combine", "embed_size", "target_position", "feedback", "dim"}
+#: columns that name a cell (a config without its seed), whatever their type (``common.keys``)
+KEY_COLUMNS = keys.KEY_COLUMNS
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional
 VALUE_COLUMNS = {*MEASURES, *COUNTS, "ci_low", "ci_high", "seeds", "tolerance"}

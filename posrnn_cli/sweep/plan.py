@@ -31,23 +31,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..common import keys
 from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
 
-#: short key → config key (what experiment sections and cells may set)
-SHORT = {
-    "task": "task.name", "model": "model.name", "vocab": "task.vocab_size", "length": "task.length",
-    "min_length": "task.min_length", "rarity": "task.rarity", "delay": "task.delay", "dim": "task.dim",
-    "autoregressive": "task.autoregressive", "hidden": "model.hidden_size", "embed": "model.embed_size",
-    "layers": "model.layers", "heads": "model.heads", "state": "model.state_size", "pe_mode": "model.pe_mode", "iterations": "train.iterations",
-    "batch": "train.batch_size", "warmup": "train.warmup", "lr": "train.lr", "checkpoint_every": "train.checkpoint_every",
-    "checkpoint_initial": "train.checkpoint_initial",
-}
-#: how a cell's values appear in its directory name
-ABBREV = {"vocab": "v", "length": "l", "min_length": "min", "hidden": "h", "layers": "layers", "delay": "t",
-          "rarity": "r", "iterations": "i", "batch": "b", "dim": "d", "heads": "heads", "embed": "e", "state": "n"}
+#: short key → config key, and how a cell's value shows in its directory name (``common.keys``)
+SHORT, ABBREV = keys.SHORT, keys.ABBREV
 PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power"}
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 import yaml
 
-from posrnn_cli.common import catalog, experiments
+from posrnn_cli.common import catalog, experiments, keys
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import t_interval, t_interval_at
 
@@ -51,10 +51,8 @@ NUMERIC_COLUMNS = {"vocab_size", "step", "layers", "token_accuracy", "token_accu
                    "token_accuracy_ci_high", "stability", "ci_low", "ci_high", "perplexity",
                    "permutation_sensitive_share", "max_logit_change", "tolerance"}
 
-#: columns that name a cell (a config without its seed), whatever their type
-KEY_COLUMNS = {"task", "model", "pe", "vocab_size", "length", "min_length", "rarity", "hidden_size", "layers",
-               "heads", "delay", "iterations", "batch_size", "warmup", "condition", "half", "step", "pair", "base_vocab",
-               "extra_vocab", "max_tokens", "combine", "embed_size"}
+#: columns that name a cell (a config without its seed), whatever their type (``common.keys``)
+KEY_COLUMNS = keys.KEY_COLUMNS
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional
 VALUE_COLUMNS = {"token_accuracy", "sequence_accuracy", "damerau_levenshtein", "stability", "ci_low", "ci_high",
