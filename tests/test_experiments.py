@@ -47,6 +47,37 @@ def test_each_experiment_runs_in_a_dvc_stage_whose_deps_hold_its_code():
         assert e.name in stages[e.stage]["do"]["cmd"] or e.stage == "lm", f"stage {e.stage} does not run {e.name}"
 
 
+def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothing_else():
+    """The four places an experiment appears in dvc.yaml (its stage's command, params and outs,
+    and the aggregate's deps) hold exactly the registry's experiments: one added to the registry
+    and not to dvc.yaml, or left in dvc.yaml after leaving the registry, fails here."""
+    import re
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    runs = lambda entries: {re.fullmatch(r"runs/\$\{item\}/(\w+)", e if isinstance(e, str) else next(iter(e))).group(1)  # noqa: E731
+                            for e in entries if re.fullmatch(r"runs/\$\{item\}/\w+", e if isinstance(e, str) else next(iter(e)))}
+    by_stage = {}
+    for e in EXPERIMENTS.values():
+        by_stage.setdefault(e.stage, set()).add(e.name)
+    for stage, names in by_stage.items():
+        do = stages[stage]["do"]
+        cmd = do["cmd"].split("--profile")[0].split()
+        assert set(cmd[2:]) == names, f"{stage}: its command runs {cmd[2:]}, the registry has {sorted(names)}"
+        params = {p.rpartition(".")[2] for p in do["params"] if isinstance(p, str) and p.startswith("profiles.${item}.")}
+        assert names <= params, f"{stage}: no params entry for {sorted(names - params)}"
+        assert runs(do["outs"]) == names, f"{stage}: outs {sorted(runs(do['outs']))}, the registry has {sorted(names)}"
+    tabled = {n for n, e in EXPERIMENTS.items() if e.table}
+    assert runs(stages["aggregate"]["do"]["deps"]) == tabled
+
+
+def test_each_figure_reads_the_columns_the_registry_names():
+    from posrnn_cli.analysis import plots
+
+    assert plots.COLUMNS == {n: e.figure.columns for n, e in EXPERIMENTS.items() if e.figure and e.figure.columns}
+    assert set(plots.COLUMNS["fig2"]) >= {"vocab_size", "token_accuracy", "damerau_levenshtein"}
+
+
+
 def test_the_scorecard_lists_read_the_registry():
     assert "fig2" in reg.eval_tables() and "dual" not in reg.eval_tables()
     assert set(reg.result_tables()) == {n for n, e in EXPERIMENTS.items() if e.table}

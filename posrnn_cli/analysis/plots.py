@@ -39,21 +39,8 @@ from .figkit import (
     _finish)
 
 # ---- the figures ------------------------------------------------------------------------------
-_CELL = ("model", "pe", "hidden_size", "length", "iterations", "batch_size")
-_ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
-#: the columns each figure reads from its table
-COLUMNS = {
-    "fig2": (*_CELL, "vocab_size", *_ACC, "damerau_levenshtein", "damerau_levenshtein_ci_low", "damerau_levenshtein_ci_high"),
-    "dual": (*_CELL, "vocab_size", "rarity", "condition", *_ACC),
-    "stability": ("model", "pe", "step", "condition", "pair", "stability", "ci_low", "ci_high"),
-    "forms": (*_CELL, "vocab_size", *_ACC),
-    "double": (*_CELL, "vocab_size", *_ACC),
-    "extend": ("model", "pe", "base_vocab", "extra_vocab", *_ACC),
-    "length": (*_CELL, "vocab_size", *_ACC),
-    "lm": ("model", "pe", "perplexity"),
-    "autoreg": (*_CELL, "task", "vocab_size", "feedback", *_ACC),
-    "continuous": (*_CELL, "dim", "cosine", "cosine_ci_low", "cosine_ci_high"),
-}
+#: the columns each figure reads from its table (the experiment registry's ``Figure.columns``)
+COLUMNS = {e.name: e.figure.columns for e in EXPERIMENTS.values() if e.figure is not None and e.figure.columns}
 
 
 def _pe_sorted(pes) -> list[str]:

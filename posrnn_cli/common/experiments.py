@@ -55,6 +55,7 @@ class TableForm:
 class Figure:
     file: str  # under figures/<profile>/
     draw: str  # (tables by experiment name, path) -> None; drawn when the experiment's table exists
+    columns: tuple[str, ...] = ()  # the columns it reads from the table (checked before drawing)
 
 
 @dataclass(frozen=True)
@@ -115,17 +116,21 @@ TABLE_FORMS: dict[str, TableForm] = {t.name: t for t in (
                "cosine_q10_by_seed", "cosine_q50_by_seed", "cosine_q90_by_seed")),
 )}
 
+#: the cell columns most figures read beside their own, and the accuracy with its CI
+_FIG_CELL = ("model", "pe", "hidden_size", "length", "iterations", "batch_size")
+_FIG_ACC = ("token_accuracy", "token_accuracy_ci_low", "token_accuracy_ci_high")
+
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("fig2", "train", "eval", "train", "reverse ordering, accuracy vs vocabulary size (Fig. 2)",
-               figure=Figure("fig2_vocab.png", f"{_PLOTS}.draw_fig2")),
+               figure=Figure("fig2_vocab.png", f"{_PLOTS}.draw_fig2", (*_FIG_CELL, "vocab_size", *_FIG_ACC, "damerau_levenshtein", "damerau_levenshtein_ci_low", "damerau_levenshtein_ci_high"))),
     Experiment("dual", "train", "dual", "train", "dual-frequency vocabulary, Frequent/Rare grid (Fig. 3-4)",
-               figure=Figure("dual_frequency.png", f"{_PLOTS}.draw_dual"), keep_checkpoints="all"),  # stability reads them
+               figure=Figure("dual_frequency.png", f"{_PLOTS}.draw_dual", (*_FIG_CELL, "vocab_size", "rarity", "condition", *_FIG_ACC)), keep_checkpoints="all"),  # stability reads them
     Experiment("forms", "train", "eval", "train", "PE forms: random and learnable beside fig2's sinusoidal",
-               figure=Figure("pe_forms.png", f"{_PLOTS}.draw_forms")),
+               figure=Figure("pe_forms.png", f"{_PLOTS}.draw_forms", (*_FIG_CELL, "vocab_size", *_FIG_ACC))),
     Experiment("double", "train", "eval", "train", "the double-vanilla control (embedding twice)",
-               figure=Figure("double_vanilla.png", f"{_PLOTS}.draw_double")),
+               figure=Figure("double_vanilla.png", f"{_PLOTS}.draw_double", (*_FIG_CELL, "vocab_size", *_FIG_ACC))),
     Experiment("length", "train", "eval", "train", "length sweep at V = 2",
-               figure=Figure("length_v2.png", f"{_PLOTS}.draw_length")),
+               figure=Figure("length_v2.png", f"{_PLOTS}.draw_length", (*_FIG_CELL, "vocab_size", *_FIG_ACC))),
     Experiment("varlen", "train", "eval", "train", "variable-length reverse with several PE forms"),
     Experiment("sort", "train", "eval", "train", "sorting, vanilla vs PE"),
     Experiment("copy", "train", "eval", "train", "copy memory, vanilla vs PE"),
@@ -140,22 +145,22 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("s4d", "train", "eval", "train", "S4D state-space model, vanilla vs PE"),
     Experiment("autoreg", "train", "autoreg", "train",
                "autoregressive reverse / sort: self-fed vs ground-truth-fed output phase (000 App. B.2, Fig. 8)",
-               figure=Figure("autoregression.png", f"{_PLOTS}.draw_autoreg"), fixed=(("task.autoregressive", True),)),
+               figure=Figure("autoregression.png", f"{_PLOTS}.draw_autoreg", (*_FIG_CELL, "task", "vocab_size", "feedback", *_FIG_ACC)), fixed=(("task.autoregressive", True),)),
     Experiment("continuous", "train", "cosine", "train",
                "the infinite vocabulary: reversing random unit vectors in R^d, cosine (000 App. B.3, Fig. 9)",
-               figure=Figure("continuous.png", f"{_PLOTS}.draw_continuous"), fixed=(("task.name", "continuous"),)),
+               figure=Figure("continuous.png", f"{_PLOTS}.draw_continuous", (*_FIG_CELL, "dim", "cosine", "cosine_ci_low", "cosine_ci_high")), fixed=(("task.name", "continuous"),)),
     Experiment("irie", "irie", "irie", "train", "causal Transformers without PE: 1 vs 2 layers, permutations"),
     Experiment("stability", "stability", "stability", "stability",
                "gradient stability of the dual runs' checkpoints (Fig. 5)", "dual",
-               figure=Figure("stability.png", f"{_PLOTS}.draw_stability")),
+               figure=Figure("stability.png", f"{_PLOTS}.draw_stability", ("model", "pe", "step", "condition", "pair", "stability", "ci_low", "ci_high"))),
     Experiment("stability_mid", "stability", "stability", "stability",
                "gradient stability with the target inside the input (002 §4.3: the S4D's target at t = 23)", "dual",
                figure=Figure("stability_mid.png", f"{_PLOTS}.draw_stability_mid")),
     Experiment("extend", "extend", "extend", "extend", "vocabulary extension of fig2 runs", "fig2",
-               figure=Figure("extend_vocab.png", f"{_PLOTS}.draw_extend")),
+               figure=Figure("extend_vocab.png", f"{_PLOTS}.draw_extend", ("model", "pe", "base_vocab", "extra_vocab", *_FIG_ACC))),
     Experiment("lm_data", "lm_data", None, "lm", "WikiText → paragraphs → SentencePiece → encoded ids"),
     Experiment("lm", "lm", "lm", "lm", "LSTM language model ± PE (Table 1)", "lm_data",
-               figure=Figure("lm_table.md", f"{_PLOTS}.draw_lm")),
+               figure=Figure("lm_table.md", f"{_PLOTS}.draw_lm", ("model", "pe", "perplexity"))),
 )}
 
 
