@@ -171,17 +171,10 @@ def stage_bench(name: str, device: str, size: dict, box: float) -> dict:
 
 
 def read_curve(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by the time-out
-        rows.append({k: d.get(k) for k in ("step", "loss", "accuracy", "elapsed_s")})
-    return rows
+    """The run's logged step, loss, accuracy and elapsed time (a line cut by the time-out skipped)."""
+    from .common.rundir import log_entries
+
+    return [{k: d.get(k) for k in ("step", "loss", "accuracy", "elapsed_s")} for d in log_entries(run_dir)]
 
 
 def curve_rate(curve: list[dict]) -> Optional[float]:

@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import numpy as np
-import yaml
 
 from ..common import catalog
 from ..common.catalog import feedback_prefix
-from ..common import keys
-from ..common.config import RunConfig, safe_load_bounded
+from ..common import keys, rundir
+from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
@@ -58,16 +57,10 @@ POSITIONS = {"all": (0, 1), "first": (0, 0.5), "second": (0.5, 1),
 
 # ---- reading runs ---------------------------------------------------------------------------
 def read_config(run: Path) -> RunConfig:
-    path = Path(run) / "config.yaml"
-    if not path.is_file():
+    cfg = rundir.read_config(run, fix="re-run its sweep")
+    if cfg is None:
         raise PosrnnError(f"{run} has no config.yaml; re-run its sweep (posrnn sweep) or dvc repro")
-    try:
-        data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
-    except UnicodeDecodeError:
-        raise PosrnnError(f"{path} is not text (not UTF-8); re-run its sweep") from None
-    except yaml.YAMLError:
-        raise PosrnnError(f"{path} is not valid YAML; re-run its sweep") from None
-    return RunConfig.from_dict(data, source=str(path))
+    return cfg
 
 
 def runs_of(exp_dir: Path) -> list[Path]:
@@ -296,18 +289,8 @@ EARLY_FRACTION = 0.10
 def early_loss(run: Path, fraction: float = EARLY_FRACTION) -> Optional[float]:
     """Mean training loss logged over the first ``fraction`` of a run's iterations, or ``None``
     without a log line in that window: how fast a model learns early on (001 §6.5)."""
-    path = Path(run) / "metrics.jsonl"
-    if not path.is_file():
-        return None
     limit = fraction * read_config(run).train.iterations
-    losses = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            x = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash
-        if isinstance(x, dict) and isinstance(x.get("loss"), (int, float)) and x.get("step", limit + 1) <= limit:
-            losses.append(float(x["loss"]))
+    losses = [float(x["loss"]) for x in rundir.log_entries(run, ("loss",)) if x.get("step", limit + 1) <= limit]
     return float(np.mean(losses)) if losses else None
 
 
@@ -356,22 +339,7 @@ def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
     figure per experiment with a line per run (template: training_curves.json)."""
     rows = []
     for run in runs:
-        path = Path(run) / "metrics.jsonl"
-        if not path.is_file():
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise PosrnnError(f"{path} is not text (not UTF-8); re-run its sweep") from None
-        log = []
-        for line in text.splitlines():
-            try:
-                x = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a crash
-            if isinstance(x, dict) and all(isinstance(x.get(k), (int, float)) and not isinstance(x.get(k), bool)
-                                           and np.isfinite(x[k]) for k in ("step", "loss", "accuracy")):
-                log.append(x)  # anything else is not a line `posrnn train` wrote
+        log = rundir.log_entries(run, ("step", "loss", "accuracy"))  # anything else is not a line `posrnn train` wrote
         stride = max(1, -(-len(log) // max_points))
         keep = log[::stride] + ([log[-1]] if log and (len(log) - 1) % stride else [])
         rows += [{"run": Path(run).name, "step": x["step"], "loss": x["loss"], "accuracy": x["accuracy"]} for x in keep]

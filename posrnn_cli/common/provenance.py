@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .rundir import CONFIG_FILE, EVAL_FILE
 from .config import RUNTIME_KEYS
 from .errors import PosrnnError
 
@@ -105,7 +106,7 @@ class Proof:
     @property
     def checkpoint_sha256(self) -> str:
         if self._sha is None:
-            from .checkpoints import list_checkpoints
+            from .rundir import list_checkpoints
 
             ckpts = list_checkpoints(self.run)
             if not ckpts:
@@ -120,7 +121,7 @@ class Proof:
         if self._digest is None:
             from .config import RunConfig, safe_load_bounded
 
-            path = self.run / "config.yaml"
+            path = self.run / CONFIG_FILE
             try:
                 data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
             except (OSError, UnicodeDecodeError, ValueError) as e:
@@ -140,7 +141,7 @@ def proven_eval(run: Path, proof: Optional[Proof] = None) -> dict:
 
     run = Path(run)
     proof = proof or Proof(run)
-    path = run / "eval.json"
+    path = run / EVAL_FILE
     if not path.is_file():
         raise PosrnnError(f"{path} is missing (the run is not evaluated); {_fix(run)}")
     data = read_json(path)

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import torch
 
+from ..common.rundir import CONFIG_FILE, METRICS_FILE
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.provenance import config_digest  # noqa: F401  (read from here too)
@@ -226,7 +227,7 @@ def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Pa
 
 # ---- where outputs may go ----------------------------------------------------------------------
 #: the files of a run directory that only training and evaluation write
-RUN_OWN = ("config.yaml", "metrics.jsonl", CKPT_DIR, MARKER)
+from ..common.rundir import RUN_OWN  # noqa: E402,F401  (what only training and evaluation write)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -237,7 +238,7 @@ def is_run_dir(path: Path) -> bool:
         marker = read_marker(path)
         if marker is not None:
             return marker["kind"] == "run"
-        return (path / "config.yaml").is_file() and ((path / CKPT_DIR).is_dir() or (path / "metrics.jsonl").is_file())
+        return (path / CONFIG_FILE).is_file() and ((path / CKPT_DIR).is_dir() or (path / METRICS_FILE).is_file())
     except OSError:
         return False
 

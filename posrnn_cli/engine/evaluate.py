@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..common.rundir import EVAL_FILE
 from ..common.catalog import feedback_prefix
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
@@ -173,7 +174,7 @@ def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:
     and sha256; the file checked by ``check_eval``), None when there is none or it scores another
     checkpoint (or predates the digest): then the run is evaluated afresh. A malformed or edited
     one is refused."""
-    path = Path(run_dir) / "eval.json"
+    path = Path(run_dir) / EVAL_FILE
     if not path.is_file():
         return None
     try:

@@ -22,13 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..common.checkpoints import CKPT_DIR
+from ..common.rundir import CKPT_DIR, CODE_FILE, RUN_FILES  # noqa: F401  (the run's layout)
 from ..common.errors import PosrnnError
 from ..common.io import _TEMP_RE, MARKER, atomic_write_text
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "eval_sequences.npz", CKPT_DIR)
-#: the fingerprint of the code that trained the run (``rundir.record_code``)
-CODE_FILE = "code.json"
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
 REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
 ASIDE = ".posrnn-replaced-"

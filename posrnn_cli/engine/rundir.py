@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..common.checkpoints import _STEP_RE, CKPT_DIR, list_checkpoints  # noqa: F401  (read from here too)
-from ..common.config import RunConfig, config_diff, safe_load_bounded
+from ..common.rundir import _STEP_RE, CKPT_DIR, CONFIG_FILE, list_checkpoints, read_config  # noqa: F401  (read from here too)
+from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text
 from .replace import CODE_FILE, REPLACED, RUN_FILES  # noqa: F401  (the run's layout)
@@ -66,25 +66,8 @@ def code_state(run_dir: Path, module: str) -> str:
     return "current" if rec["fingerprint"] == code_fingerprint(named) else "other"
 
 
-def read_run_config(run_dir: Path) -> Optional[RunConfig]:
-    """The config saved in a run directory, or None when there is none. One that is not UTF-8,
-    not YAML, not a mapping of sections, or whose aliases expand without bound is refused."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        return None
-    import yaml
-
-    try:
-        data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
-    except UnicodeDecodeError:
-        raise PosrnnError(f"{path} is not text (not UTF-8); it is not a config posrnn wrote: restore or remove it") from None
-    except yaml.YAMLError:
-        raise PosrnnError(f"{path} is not valid YAML; fix or remove it") from None
-    except OSError as e:
-        raise PosrnnError(f"cannot read {path} ({e.strerror or type(e).__name__})") from None
-    if not isinstance(data, dict) or not data:
-        raise PosrnnError(f"{path} is not a run's config (not a mapping of sections); restore or remove it")
-    return RunConfig.from_dict(data, source=str(path))
+#: the config saved in a run directory, or None (``common.rundir.read_config``)
+read_run_config = read_config
 
 
 @dataclass(frozen=True)
@@ -151,7 +134,7 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
     if resume and force:
         raise PosrnnError("--resume and --force contradict each other; pass one")
     st = run_state(run_dir, cfg)
-    if st.problem and (resume or not force) and st.saved is None and (run_dir / "config.yaml").is_file():
+    if st.problem and (resume or not force) and st.saved is None and (run_dir / CONFIG_FILE).is_file():
         raise PosrnnError(st.problem)  # an unreadable config.yaml: never guess what it held
     if resume:
         if st.saved is None:

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
+from ..common.rundir import CONFIG_FILE, METRICS_FILE
 from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.memory import check_fits, run_parts
@@ -168,7 +169,7 @@ def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacemen
             write_marker(out_dir, "run")
         remove_stale_temps(out_dir)
         remove_stale_temps(out_dir / CKPT_DIR)
-        atomic_write_text(out_dir / "config.yaml", dump_yaml(cfg))
+        atomic_write_text(out_dir / CONFIG_FILE, dump_yaml(cfg))
     except BaseException:
         if replacing is not None:
             replacing.rollback()
@@ -344,7 +345,7 @@ class Trainer:
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
-        log_path = self.run_dir / "metrics.jsonl"
+        log_path = self.run_dir / METRICS_FILE
         if self.is_main:
             truncate_log(log_path, self.step)
         start_step, t0 = self.step, time.perf_counter()

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+from ..common.rundir import CONFIG_FILE
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
@@ -149,7 +150,7 @@ def run_stability(job: Job) -> dict:
                                               device=o.get("device", "cpu"), seed=o["seed"], on_checkpoint=after,
                                               skip=done, target_position=o.get("target_position", 1)):
             values[f"{s}|{c}|{p}"] = v
-    atomic_write_text(out / "config.yaml", (src / "config.yaml").read_text())
+    atomic_write_text(out / CONFIG_FILE, (src / CONFIG_FILE).read_text())
     write_npz(npz, values)
     atomic_write_json(meta_path, meta)
     part.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
+from ..common.rundir import METRICS_FILE
 from ..common.experiments import trains
 from .plan import Job
 
@@ -16,7 +17,7 @@ SHOWN = 24  # rows of the live table
 
 
 def _last_log(run_dir: str) -> Optional[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / METRICS_FILE  # only its last lines: the sweep reads it every second
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)

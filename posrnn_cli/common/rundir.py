@@ -1,0 +1,96 @@
+"""The run-directory format, in one place and torch-free (engine, sweep and analysis read it):
+the files a run holds, where its checkpoints are and how they are named, and the readers of its
+``config.yaml`` and ``metrics.jsonl``.
+
+A run directory holds::
+
+    config.yaml           the resolved config (``read_config``)
+    metrics.jsonl         the training log, one JSON object a line (``log_entries``)
+    checkpoints/step_NNNNNNN.pt
+    code.json             the fingerprint of the code that trained it
+    eval.json, eval_sequences.npz     after ``posrnn eval`` (stamped: ``common.provenance``)
+    .posrnn.json          the ownership marker (``common.io.MARKER``)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+from .errors import PosrnnError
+from .io import MARKER
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+EVAL_FILE = "eval.json"
+SEQUENCES_FILE = "eval_sequences.npz"
+#: the fingerprint of the code that trained the run (``engine.rundir.record_code``)
+CODE_FILE = "code.json"
+CKPT_DIR = "checkpoints"
+_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
+#: the files whose presence makes a directory a run's
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, SEQUENCES_FILE, CKPT_DIR)
+#: the files of a run directory that only training and evaluation write
+RUN_OWN = (CONFIG_FILE, METRICS_FILE, CKPT_DIR, MARKER)
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``[(step, path), …]`` of the run's checkpoints, sorted by step."""
+    d = Path(run_dir) / CKPT_DIR
+    if not d.is_dir():
+        return []
+    return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
+
+
+def read_config(run_dir: Path, fix: str = "restore or remove it"):
+    """The config saved in a run directory (a ``RunConfig``), or None when there is none. One that
+    is not UTF-8, not YAML, not a mapping of sections, or whose aliases expand without bound is
+    refused in one line ending with ``fix``."""
+    import yaml
+
+    from .config import RunConfig, safe_load_bounded
+
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = safe_load_bounded(path.read_text(encoding="utf-8"), str(path))
+    except UnicodeDecodeError:
+        raise PosrnnError(f"{path} is not text (not UTF-8); it is not a config posrnn wrote: {fix}") from None
+    except yaml.YAMLError:
+        raise PosrnnError(f"{path} is not valid YAML; {fix}") from None
+    except OSError as e:
+        raise PosrnnError(f"cannot read {path} ({e.strerror or type(e).__name__})") from None
+    if not isinstance(data, dict) or not data:
+        raise PosrnnError(f"{path} is not a run's config (not a mapping of sections); {fix}")
+    return RunConfig.from_dict(data, source=str(path))
+
+
+def log_entries(run_dir: Path, numbers: tuple[str, ...] = ()) -> list[dict]:
+    """The training log's entries, in order: every line of ``metrics.jsonl`` that is a JSON
+    object (a line cut by a crash or a time-out is skipped) and, when ``numbers`` are named,
+    holds each of them as a finite number. No log: ``[]``. A log that is not UTF-8 is refused."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise PosrnnError(f"{path} is not text (not UTF-8); it is not a log posrnn wrote: re-run its training") from None
+    out = []
+    for line in text.splitlines():
+        try:
+            x = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(x, dict) and all(_finite(x.get(k)) for k in numbers):
+            out.append(x)
+    return out
+
+
+def _finite(v) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
