@@ -96,3 +96,17 @@ def test_two_gloo_processes_match_one_process_with_the_doubled_batch(encoded, tm
     la = [json.loads(x)["loss"] for x in (tmp_path / "single" / "metrics.jsonl").read_text().splitlines()]
     lb = [json.loads(x)["loss"] for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert len(la) == len(lb) == 4 and la == pytest.approx(lb, rel=1e-4)
+
+
+def test_the_lm_task_gets_the_bounds_every_task_gets(encoded):
+    """The LM task's own checks come after the bounds declared on TaskConfig's fields, which
+    every task applies (a held-out count of 0 is refused as for the synthetic tasks)."""
+    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.common.errors import PosrnnError
+    from posrnn_cli.tasks import build_task
+
+    meta = LMCorpus(encoded, "train").meta
+    ok = TaskConfig(name="lm", vocab_size=meta["vocab_size"], length=meta["max_tokens"], data=str(encoded))
+    build_task(ok)
+    with pytest.raises(PosrnnError, match="task.n_test must be at least 1"):
+        build_task(TaskConfig(**{**ok.__dict__, "n_test": 0}))

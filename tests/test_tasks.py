@@ -169,8 +169,8 @@ def test_autoregressive_self_feedback_inference():
         (dict(name="reverse", rarity=0.2, vocab_size=15), "even --vocab-size"),
         (dict(name="reverse", min_length=70), "--min-length must lie"),
         (dict(name="predecessor", vocab_size=4, length=6), "must not exceed"),
-        (dict(name="copy", delay=-1), "--delay"),
-        (dict(name="continuous", dim=1), "--dim must be at least 2"),
+        (dict(name="copy", delay=-1), "task.delay must be at least 0"),
+        (dict(name="continuous", dim=1), r"task.dim must be at least 2, got 1 \(R\^1 holds only two unit vectors"),
     ],
 )
 def test_bad_task_combinations(kw, words):

@@ -25,10 +25,12 @@ from .errors import PosrnnError
 
 
 def bounded(default: Any, lo: Optional[float] = None, hi: Optional[float] = None, positive: bool = False,
-            none: Optional[str] = None):
-    """A config field with its bounds beside it (``lo`` … ``hi`` inclusive; ``positive``: > 0),
-    checked by ``check_bounds``; ``none`` says what a None value means (help shows it)."""
-    meta = {k: v for k, v in (("lo", lo), ("hi", hi), ("positive", positive or None), ("none", none)) if v is not None}
+            none: Optional[str] = None, below: Optional[float] = None, why: Optional[str] = None):
+    """A config field with its bounds beside it (``lo`` … ``hi`` inclusive; ``positive``: > 0;
+    ``below``: strictly less), checked by ``check_bounds``, which says ``why`` beside a refusal;
+    ``none`` says what a None value means (help shows it)."""
+    meta = {k: v for k, v in (("lo", lo), ("hi", hi), ("positive", positive or None), ("none", none),
+                              ("below", below), ("why", why)) if v is not None}
     return field(default=default, metadata=meta)
 
 
@@ -36,15 +38,17 @@ def check_bounds(section: Any, name: str) -> None:
     """Refuse a value outside its field's declared bounds, with a one-line reason naming the key."""
     for f in fields(section):
         value, m = getattr(section, f.name), f.metadata
-        if value is None or not ({"lo", "hi", "positive"} & set(m)):
+        if value is None or not ({"lo", "hi", "positive", "below"} & set(m)):
             continue
-        key = f"{name}.{f.name}"
+        key, why = f"{name}.{f.name}", f" ({m['why']})" if "why" in m else ""
+        if "below" in m and not (m.get("lo", 0) < value < m["below"] if m.get("positive") else value < m["below"]):
+            raise PosrnnError(f"{key} must lie strictly between {m.get('lo', 0)} and {m['below']}, got {value}{why}")
         if m.get("positive") and not value > 0:
-            raise PosrnnError(f"{key} must be positive, got {value}")
+            raise PosrnnError(f"{key} must be positive, got {value}{why}")
         if "lo" in m and value < m["lo"]:
-            raise PosrnnError(f"{key} must be at least {m['lo']}, got {value}")
+            raise PosrnnError(f"{key} must be at least {m['lo']}, got {value}{why}")
         if "hi" in m and value > m["hi"]:
-            raise PosrnnError(f"{key} must lie in {m.get('lo', 0)} … {m['hi']:,}, got {value}")
+            raise PosrnnError(f"{key} must lie in {m.get('lo', 0)} … {m['hi']:,}, got {value}{why}")
 
 
 @dataclass
@@ -55,9 +59,9 @@ class TaskConfig:
     vocab_size: int = bounded(256, 2, 2**24)  # V
     length: int = bounded(64, 1, 100_000)  # L (the maximum length when min_length is set)
     min_length: Optional[int] = bounded(None, 0, 100_000, none="none, a fixed L")  # variable length: L ~ U{min_length … length}
-    rarity: Optional[float] = field(default=None, metadata={"none": "none, uniform ids"})  # dual-frequency vocabulary: P(a position holds a Rare id)
-    delay: int = bounded(60, hi=10**6)  # copy: T blank steps between input and output phase
-    dim: int = bounded(64, hi=2**16)  # continuous: tokens are unit vectors in R^dim
+    rarity: Optional[float] = bounded(None, positive=True, below=1, none="none, uniform ids")  # dual-frequency vocabulary: P(a position holds a Rare id)
+    delay: int = bounded(60, 0, 10**6)  # copy: T blank steps between input and output phase
+    dim: int = bounded(64, 2, 2**16, why="R^1 holds only two unit vectors: not an infinite vocabulary")  # continuous: tokens are unit vectors in R^dim
     autoregressive: bool = False  # output-phase input = previous target / prediction
     n_test: int = bounded(1024, 1, 10**7)  # held-out test sequences (per cell for grids)
     test_seed: int = bounded(1234, 0, 2**63 - 1)  # the test set's own seed, shared by every run of a task

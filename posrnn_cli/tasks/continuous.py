@@ -7,7 +7,6 @@ import math
 import torch
 from torch import Tensor
 
-from ..common.errors import PosrnnError
 from ..common.tables import COSINE_QUANTILES as QUANTILES
 from .base import Batch, Task
 
@@ -27,11 +26,6 @@ class ContinuousTask(Task):
     @property
     def output_start(self) -> int:
         return self.L
-
-    def check(self) -> None:
-        if self.cfg.dim < 2:  # R^1 has two unit vectors: not an "infinite" vocabulary
-            raise PosrnnError(f"--dim must be at least 2 (R^1 holds only two unit vectors), got {self.cfg.dim}")
-        super().check()
 
     def space_size(self) -> float:
         return math.inf

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..common.errors import PosrnnError
 from .base import Batch, Task
 
 
@@ -29,11 +28,6 @@ class CopyTask(Task):
     @property
     def output_start(self) -> int:
         return self.L + self.cfg.delay
-
-    def check(self) -> None:
-        if self.cfg.delay < 0:
-            raise PosrnnError(f"--delay must be ≥ 0, got {self.cfg.delay}")
-        super().check()
 
     def sample(self, n, gen, device) -> Batch:
         L, T = self.L, self.cfg.delay

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.config import RunConfig, resolve_config
+from ..common.config import RunConfig, check_bounds, resolve_config
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
 from .base import Batch, Task
@@ -68,6 +68,7 @@ class LMTask(Task):
 
     def check(self) -> None:
         c = self.cfg
+        check_bounds(c, "task")  # the bounds declared with TaskConfig's fields, as for every task
         meta = self.train_split.meta
         if c.vocab_size != meta["vocab_size"]:
             raise PosrnnError(f"task.vocab_size ({c.vocab_size}) differs from the corpus tokenizer's ({meta['vocab_size']}); "

@@ -170,8 +170,6 @@ class DualFrequencyReverse(ReverseTask):
 
     def check(self) -> None:
         c = self.cfg
-        if not 0.0 < c.rarity < 1.0:
-            raise PosrnnError(f"--rarity must lie strictly between 0 and 1, got {c.rarity}")
         if c.vocab_size % 2:
             raise PosrnnError(f"the dual-frequency vocabulary splits V in halves; pass an even --vocab-size, got {c.vocab_size}")
         super().check()
