@@ -186,7 +186,7 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
 
 def test_the_stale_note_counts_each_kind_of_code():
     from posrnn_cli.sweep import stale_note
-    from posrnn_cli.sweep.local import JobOutcome
+    from posrnn_cli.sweep.plan import JobOutcome
     from posrnn_cli.sweep.plan import Job
 
     def outs(*codes):

@@ -66,15 +66,13 @@ def sweep(
     """Run the grid of one or more experiments of a profile: each run trained (or resumed, or
     skipped when finished with the same config) and evaluated, in parallel. A failed run does
     not stop the others; the sweep then exits non-zero naming each and its log."""
-    from ..sweep import EXECUTORS, SweepOptions, run_sweep
+    from ..sweep import SweepOptions, run_sweep
     from ..common.experiments import EXPERIMENTS, experiments_of_stage
 
     if list_:
         for e in EXPERIMENTS.values():
             echo_hanging(f"{e.name:<10} {e.stage:<10} ", e.about)
         return
-    if executor is not None and executor not in EXECUTORS:
-        raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
     stages = sorted({e.stage for e in EXPERIMENTS.values()})
     if stage is not None and stage not in stages:
         raise PosrnnError(f"unknown stage {stage!r}; choose one of: {', '.join(stages)}")

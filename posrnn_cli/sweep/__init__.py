@@ -28,9 +28,9 @@ from typing import Optional, TextIO
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_bytes
 from ..common.profiles import load_profile
-from .local import JobOutcome, cpu_count
+from .local import cpu_count
 from ..common.experiments import EXPERIMENTS, Experiment, trains
-from .plan import Job, plan
+from .plan import Job, JobOutcome, plan
 
 EXECUTORS = ("local", "slurm", "submitit-local")
 
@@ -144,43 +144,17 @@ def order(jobs: list[Job]) -> list[Job]:
 def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOptions,
               out: TextIO = sys.stdout, runs_root: Optional[Path] = None) -> list[JobOutcome]:
     """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs. Everything
-    is checked before the first file is written."""
+    is checked before the first file is written: the plan, then the executor (local workers, or
+    SLURM through submitit), then the report."""
     prof = load_profile(params, profile)
-    for key in ("executor", "slurm"):
-        if prof.get(key) is not None and not isinstance(prof[key], dict):
-            raise PosrnnError(f"profile {profile!r}: `{key}:` must be a mapping, e.g. executor: {{kind: local, workers: auto}}")
     runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
     jobs = plan(params, profile, experiments, runs_root, force=opts.force)
-    executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"
-    if executor not in EXECUTORS:
-        raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    executor, settings, params_, timeout = _executor(prof, profile, opts)
     if opts.retrain_stale:
         for j in jobs:
             j.options["retrain_stale"] = True
-    watch = _Watch()
-    timeout = parse_duration(opts.timeout)
-    if executor != "local":
-        from .slurm import check_settings
-
-        settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}
-        watch.params = check_settings(settings, "slurm" if executor == "slurm" else "local")
-    elif timeout is not None:
-        raise PosrnnError("--timeout applies to --executor slurm or submitit-local; a local sweep runs until its runs "
-                          "end (Ctrl-C stops it)")
-    if opts.test_only and (executor != "slurm" or not opts.dry_run):
-        raise PosrnnError("--test-only asks `sbatch --test-only` about the array a SLURM sweep would submit; "
-                          "use it with --dry-run --executor slurm")
     if opts.dry_run:
-        outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
-        if executor == "slurm":
-            _mark_in_flight(outcomes, runs_root)
-        if opts.test_only:
-            from .slurm import test_only
-
-            n = sum(1 for o in outcomes if o.status not in ("done", "in flight"))
-            said = test_only(settings, n) if n else "nothing to submit"
-            print(f"sbatch --test-only ({n} task(s)): {said}", file=out, flush=True)
-        return outcomes
+        return _dry_run(jobs, executor, settings, opts, runs_root, out)
     from .jobs import validate
 
     validate(jobs)
@@ -189,11 +163,62 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         from .slurm import check_available
 
         check_available("slurm" if executor == "slurm" else "local")
-    from ..engine.rundir import LockBusy, run_lock
-
+    watch = _Watch(params=params_)
     if timeout is not None:
         watch.deadline = time.monotonic() + timeout
     watch.what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
+    outcomes = _execute(jobs, experiments, executor, prof, opts, pool, runs_root, out, watch)
+    _report(outcomes, out)
+    return outcomes
+
+
+def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, dict, Optional[float]]:
+    """The executor a sweep uses (the option, else the profile's, else local), its SLURM settings
+    as given and as submitit takes them once checked (both empty for local), and its time-out;
+    every combination that cannot work is refused."""
+    for key in ("executor", "slurm"):
+        if prof.get(key) is not None and not isinstance(prof[key], dict):
+            raise PosrnnError(f"profile {profile!r}: `{key}:` must be a mapping, e.g. executor: {{kind: local, workers: auto}}")
+    executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"
+    if executor not in EXECUTORS:
+        raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    timeout, settings, checked = parse_duration(opts.timeout), {}, {}
+    if executor != "local":
+        from .slurm import check_settings
+
+        settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}
+        checked = check_settings(settings, "slurm" if executor == "slurm" else "local")
+    elif timeout is not None:
+        raise PosrnnError("--timeout applies to --executor slurm or submitit-local; a local sweep runs until its runs "
+                          "end (Ctrl-C stops it)")
+    if opts.test_only and (executor != "slurm" or not opts.dry_run):
+        raise PosrnnError("--test-only asks `sbatch --test-only` about the array a SLURM sweep would submit; "
+                          "use it with --dry-run --executor slurm")
+    return executor, settings, checked, timeout
+
+
+def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions, runs_root: Path,
+             out: TextIO) -> list[JobOutcome]:
+    """What would happen to each job (and, with --test-only, what ``sbatch --test-only`` says)."""
+    outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
+    if executor == "slurm":
+        _mark_in_flight(outcomes, runs_root)
+    if opts.test_only:
+        from .slurm import test_only
+
+        n = sum(1 for o in outcomes if o.status not in ("done", "in flight"))
+        said = test_only(settings, n) if n else "nothing to submit"
+        print(f"sbatch --test-only ({n} task(s)): {said}", file=out, flush=True)
+    return outcomes
+
+
+def _execute(jobs: list[Job], experiments: list[str], executor: str, prof: dict, opts: SweepOptions,
+             pool: Optional["Pool"], runs_root: Path, out: TextIO, watch: _Watch) -> list[JobOutcome]:
+    """Run the waves under the run root's lock. A SLURM sweep that finds another SLURM sweep
+    holding it waits on that sweep's tasks and then takes over; Ctrl-C of a SLURM sweep names the
+    arrays that keep running; a refused start removes the folders it created."""
+    from ..engine.rundir import LockBusy, run_lock
+
     made = [d for d in (runs_root, *runs_root.parents) if not d.exists()]  # the folders this sweep creates
     runs_root.mkdir(parents=True, exist_ok=True)
     told = False
@@ -201,8 +226,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         while True:
             try:
                 with run_lock(runs_root, watch.what):  # a second sweep here gets one line naming this
-                    outcomes = _run_waves(jobs, experiments, executor, prof, opts, pool, runs_root, out, watch)
-                break
+                    return _run_waves(jobs, experiments, executor, prof, opts, pool, runs_root, out, watch)
             except LockBusy as e:
                 if executor != "slurm" or "--executor slurm" not in e.holder:
                     raise
@@ -225,21 +249,26 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
             if d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
         raise
+
+
+def _report(outcomes: list[JobOutcome], out: TextIO) -> None:
+    """The stale-code note, then each run that did not finish (on stderr) and one line that says
+    what to do; raises when any did not finish."""
     note = stale_note(outcomes)
     if note:
         print(note, file=out, flush=True)
     failed = [o for o in outcomes if o.status != "done"]
-    if failed:
-        for o in failed:
-            print(f"{o.status}: {o.job.label}: {o.error} (log: {o.log})", file=sys.stderr)
-        kinds = {}
-        for o in failed:
-            kinds[o.status] = kinds.get(o.status, 0) + 1
-        how = ("failed (each named above with its log)" if list(kinds) == ["failed"] else
-               "did not finish (" + ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) + "; each named above with its log)")
-        raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs {how}; fix the cause and run the same command again "
-                          f"(finished runs are kept)")
-    return outcomes
+    if not failed:
+        return
+    for o in failed:
+        print(f"{o.status}: {o.job.label}: {o.error} (log: {o.log})", file=sys.stderr)
+    kinds: dict[str, int] = {}
+    for o in failed:
+        kinds[o.status] = kinds.get(o.status, 0) + 1
+    how = ("failed (each named above with its log)" if list(kinds) == ["failed"] else
+           "did not finish (" + ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) + "; each named above with its log)")
+    raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs {how}; fix the cause and run the same command again "
+                      f"(finished runs are kept)")
 
 
 def _mark_in_flight(outcomes: list[JobOutcome], runs_root: Path) -> None:

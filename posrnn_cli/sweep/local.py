@@ -24,25 +24,13 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable, Optional
 
-from .plan import Job
+from .plan import Job, JobOutcome
 
 PRELOAD = ["posrnn_cli.sweep.warm"]
-
-
-@dataclass
-class JobOutcome:
-    job: Job
-    status: str  # done | failed
-    seconds: float
-    result: dict = field(default_factory=dict)
-    error: str = ""
-    log: str = ""
-    slot: Optional[int] = None
 
 
 def cpu_count() -> int:

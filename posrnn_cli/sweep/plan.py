@@ -65,6 +65,20 @@ class Job:
         return asdict(self)
 
 
+@dataclass
+class JobOutcome:
+    """What became of a job, whichever executor ran it: ``status`` done, failed, cancelled, lost,
+    timed out or (a dry run) what would happen; its result, error, log and the slot it ran in."""
+
+    job: Job
+    status: str
+    seconds: float
+    result: dict = field(default_factory=dict)
+    error: str = ""
+    log: str = ""
+    slot: Optional[int] = None
+
+
 def cell_name(cell: dict) -> str:
     parts = []
     for k, v in cell.items():

@@ -43,8 +43,7 @@ from typing import Any, Callable, Optional
 
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, read_json
-from .local import JobOutcome
-from .plan import Job
+from .plan import Job, JobOutcome
 
 #: profile ``slurm:`` keys → (submitit parameter, what the value must be)
 SETTINGS = {
