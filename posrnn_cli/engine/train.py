@@ -217,13 +217,6 @@ MAX_TOKENS_PER_BATCH = 2**24
 
 
 # ---- the loop --------------------------------------------------------------------------
-def stop_on_signals(enabled: bool):
-    """While training: SIGINT / SIGTERM set a flag that the loop reads after each step (so the
-    state is never saved half-updated); a second signal interrupts at once. Inside a SLURM task
-    the task's flag is read instead (``common.signals``: SIGTERM and SIGUSR2, never aborting)."""
-    return stop_requests(enabled)
-
-
 @dataclass
 class Trainer:
     """Everything the loop needs. ``sample(n, gen, device) -> Batch`` draws a training
@@ -343,6 +336,50 @@ class Trainer:
             return f"posrnn lm train --data {cfg.task.data} --out {self.run_dir} --resume"
         return f"posrnn train --out {self.run_dir} --resume"
 
+    def _step(self, batch, kept: Callable[[], str]):
+        """One training step; an out-of-memory or failed step stops the run in one line (``kept``
+        says which checkpoint remains)."""
+        try:
+            return self.train_step(batch)
+        except torch.OutOfMemoryError:
+            raise TrainingStopped(f"out of memory at step {self.step + 1}; the run stopped there and {kept()}; "
+                                  f"lower train.batch_size or the model size, then --resume") from None
+        except RuntimeError as e:  # e.g. an update too large for float32
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+            raise TrainingStopped(f"training step {self.step + 1} failed ({first}); the run stopped there and "
+                                  f"{kept()}; check the config (train.lr, train.clip), then --resume or --force") from None
+
+    def _log(self, sums: torch.Tensor, since: int, t0: float, log_path: Path, check_finite: Callable[[], None]) -> dict:
+        """The log line of the steps since the last one (the loop's host sync): summed over
+        processes, checked finite, appended to metrics.jsonl by the main process; ``sums`` reset."""
+        if self.world_size > 1:
+            torch.distributed.all_reduce(sums)  # the global batch's figures
+        s = sums.tolist()  # the loop's host sync, every log_every steps
+        check_finite()
+        last = {
+            "step": self.step,
+            "loss": s[0] / since / self.world_size,
+            "accuracy": s[1] / max(s[2], 1.0),
+            "grad_norm": s[3] / since / self.world_size,
+            "lr": float(self.scheduler.get_last_lr()[0]),  # a tensor under cuda_graph
+            "elapsed_s": round(time.perf_counter() - t0, 3),
+        }
+        if self.is_main:
+            with open(log_path, "a") as f:
+                f.write(json.dumps(last) + "\n")
+        sums.zero_()
+        self.log_since = 0
+        return last
+
+    def _interrupted(self, signal_name: str, saved_step: int, check_finite: Callable[[], None]) -> None:
+        """A stop signal: a checkpoint at this step (unless one is there), then ``Interrupted``
+        with the command that resumes."""
+        check_finite()
+        if saved_step != self.step:
+            self.save()
+        raise Interrupted(f"{signal_name}: stopped at step {self.step} of {self.cfg.train.iterations} with a checkpoint "
+                          f"there; continue with: {self.resume_command()}", step=self.step, signal=signal_name)
+
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
         log_path = self.run_dir / METRICS_FILE
@@ -374,18 +411,9 @@ class Trainer:
             self.save()  # the untrained model, where a stability curve starts
         bar = ProgressBar(progress and self.is_main, t.iterations, self.step)
         self.model.train()
-        with bar as (update, _), stop_on_signals(self.world_size == 1) as stop:
+        with bar as (update, _), stop_requests(self.world_size == 1) as stop:  # read after each step
             while self.step < t.iterations:
-                batch = self.sample(t.batch_size, self.generator, self.device)
-                try:
-                    loss, n_ok, n, gnorm = self.train_step(batch)
-                except torch.OutOfMemoryError:
-                    raise TrainingStopped(f"out of memory at step {self.step + 1}; the run stopped there and {kept()}; "
-                                          f"lower train.batch_size or the model size, then --resume") from None
-                except RuntimeError as e:  # e.g. an update too large for float32
-                    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-                    raise TrainingStopped(f"training step {self.step + 1} failed ({first}); the run stopped there and "
-                                          f"{kept()}; check the config (train.lr, train.clip), then --resume or --force") from None
+                loss, n_ok, n, gnorm = self._step(self.sample(t.batch_size, self.generator, self.device), kept)
                 counter += 1
                 bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
                 first_bad = torch.where(bad & (first_bad < 0), counter, first_bad)
@@ -394,23 +422,7 @@ class Trainer:
                 self.log_since += 1
                 since = self.log_since
                 if self.step % t.log_every == 0 or self.step == t.iterations:
-                    if self.world_size > 1:
-                        torch.distributed.all_reduce(sums)  # the global batch's figures
-                    s = sums.tolist()  # the loop's host sync, every log_every steps
-                    check_finite()
-                    last = {
-                        "step": self.step,
-                        "loss": s[0] / since / self.world_size,
-                        "accuracy": s[1] / max(s[2], 1.0),
-                        "grad_norm": s[3] / since / self.world_size,
-                        "lr": float(self.scheduler.get_last_lr()[0]),  # a tensor under cuda_graph
-                        "elapsed_s": round(time.perf_counter() - t0, 3),
-                    }
-                    if self.is_main:
-                        with open(log_path, "a") as f:
-                            f.write(json.dumps(last) + "\n")
-                    sums.zero_()
-                    self.log_since = 0
+                    last = self._log(sums, since, t0, log_path, check_finite)
                     update(self.step, last)
                 timed = every_s is not None and time.monotonic() - saved_at >= every_s
                 if self.step % t.checkpoint_every == 0 or self.step == t.iterations or timed:
@@ -418,28 +430,16 @@ class Trainer:
                     self.save()
                     saved_step, saved_at = self.step, time.monotonic()
                 if stop["signal"] is not None:
-                    check_finite()
-                    if saved_step != self.step:
-                        self.save()
-                    raise Interrupted(f"{stop['signal']}: stopped at step {self.step} of {t.iterations} with a checkpoint "
-                                      f"there; continue with: {self.resume_command()}",
-                                      step=self.step, signal=stop["signal"])
+                    self._interrupted(stop["signal"], saved_step, check_finite)
                 if stop_after is not None and self.step - start_step >= stop_after:
                     break
         if self.step != saved_step:
             check_finite()
             self.save()  # stopped early (--stop-after): keep the work
         elapsed = time.perf_counter() - t0
-        steps = self.step - start_step
-        return {
-            "run_dir": str(self.run_dir),
-            "step": self.step,
-            "iterations": t.iterations,
-            "finished": self.step >= t.iterations,
-            "seconds": elapsed,
-            "it_per_s": steps / elapsed if elapsed > 0 else float("nan"),
-            "last": last,
-        }
+        return {"run_dir": str(self.run_dir), "step": self.step, "iterations": t.iterations,
+                "finished": self.step >= t.iterations, "seconds": elapsed,
+                "it_per_s": (self.step - start_step) / elapsed if elapsed > 0 else float("nan"), "last": last}
 
 
 def drop_unscheduled(run_dir: Path, t, step: int, extra: dict) -> int:
