@@ -78,6 +78,25 @@ def _explain(message: str) -> str:
     return f"SentencePiece failed: {re.sub(r'^[A-Z_]+: src/[^]]*] ?', '', first)}"
 
 
+def _check_inputs(train_txt: Path, vocab_size: int, input_sentence_size: int, seed: int) -> int:
+    """Refuse settings SentencePiece or the uint16 storage cannot take, and a missing or empty
+    input; returns the input's size in bytes."""
+    if vocab_size > MAX_VOCAB:
+        raise PosrnnError(f"--vocab-size {vocab_size} exceeds {MAX_VOCAB:,}: token ids are stored as uint16")
+    if vocab_size < 4:
+        raise PosrnnError(f"--vocab-size {vocab_size} is too small: <unk>, <s> and </s> alone take 3 ids")
+    if input_sentence_size < 1:
+        raise PosrnnError(f"--input-sentence-size must be positive, got {input_sentence_size}")
+    if not train_txt.is_file():
+        raise PosrnnError(f"{train_txt} not found (run `posrnn lm prepare` first)")
+    n_bytes = train_txt.stat().st_size
+    if n_bytes == 0:
+        raise PosrnnError(f"{train_txt} is empty")
+    if not 0 <= seed < 2**32:
+        raise PosrnnError(f"--seed must lie in 0 … 2^32 − 1 (SentencePiece's seed), got {seed}")
+    return n_bytes
+
+
 def train_tokenizer(
     train_txt: str | os.PathLike,
     model_prefix: str | os.PathLike,
@@ -90,35 +109,17 @@ def train_tokenizer(
     max_sentence_length: int = 1 << 16,
     wikitext_unk: bool = True,
 ) -> dict:
-    """Train a unigram SentencePiece model on ``train_txt`` (one paragraph per line).
-
-    Writes ``<model_prefix>.model``, ``<model_prefix>.vocab`` and ``<model_prefix>.log``,
-    each only once training has succeeded (temporary names, then ``os.replace``). Returns
-    ``{"model", "vocab_size", "unk_id", "bos_id", "eos_id", "wikitext_unk_id", "seconds",
-    "input_bytes"}``.
-    ``wikitext_unk`` (default) makes WikiText's literal ``<unk>`` one piece (module docstring).
-
-    Raises ``PosrnnError`` for a vocabulary over 65,536 (uint16 storage), a missing or empty
-    input, or a vocabulary the corpus cannot fill (the message says to lower
-    ``--vocab-size``).
-    """
+    """Train a unigram SentencePiece model on ``train_txt`` (one paragraph per line). Writes
+    ``<model_prefix>.model``, ``.vocab`` and ``.log``, each only once training has succeeded
+    (temporary names, then ``os.replace``). Returns ``{"model", "vocab_size", "unk_id", "bos_id",
+    "eos_id", "wikitext_unk_id", "seconds", "input_bytes"}``. ``wikitext_unk`` (default) makes
+    WikiText's literal ``<unk>`` one piece (module docstring). Refuses (``PosrnnError``) a
+    vocabulary over 65,536 (uint16 storage), a missing or empty input, or a vocabulary the corpus
+    cannot fill (the message says to lower ``--vocab-size``)."""
     import sentencepiece as spm
 
-    if vocab_size > MAX_VOCAB:
-        raise PosrnnError(f"--vocab-size {vocab_size} exceeds {MAX_VOCAB:,}: token ids are stored as uint16")
-    if vocab_size < 4:
-        raise PosrnnError(f"--vocab-size {vocab_size} is too small: <unk>, <s> and </s> alone take 3 ids")
-    if input_sentence_size < 1:
-        raise PosrnnError(f"--input-sentence-size must be positive, got {input_sentence_size}")
     train_txt = Path(train_txt)
-    if not train_txt.is_file():
-        raise PosrnnError(f"{train_txt} not found (run `posrnn lm prepare` first)")
-    n_bytes = train_txt.stat().st_size
-    if n_bytes == 0:
-        raise PosrnnError(f"{train_txt} is empty")
-
-    if not 0 <= seed < 2**32:
-        raise PosrnnError(f"--seed must lie in 0 … 2^32 − 1 (SentencePiece's seed), got {seed}")
+    n_bytes = _check_inputs(train_txt, vocab_size, input_sentence_size, seed)
     prefix = Path(model_prefix)
     made = next((p for p in [prefix.parent, *prefix.parent.parents] if p.exists()), None)
     new_top = None if prefix.parent.exists() else next(q for q in [prefix.parent, *prefix.parent.parents]
@@ -133,20 +134,13 @@ def train_tokenizer(
     try:
         with _stderr_to(temps[".log"]):
             spm.SentencePieceTrainer.train(
-                input=str(train_txt),
-                model_prefix=str(tmp),
-                model_type="unigram",
-                vocab_size=vocab_size,
-                character_coverage=character_coverage,
-                byte_fallback=byte_fallback,
-                input_sentence_size=input_sentence_size,
-                shuffle_input_sentence=True,
-                max_sentence_length=max_sentence_length,
-                num_threads=num_threads or os.cpu_count() or 1,
+                input=str(train_txt), model_prefix=str(tmp), model_type="unigram", vocab_size=vocab_size,
+                character_coverage=character_coverage, byte_fallback=byte_fallback,
+                input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+                max_sentence_length=max_sentence_length, num_threads=num_threads or os.cpu_count() or 1,
                 unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=-1,
                 **({"unk_piece": UNK_PIECE, "user_defined_symbols": ["\u2581" + WIKITEXT_UNK, WIKITEXT_UNK]}
-                   if wikitext_unk else {}),
-            )
+                   if wikitext_unk else {}))
         seconds = time.perf_counter() - t0
         for ext in (".model", ".vocab", ".log"):
             os.replace(temps[ext], finals[ext])
