@@ -24,9 +24,28 @@ from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir, resolve_checkpoint
 from .evaluate import check_finite_scores, evaluate_model, file_sha256, load_run
 from .lock import check_free
-from .rundir import list_checkpoints, record_code
-from .train import (Trainer, begin_run, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
-                    settle)
+from .rundir import list_checkpoints
+from .train import (Trainer, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
+                    start_and_fit)
+
+
+def _extendable(run: Path, extra: int, out: Path):
+    """The finished run in ``run`` and its checkpoint's sha256, once it is shown that it can be
+    extended by ``extra`` ids into ``out`` (a reverse run over a uniform vocabulary, not itself an
+    extension, ``out`` elsewhere and free)."""
+    if not 1 <= extra <= 2**24:
+        raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
+    trained, source_sha = load_finished_run(run)
+    if not trained.task.extendable:
+        raise PosrnnError(
+            f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} trains "
+            f"{trained.task.describe()}")
+    if trained.cfg.model.frozen_vocab is not None:
+        raise PosrnnError(f"{run} is already an extended run; extend the original run instead")
+    if same_path(out, trained.run_dir):
+        raise PosrnnError("--out must differ from the trained run (the trained run is never modified)")
+    check_out_dir(out, inputs=(run, trained.run_dir))
+    return trained, source_sha
 
 
 def extend_vocab(
@@ -37,20 +56,8 @@ def extend_vocab(
     """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
     (``resume``: continue an interrupted extension in ``out`` from its last checkpoint;
     ``on_start``: called once every check has passed, as training starts)."""
-    if not 1 <= extra <= 2**24:
-        raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
-    trained, source_sha = load_finished_run(Path(run))
-    cfg, task, model, ckpt, ckpt_path, run_dir = (trained.cfg, trained.task, trained.model, trained.ckpt, trained.ckpt_path,
-                                                 trained.run_dir)
-    if not task.extendable:
-        raise PosrnnError(
-            f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} trains "
-            f"{task.describe()}")
-    if cfg.model.frozen_vocab is not None:
-        raise PosrnnError(f"{run} is already an extended run; extend the original run instead")
-    if same_path(out, run_dir):
-        raise PosrnnError("--out must differ from the trained run (the trained run is never modified)")
-    check_out_dir(out, inputs=(run, run_dir))
+    trained, source_sha = _extendable(Path(run), extra, out)
+    cfg, model, ckpt, ckpt_path = trained.cfg, trained.model, trained.ckpt, trained.ckpt_path
     V = cfg.task.vocab_size
     new_cfg = resolve_config(base=cfg, options={"task.vocab_size": V + extra, "model.frozen_vocab": V,
                                                 "train.iterations": iterations, "train.seed": seed,
@@ -83,24 +90,16 @@ def extend_vocab(
                           keep_checkpoints=keep_checkpoints)
         if resume_from is not None:
             trainer.load(resume_from, res.checkpoint)
-        replacing = begin_run(out, new_cfg, force)  # every check passed: config.yaml is written only now
-        if resume_from is None:
-            record_code(out, __name__)
-        if on_start is not None:
-            on_start()
-        try:
+
+        def work() -> dict:
             summary = trainer.fit(progress=progress)
             model.eval()
-            result = {
-                "run_dir": str(out), "extended_from": str(ckpt_path), "vocab_size": V, "extra_vocab": extra,
-                "model": cfg.model.name, "pe": cfg.model.pe, "iterations": new_cfg.train.iterations, "seconds": summary["seconds"],
-            }
-            scores = score_extension(out, model, new_cfg, dev, old_before=before_old)
-        except BaseException as e:
-            settle(replacing, e)
-            raise
-        settle(replacing, None)
-    return {**result, **scores}
+            result = {"run_dir": str(out), "extended_from": str(ckpt_path), "vocab_size": V, "extra_vocab": extra,
+                      "model": cfg.model.name, "pe": cfg.model.pe, "iterations": new_cfg.train.iterations,
+                      "seconds": summary["seconds"]}
+            return {**result, **score_extension(out, model, new_cfg, dev, old_before=before_old)}
+
+        return start_and_fit(out, new_cfg, force, resume_from is None, __name__, on_start, work)
 
 
 def load_finished_run(run: Path):

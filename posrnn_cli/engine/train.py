@@ -499,24 +499,38 @@ def train(
     device = local_device(resolve_device(cfg.train.device), world_size)
     check_fast_paths(cfg.train, device, world_size)
     check_machine(cfg.train, task, device)
+    def fit(trainer: Trainer) -> dict:
+        return {**trainer.fit(stop_after=stop_after, progress=progress), "n_parameters": count_parameters(model),
+                "world_size": world_size}
+
     if rank != 0:  # rank 0 did the checks and owns the directory
         ckpts = list_checkpoints(out_dir) if resume else []
         ckpt, res = (load_checkpoint(ckpts[-1][1]) if ckpts else None), Resumption()
-        return _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress,
-                         keep_checkpoints=keep_checkpoints)
+        return fit(_trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints))
     with owned_run_dir(out_dir, f"posrnn train --out {out_dir}"):
         ckpt, res = open_run(out_dir, cfg, resume, force)
-        replacing = None
-        try:
-            summary = _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress,
-                                start=lambda: begin_run(out_dir, cfg, force), keep_checkpoints=keep_checkpoints,
-                                on_start=on_start)
-            replacing = summary.pop("_replacing", None)
-        except BaseException as e:
-            settle(getattr(e, "_replacing", None), e)
-            raise
-        settle(replacing, None)
-    return summary
+        trainer = _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints)
+        return start_and_fit(out_dir, cfg, force, ckpt is None, __name__, on_start, lambda: fit(trainer))
+
+
+def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, module: str,
+                  on_start: Optional[Callable[[], None]], work: Callable[[], dict]) -> dict:
+    """The rest of a run's life once every check has passed, the same for ``train`` and
+    ``extend-vocab``: config.yaml is written now (an old run moved aside under ``--force``), a run
+    trained from step 0 records the code (``module``) that trains it, ``on_start`` announces it,
+    ``work`` trains (and scores) it, and the old run is then dropped, or brought back on failure."""
+    replacing = begin_run(out_dir, cfg, force)
+    if fresh:
+        record_code(out_dir, module)
+    if on_start is not None:
+        on_start()
+    try:
+        result = work()
+    except BaseException as e:
+        settle(replacing, e)
+        raise
+    settle(replacing, None)
+    return result
 
 
 @contextmanager
@@ -561,8 +575,9 @@ def _first_missing(path: Path) -> Optional[Path]:
     return top
 
 
-def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_after, progress, start=None,
-              keep_checkpoints: str = "all", on_start=None) -> dict:
+def _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints: str = "all") -> Trainer:
+    """The run's Trainer: threads set, the model on its device (wrapped for DDP under torchrun),
+    batches drawn outside the held-out set, and the checkpoint ``ckpt`` loaded when resuming."""
     setup_threads(cfg.train.threads)
     model.to(device)
     if task.holds_out:
@@ -581,17 +596,4 @@ def _train_in(cfg, out_dir, task, model, device, world_size, ckpt, res, stop_aft
     if res.extended_from is not None:
         trainer.extra.setdefault("extensions", []).append(
             {"at_step": trainer.step, "iterations_before": res.extended_from, "iterations_after": cfg.train.iterations})
-    replacing = start() if start is not None else None  # every check passed: config.yaml is written only now
-    if ckpt is None and start is not None:
-        record_code(out_dir, __name__)  # the code that trains it from step 0
-    if on_start is not None:
-        on_start()
-    try:
-        summary = trainer.fit(stop_after=stop_after, progress=progress)
-    except BaseException as e:
-        e._replacing = replacing
-        raise
-    summary["n_parameters"] = count_parameters(model)
-    summary["world_size"] = world_size
-    summary["_replacing"] = replacing
-    return summary
+    return trainer
