@@ -145,6 +145,26 @@ def log_path(job: Job, logs: Path) -> Path:
     return Path(logs) / job.experiment / f"{job.name}.log"
 
 
+def _collect(p, conn, alive_w, job: Job, slot: int, t0: float, logs: Path) -> JobOutcome:
+    """A finished worker's outcome: its result or error as it sent it, or, when it sent nothing,
+    that it died and with which exit code."""
+    alive_w.close()
+    msg = None
+    try:
+        if conn.poll():
+            msg = conn.recv()
+    except (EOFError, OSError):
+        msg = None
+    p.join()
+    conn.close()
+    secs, log = time.perf_counter() - t0, str(log_path(job, logs))
+    if msg is not None and msg[0] == "done":
+        return JobOutcome(job, "done", secs, result=msg[1], log=log, slot=slot)
+    if msg is not None:
+        return JobOutcome(job, "failed", secs, error=msg[1], log=log, slot=slot)
+    return JobOutcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})", log=log, slot=slot)
+
+
 def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per_gpu: int = 1,
               on_event: Optional[Callable[[str, Job, Optional[JobOutcome]], None]] = None,
               poll: Optional[Callable[[dict], None]] = None, grace: float = GRACE_S) -> list[JobOutcome]:
@@ -182,24 +202,8 @@ def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per
             ready = wait(list(running), timeout=0.5)
             for s in ready:
                 p, conn, job, slot, t0, alive_w = running.pop(s)
-                alive_w.close()
-                msg = None
-                try:
-                    if conn.poll():
-                        msg = conn.recv()
-                except (EOFError, OSError):
-                    msg = None
-                p.join()
-                conn.close()
+                out = _collect(p, conn, alive_w, job, slot, t0, logs)
                 free.append(slot)
-                secs = time.perf_counter() - t0
-                if msg is not None and msg[0] == "done":
-                    out = JobOutcome(job, "done", secs, result=msg[1], log=str(log_path(job, logs)), slot=slot)
-                elif msg is not None:
-                    out = JobOutcome(job, "failed", secs, error=msg[1], log=str(log_path(job, logs)), slot=slot)
-                else:
-                    out = JobOutcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})",
-                                  log=str(log_path(job, logs)), slot=slot)
                 outcomes.append(out)
                 if on_event:
                     on_event("end", job, out)
