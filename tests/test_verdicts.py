@@ -212,14 +212,14 @@ def test_seeds_table_lists_every_open_verdict(tmp_path):
     assert result.exit_code == 0 and result.output == text
 
 
-@pytest.mark.parametrize("profile", ["lite", "lite_extra", "beyond"])
+@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond"])
 def test_committed_seeds_table_is_what_the_scorecard_gives(profile):
     folder = ROOT / "results" / profile
     rows = json.loads((folder / "scorecard" / "scorecard.json").read_text())["rows"]
     assert (folder / "scorecard" / "seeds.md").read_text() == report.seeds_markdown(rows, profile)
 
 
-@pytest.mark.parametrize("profile", ["lite", "lite_extra", "beyond"])
+@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond"])
 def test_readme_results_are_the_scorecard(profile):
     """Every verdict and count the results page (docs/results.md, linked from the README) states
     for a profile is its committed scorecard's."""
@@ -311,3 +311,14 @@ def test_the_cluster_page_counts_the_paper_profiles_train_array():
 
     n = len(plan(ROOT / "params.yaml", "paper", [e for e in experiments_of_stage("train")]))
     assert f"lists that array: {n} runs" in (ROOT / "docs" / "cluster.md").read_text()
+
+
+def test_the_cpu_profiles_read_at_most_six_claims_inconclusive():
+    """The committed scorecards of the CPU profiles (lite, lite_extra, and lite_seeds, the design
+    that gives lite's open claims the seeds they need) count their inconclusive indications
+    apart from underpowered and not measured, and hold at most six in all."""
+    counts = {}
+    for profile in ("lite", "lite_extra", "lite_seeds"):
+        summary = json.loads((ROOT / "results" / profile / "scorecard" / "scorecard.json").read_text())["summary"]
+        counts[profile] = summary["papers"]["indication"][INC] + summary["papers"]["indication"]["partial"].get(INC, 0)
+    assert sum(counts.values()) <= 6, counts
