@@ -86,7 +86,15 @@ def cell_of(cfg: RunConfig) -> tuple:
 
 def cell_columns(cfg: RunConfig) -> dict[str, Any]:
     flat = cfg.flat()
-    return {name: flat[key] for name, key in CELL_COLUMNS}
+    return {name: flat[key] for name, key in CELL_COLUMNS + keys.SHOWN_WHEN_SET}
+
+
+def drop_unset(rows: list[dict]) -> list[dict]:
+    """``rows`` without the columns of settings no row moves from its default (``keys.SHOWN_WHEN_SET``):
+    a table shows ``conv`` only where some cell sets it."""
+    default = RunConfig().flat()
+    unset = {name for name, key in keys.SHOWN_WHEN_SET if all(r.get(name, default[key]) == default[key] for r in rows)}
+    return [{k: v for k, v in r.items() if k not in unset} for r in rows] if unset else rows
 
 
 def group_runs(runs: Iterable[Path]) -> list[tuple[RunConfig, list[tuple[int, Path]]]]:
@@ -469,7 +477,7 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
                 raise PosrnnError(f"{runs_root / name} has no runs in its current grid, but {old[0]} holds a table of an "
                                   f"older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run its sweep)")
             continue
-        rows = resolve(TABLE_FORMS[form].build)(runs, n_resamples)
+        rows = drop_unset(resolve(TABLE_FORMS[form].build)(runs, n_resamples))
         if rows:
             check_table(rows, runs_root / name, what=f"{form} table",
                         fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then re-run their sweep")

@@ -50,6 +50,8 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "heads": RunOption("model.heads", "transformer: attention heads (divides H).", metavar="N"),
     "state_size": RunOption("model.state_size", "s4d: state order N (even); mamba: d_state. Not given, a new mamba "
                             "run on a CPU takes 4 (its step grows with d_state), on CUDA the default.", metavar="N"),
+    "conv": RunOption("model.conv", "mamba: keep the short causal convolution before the SSM (--no-conv: the SSM "
+                      "reads its input directly).", flag="--conv/--no-conv"),
     "iterations": RunOption("train.iterations", "Training iterations.", metavar="N"),
     "batch_size": RunOption("train.batch_size", "Batch size (per process under torchrun).", metavar="N"),
     "lr": RunOption("train.lr", "Peak learning rate of Adam.", metavar="X"),

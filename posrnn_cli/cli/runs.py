@@ -29,8 +29,8 @@ TRAIN_HELP = "\n\n".join([
 
 
 @run_options("task", "model", "pe", "pe_mode", "vocab_size", "length", "hidden_size", "embed_size", "min_length",
-             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "state_size", "iterations",
-             "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
+             "max_length", "rarity", "delay", "dim", "autoregressive", "layers", "heads", "state_size", "conv",
+             "iterations", "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
 def train(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
     params: ParamsOpt = None,
@@ -378,7 +378,7 @@ BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "mode
 BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is the papers' default
 
 
-@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "batch_size", "device",
+@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "conv", "batch_size", "device",
              "threads", "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
                  "model", "vocab_size", "length", "hidden_size", "batch_size")})
 def bench(

@@ -81,6 +81,7 @@ class ModelConfig:
     layers: int = bounded(1, 1, 2**16)  # transformer blocks
     heads: int = bounded(8, 1, 2**16)  # transformer attention heads
     state_size: int = bounded(64, 1, 2**16)  # S4D state N
+    conv: bool = True  # mamba: the short causal convolution before the SSM (False: the SSM reads its input directly)
     frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property

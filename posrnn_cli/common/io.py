@@ -214,6 +214,8 @@ def write_csv(rows: Iterable[Mapping[str, Any]], path: Path) -> None:
 def _parse(v: str) -> Any:
     if v == "":
         return None
+    if v in ("True", "False"):  # a setting's column (conv), as csv_text writes a bool
+        return v == "True"
     for t in (int, float):
         try:
             return t(v)
@@ -223,7 +225,7 @@ def _parse(v: str) -> Any:
 
 
 def read_csv(path: Path) -> list[dict]:
-    """CSV → rows, numbers parsed (int, then float), empty cells as None."""
+    """CSV → rows, numbers parsed (int, then float), True/False as booleans, empty cells as None."""
     from .errors import PosrnnError
 
     try:

@@ -24,6 +24,8 @@ class Key:
     every_table: bool = False  # a column of every run table (``CELL_COLUMNS``), in this order
     flags: tuple[str, ...] = ()  # the ``posrnn train`` options that set it ("vocab_size" is --vocab-size)
     results: bool = True  # False: runs that differ only here are seeds of one cell (a seed, where it ran, logging)
+    #: a column of a run table only where some cell sets it away from its default (``SHOWN_WHEN_SET``)
+    shown_when_set: bool = False
 
 
 KEYS: tuple[Key, ...] = (
@@ -53,6 +55,7 @@ KEYS: tuple[Key, ...] = (
     Key("model.pe_mode", "pe_mode", flags=("pe_mode",)),
     Key("model.pe_dim"),
     Key("model.state_size", "state", "n", flags=("state_size",)),
+    Key("model.conv", "conv", "conv", column="conv", flags=("conv",), shown_when_set=True),
     Key("model.frozen_vocab"),
     Key("train.lr", "lr", flags=("lr",)),
     Key("train.betas"),
@@ -81,6 +84,9 @@ CELL_COLUMNS: tuple[tuple[str, str], ...] = tuple((k.column, k.config) for k in 
 #: config keys that do not split a cell of a grid (a run's seed, where it ran, how often it logs and
 #: keeps checkpoints): runs that differ only in these are seeds of one table row
 CELL_IGNORED: frozenset[str] = frozenset(k.config for k in KEYS if not k.results)
+#: (column, config key) of the columns a run table holds only when some row's value differs from the
+#: default (a setting most grids leave alone: their tables stay as they were)
+SHOWN_WHEN_SET: tuple[tuple[str, str], ...] = tuple((k.column, k.config) for k in KEYS if k.shown_when_set)
 #: columns the analyses add to their tables that name a cell (not config keys)
 ANALYSIS_KEYS = ("condition", "half", "step", "pair", "base_vocab", "extra_vocab", "max_tokens", "combine",
                  "target_position", "feedback")

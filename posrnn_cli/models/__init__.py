@@ -76,7 +76,7 @@ CORES: dict[str, CoreSpec] = {
     "gru": CoreSpec(lambda d, m: RecurrentCore("gru", d, m.hidden_size)),
     "lstm": CoreSpec(lambda d, m: RecurrentCore("lstm", d, m.hidden_size)),
     "s4d": CoreSpec(lambda d, m: S4DCore(d, m.hidden_size, m.state_size), _check_s4d),
-    "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size), _check_mamba),
+    "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size, conv=m.conv), _check_mamba),
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
@@ -111,6 +111,8 @@ def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> No
     if m.pe_mode not in catalog.PE_MODES:
         raise PosrnnError(f"unknown --pe-mode {m.pe_mode!r}; choose one of: {', '.join(catalog.PE_MODES)}")
     check_bounds(m, "model")
+    if not m.conv and m.name != "mamba":
+        raise PosrnnError(f"--no-conv (model.conv: false) applies to the mamba core only, not {m.name}; drop it")
     CORES[m.name].check(m)
     PE_FORMS[m.pe].check(m, output_start)
 

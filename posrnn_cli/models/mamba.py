@@ -14,6 +14,11 @@ its ``in_proj``, built here from the encoder width D (= E + P for a concatenated
 H, so the core maps (B, T, D) → (B, T, H) without an extra projection, as the RNN cores do.
 No residual connection or norm: the core is the block alone, as the GRU core is the cell alone.
 
+``model.conv = False`` (``--no-conv``) takes the convolution out: the x branch goes from ``in_proj``
+straight to SiLU, so no step of the block mixes neighbouring inputs before the selective scan
+(the convolution is what Mamba's order asymmetry has been traced to; ``d_conv = 1`` and an
+identity in its place, so the state holds no conv inputs).
+
 Recurrent view (gradient stability, the papers' 001 §3.3/002 §3): the block's state after a
 step is the SSM state h (E·H × N) **and** the last d_conv − 1 = 3 pre-convolution inputs the
 causal convolution still reads (E·H × 3). Both are flattened into z (width
@@ -51,13 +56,17 @@ def _no_weight_decay(p: nn.Parameter) -> nn.Parameter:
 class MambaCore(nn.Module):
     """One Mamba block: (B, T, in_dim) → (B, T, H); ``state_size`` is d_state (N)."""
 
-    def __init__(self, in_dim: int, hidden_size: int, state_size: int = 16, expand: int = 2, d_conv: int = 4):
+    def __init__(self, in_dim: int, hidden_size: int, state_size: int = 16, expand: int = 2, d_conv: int = 4,
+                 conv: bool = True):
         super().__init__()
         mamba = require_mambapy()
+        d_conv = d_conv if conv else 1
         self.config = mamba.MambaConfig(d_model=hidden_size, n_layers=1, d_state=state_size, expand_factor=expand,
                                         d_conv=d_conv, pscan=True)
         self.block = mamba.MambaBlock(self.config)
         self.block.in_proj = nn.Linear(in_dim, 2 * self.config.d_inner, bias=self.config.bias)  # D → 2·E·H
+        if not conv:
+            self.block.conv1d = nn.Identity()  # forward and step slice its output at d_conv − 1 = 0: x itself
         _no_weight_decay(self.block.A_log)
         _no_weight_decay(self.block.D)
         self.in_dim, self.H, self.N, self.d_inner, self.d_conv = in_dim, hidden_size, state_size, self.config.d_inner, d_conv
@@ -73,8 +82,8 @@ class MambaCore(nn.Module):
 
     def _split(self, z: Tensor) -> tuple[Tensor, Tensor]:
         """z (B, state_dim) → h (B, E·H, N), conv inputs (B, E·H, d_conv − 1)."""
-        n_h = self.d_inner * self.N
-        return z[:, :n_h].reshape(-1, self.d_inner, self.N), z[:, n_h:].reshape(-1, self.d_inner, self.d_conv - 1)
+        n_h, B = self.d_inner * self.N, z.shape[0]
+        return z[:, :n_h].reshape(B, self.d_inner, self.N), z[:, n_h:].reshape(B, self.d_inner, self.d_conv - 1)
 
     @staticmethod
     def _join(h: Tensor, inputs: Tensor) -> Tensor:
@@ -83,7 +92,8 @@ class MambaCore(nn.Module):
     def step(self, z: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
         """One recurrent step: state z (B, state_dim), input x (B, in_dim) → (output (B, H), z')."""
         y, (h, inputs) = self.block.step(x, self._split(z))
-        return y, self._join(h, inputs)
+        # the package appends this input to the cache; without the convolution the cache holds none
+        return y, self._join(h, inputs[:, :, inputs.shape[2] - (self.d_conv - 1):])
 
     def initial_state(self, x1: Tensor) -> Tensor:
         """z_1 from the zero state (the convolution's zero padding) and the first input: (B, in_dim) → (B, state_dim)."""
