@@ -88,6 +88,10 @@ def tables() -> dict:
         "patterns": [acc_row("lstm", pe, _vals(88 + p * 3 + j), V=K, length=L)
                      for p, pe in enumerate(("none", "sinusoidal")) for j, (K, L) in enumerate(((2, 12), (8, 4), (64, 2)))],
         "stability_mid": [{**r, "target_position": 3} for r in stability_rows([("s4d", "none"), ("s4d", "sinusoidal")])],
+        "mqar": [acc_row("gru", pe, _vals(90 + p * 2 + j), V=V, task="mqar", pairs=4)
+                 for p, pe in enumerate(("none", "sinusoidal")) for j, V in enumerate((64, 512))],
+        "mamba_conv": [acc_row("mamba", pe, _vals(94 + c * 2 + p), V=64, conv=conv)
+                       for c, conv in enumerate((True, False)) for p, pe in enumerate(("none", "sinusoidal"))],
         "continuous": [{"task": "continuous", "model": m, "pe": pe, "dim": d, **SETTING,
                         "seeds": "111 222 333", "n_seeds": 3, **_metric("cosine", _vals(70 + k * 4 + p * 2 + j))}
                        for k, m in enumerate(("lstm", "gru")) for p, pe in enumerate(("none", "sinusoidal"))
@@ -118,7 +122,7 @@ def figures(tmp_path_factory):
             assert set(figs) == {"fig2_vocab.png", "dual_frequency.png", "stability.png", "pe_forms.png",
                                  "double_vanilla.png", "extend_vocab.png", "length_v2.png", "autoregression.png",
                                  "continuous.png", "delayed_add.png", "predecessor.png", "pattern_count.png",
-                                 "stability_mid.png"}
+                                 "stability_mid.png", "mqar_vocab.png", "mamba_conv.png"}
             yield figs
 
 

@@ -255,6 +255,17 @@ def draw_patterns(t: dict, path: Path) -> None:
               setting=lambda r: f"H={r['hidden_size']}, {r['iterations']:,} it, batch {r['batch_size']}")
 
 
+def draw_mqar(t: dict, path: Path) -> None:
+    pairs = ", ".join(str(p) for p in sorted({r.get("pairs", "?") for r in t["mqar"]}, key=str))
+    fig_vocab(t["mqar"], path, f"Multi-query associative recall ({pairs} key-value pairs)")
+
+
+def draw_mamba_conv(t: dict, path: Path) -> None:
+    rows = sorted(t["mamba_conv"], key=lambda r: (r["vocab_size"], not r.get("conv", True), _pe_key(r["pe"])))
+    fig_bars(rows, path, f"Mamba with and without its convolution, reverse ({_setting(rows[0])})",
+             label=lambda r: f"{'conv' if r.get('conv', True) else 'no conv'} {pe_label(r['pe'])}\nV {r['vocab_size']}")
+
+
 def draw_dual(t: dict, path: Path) -> None:
     fig_dual(t["dual"], path)
 
