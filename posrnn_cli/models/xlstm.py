@@ -115,11 +115,9 @@ class XLSTMCore(nn.Module):
     def _split(self, z: Tensor) -> dict:
         """z (B, state_dim) → the package's state dict (fresh tensors: its convolution step
         writes into the window it is given)."""
-        pieces, at = {}, 0
-        for name, shape in self._parts:
-            n = torch.Size(shape).numel()
-            pieces[name] = z[:, at : at + n].reshape(-1, *shape)
-            at += n
+        widths = [torch.Size(shape).numel() for _, shape in self._parts]
+        # one split, not a slice per part: a slice's backward writes a zero gradient the width of z
+        pieces = {name: p.reshape(-1, *shape) for (name, shape), p in zip(self._parts, z.split(widths, dim=1))}
 
         def window(w: Tensor) -> Tensor:  # the oldest row, which the step discards, as zeros
             return torch.cat([w.new_zeros(w.shape[0], 1, w.shape[2]), w], 1)
