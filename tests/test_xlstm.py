@@ -158,5 +158,5 @@ run()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     out = (p.stdout + p.stderr).strip().splitlines()
     assert p.returncode == 1, p.stdout + p.stderr
-    assert len(out) == 1 and "pip install --no-deps xlstm==2.0.6" in out[0], out
+    assert len(out) == 1 and "pip install --no-deps xlstm==2.0.6" in out[0] and "No module named 'xlstm'" in out[0], out
     assert "Traceback" not in p.stderr and not (tmp_path / "run").exists()

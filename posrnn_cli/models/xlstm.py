@@ -53,8 +53,8 @@ def require_xlstm():
     """The ``xlstm`` package, or a one-line error naming the install command."""
     try:
         import xlstm
-    except ImportError:
-        raise PosrnnError(f"the xlstm core needs the xlstm package: {INSTALL}") from None
+    except ImportError as e:  # its text tells a missing xlstm from a module xlstm imports (packaging, setuptools)
+        raise PosrnnError(f"the xlstm core needs the xlstm package ({e}): {INSTALL}") from None
     return xlstm
 
 
