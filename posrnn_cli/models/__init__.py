@@ -64,7 +64,7 @@ def _check_mamba(m: ModelConfig) -> None:
 
 
 def _check_xlstm(m: ModelConfig) -> None:
-    require_xlstm()  # a missing extra is one line naming the install command
+    require_xlstm()  # a missing package is one line naming the install command
     check_hidden_size(m.hidden_size)
 
 
