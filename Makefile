@@ -18,6 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q --no-deps mambapy==1.2.0  # --model mamba; --no-deps keeps the torch above
+	$(BIN)/python -m pip install -q --no-deps xlstm==2.0.6  # --model xlstm; --no-deps: not mlstm_kernels (pyproject.toml)
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
@@ -52,11 +53,11 @@ clean-demo:
 # The wheels a bare GPU machine (no network; Python 3.12, torch, typer, rich, pyyaml, numpy,
 # matplotlib, sentencepiece, pytest) lacks for what posrnn imports there: rapidfuzz (imported
 # by the scores at import time), ruamel.yaml (params files are read as DVC reads them, YAML 1.2)
-# and mambapy (--model mamba). dvc, datasets and submitit are
+# mambapy (--model mamba) and xlstm (--model xlstm). dvc, datasets and submitit are
 # imported only by the commands that use them, so they stay out. tools/gpu_check.sh installs
 # the folder with --no-index --no-deps. GPU_PYTHON_VERSION picks another CPython (the tests
 # use the one running them); the folder is replaced only once complete and under 64 MiB.
-GPU_WHEELS ?= rapidfuzz==3.14.6 mambapy==1.2.0 ruamel.yaml==0.19.1
+GPU_WHEELS ?= rapidfuzz==3.14.6 mambapy==1.2.0 xlstm==2.0.6 ruamel.yaml==0.19.1
 GPU_PYTHON_VERSION ?= 3.12
 WHL ?= .whl
 gpu-wheels:

@@ -170,7 +170,7 @@ def _bare_venv(path: Path) -> Path:
 def test_a_bare_gpu_machine_venv_trains_from_the_wheel_folder_alone(tmp_path):
     """make gpu-wheels (for this Python), the folder installed with --no-index --no-deps as
     tools/gpu_check.sh does, then posrnn from the source tree in a venv holding only the GPU
-    machine's packages: every module imports, and a micro training runs (an LSTM and Mamba)."""
+    machine's packages: every module imports, and a micro training runs (an LSTM, Mamba and xLSTM)."""
     whl = tmp_path / "whl"
     ver = f"{sys.version_info.major}.{sys.version_info.minor}"
     r = subprocess.run(["make", "-s", "gpu-wheels", f"WHL={whl}", f"GPU_PYTHON_VERSION={ver}", f"PYTHON={sys.executable}"],
@@ -179,7 +179,8 @@ def test_a_bare_gpu_machine_venv_trains_from_the_wheel_folder_alone(tmp_path):
     if r.returncode != 0 and any(s in r.stderr for s in OFFLINE):
         pytest.skip("the package registry is unreachable: make gpu-wheels cannot fill the wheel folder")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "limit 64 MiB" in r.stdout and {p.name.split("-")[0] for p in whl.glob("*.whl")} == {"rapidfuzz", "mambapy", "ruamel_yaml"}
+    wheels = {p.name.split("-")[0] for p in whl.glob("*.whl")}
+    assert "limit 64 MiB" in r.stdout and wheels == {"rapidfuzz", "mambapy", "xlstm", "ruamel_yaml"}
     py = _bare_venv(tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(PYTHONNOUSERSITE="1", PYTHONPATH=str(ROOT))
@@ -196,7 +197,7 @@ def test_a_bare_gpu_machine_venv_trains_from_the_wheel_folder_alone(tmp_path):
              % str(ROOT))
     r = subprocess.run([py, "-c", every], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    for model, extra in (("lstm", []), ("mamba", ["--set", "model.state_size=4"])):
+    for model, extra in (("lstm", []), ("mamba", ["--set", "model.state_size=4"]), ("xlstm", [])):
         r = subprocess.run([py, *train, "--model", model, *extra, "--out", str(tmp_path / model)], env=env,
                            capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-2000:]

@@ -202,7 +202,7 @@ def cli(*args):
     return r.output
 
 
-@pytest.mark.parametrize("name", NEW)
+@pytest.mark.parametrize("name", NEW + ("xlstm",))  # xlstm's own tests: tests/test_xlstm.py
 def test_every_command_runs_on_the_new_cores(name, tmp_path):
     tiny = ["--model", name, "--vocab-size", 8, "--length", 4, "--hidden-size", 8, "--iterations", 20, "--batch-size", 16,
             "--warmup", 2, "--checkpoint-every", 10, "--device", "cpu", "--set", "task.n_test=64", "--set",

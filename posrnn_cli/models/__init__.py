@@ -30,6 +30,7 @@ from .mingru import MinGRUCore
 from .rnn import RecurrentCore
 from .s4d import S4DCore
 from .transformer import CausalTransformerCore
+from .xlstm import XLSTMCore, check_hidden_size, require_xlstm
 
 #: name → positional-encoding form. ``dummy`` is the "double vanilla" control.
 PE_FORMS: dict[str, type] = {
@@ -62,6 +63,11 @@ def _check_mamba(m: ModelConfig) -> None:
     require_mambapy()  # a missing extra is one line naming the install command
 
 
+def _check_xlstm(m: ModelConfig) -> None:
+    require_xlstm()  # a missing package is one line naming the install command
+    check_hidden_size(m.hidden_size)
+
+
 @dataclass(frozen=True)
 class CoreSpec:
     build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
@@ -78,6 +84,7 @@ CORES: dict[str, CoreSpec] = {
     "s4d": CoreSpec(lambda d, m: S4DCore(d, m.hidden_size, m.state_size), _check_s4d),
     "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size, conv=m.conv), _check_mamba),
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
+    "xlstm": CoreSpec(lambda d, m: XLSTMCore(d, m.hidden_size), _check_xlstm),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
 }
