@@ -110,3 +110,25 @@ def test_the_lm_task_gets_the_bounds_every_task_gets(encoded):
     build_task(ok)
     with pytest.raises(PosrnnError, match="task.n_test must be at least 1"):
         build_task(TaskConfig(**{**ok.__dict__, "n_test": 0}))
+
+
+def test_each_process_builds_its_task_for_its_rank_and_the_slices_make_the_whole_batch(encoded):
+    """A task is built knowing its place under data parallelism (never patched afterwards):
+    ``build_run`` for rank r of 2 gives an LM task whose batch is the r-th half of the batch one
+    process draws with the same generator; a task built outside torchrun is rank 0 of 1."""
+    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.engine.train import build_run
+    from posrnn_cli.tasks import build_task
+
+    cfg = resolve_config(options={"task.name": "lm", "task.data": str(encoded), "task.vocab_size": 300,
+                                  "task.length": 48, "model.hidden_size": 16, "train.device": "cpu"})
+    whole = build_task(cfg.task)
+    halves = [build_run(cfg, r, 2)[0] for r in range(2)]
+    assert (whole.rank, whole.world_size) == (0, 1)
+    assert [(t.rank, t.world_size) for t in halves] == [(0, 2), (1, 2)]
+    assert (build_task(TaskConfig()).rank, build_task(TaskConfig()).world_size) == (0, 1)  # every task has them
+    full = whole.sample(6, torch.Generator().manual_seed(3), "cpu")
+    parts = [t.sample(3, torch.Generator().manual_seed(3), "cpu") for t in halves]
+    width = full.inputs.shape[1]
+    joined = torch.cat([torch.nn.functional.pad(p.inputs, (0, width - p.inputs.shape[1])) for p in parts])
+    assert torch.equal(joined, full.inputs)

@@ -452,6 +452,20 @@ def test_claims_file_errors(tmp_path):
         sc.load_claims(tmp_path / "d.yaml")
 
 
+def test_the_scorecard_reads_the_claims_file_once(tmp_path, monkeypatch):
+    """With no claims passed, the registry read for the claims also serves the power section's
+    ids (it was read a second time for them)."""
+    from posrnn_cli.analysis.scorecard import score
+
+    real, reads = score.load_claims, []
+    monkeypatch.setattr(score, "load_claims", lambda *a: reads.append(a) or real(*a))
+    power = {"pilot": "lite", "seeds_needed": {"lm_no_gain": 6}}
+    rows = score.scorecard(tmp_path, power=power)
+    assert len(reads) == 1 and [r["id"] for r in rows] == [c["id"] for c in real()]
+    with pytest.raises(PosrnnError, match="no claim 'lm_no_gian' \\(did you mean 'lm_no_gain'\\?\\)"):
+        score.scorecard(tmp_path, power={"pilot": "lite", "seeds_needed": {"lm_no_gian": 6}})
+
+
 # ---- malformed tables -----------------------------------------------------------------------
 def test_malformed_tables_name_the_file(tmp_path):
     good = [ev("gru", "sinusoidal", 256, 0.99), ev("gru", "none", 256, 0.5)]
@@ -564,7 +578,7 @@ def test_scorecard_imports_no_training_code():
     trees = [ast.parse(f.read_text()) for f in Path(sc.__file__).parent.glob("*.py")]
     allowed = {"__future__", "contextvars", "csv", "math", "dataclasses", "pathlib", "typing", "numpy", "yaml", "rich.table",
                "rich.text", "rich.console", "posrnn_cli.common", "posrnn_cli.common.io", "posrnn_cli.common.errors",
-               "posrnn_cli.common.stats"}
+               "posrnn_cli.common.stats", "posrnn_cli.common.tables"}  # tables: the result-table checks io reads too
     found = {a.name for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     found |= {n.module for tree in trees for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert found <= allowed, found - allowed

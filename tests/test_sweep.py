@@ -532,7 +532,6 @@ def test_ctrl_c_of_a_slurm_sweep_says_the_array_keeps_running_and_how_to_cancel(
     """Ctrl-C while a SLURM sweep waits: one line saying that the array keeps running, the
     scancel that cancels it, and that the same command reattaches (sbatch and the wait are
     stand-ins here; the real cluster tests submit for real)."""
-    import posrnn_cli.sweep as sweep_mod
     import posrnn_cli.sweep.slurm as S
 
     monkeypatch.chdir(tmp_path)
@@ -546,7 +545,7 @@ def test_ctrl_c_of_a_slurm_sweep_says_the_array_keeps_running_and_how_to_cancel(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(S, "submit", submit)
-    monkeypatch.setattr(sweep_mod, "_watch_tasks", wait)
+    monkeypatch.setattr(S, "_watch_tasks", wait)
     r = CliRunner().invoke(app, ["sweep", "fig2"])
     assert r.exit_code == 130, r.output
     last = r.output.strip().splitlines()[-1]

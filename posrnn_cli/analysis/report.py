@@ -17,7 +17,7 @@ from typing import Optional
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
-from .scorecard import NOT_MEASURED, OPEN, REGIME_WORDS, SCOPES, SECTIONS, VERDICTS, seeds_text, summarize
+from .scorecard import NOT_MEASURED, OPEN, REGIME_WORDS, SCOPES, SECTIONS, count_lines, seeds_text, summarize
 
 #: how the seeds table and the README name the two scopes
 SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
@@ -58,11 +58,8 @@ def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
     return path
 
 
-def _counts(c: dict) -> str:
-    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v))
-    if c.get("partial"):
-        text += "; partial, counted apart: " + ", ".join(f"{n} {v}" for v, n in c["partial"].items())
-    return text or "none"
+#: how the results page and the terminal introduce the partial claims' counts
+PARTIAL = "partial, counted apart"
 
 
 def _cell(x: dict) -> str:
@@ -85,9 +82,8 @@ def readme_block(rows: list[dict], name: str) -> str:
             continue
         s = summary[section]
         where = REGIME_WORDS[section]
-        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "",
-                f"- {where[0].upper()}{where[1:]}: {_counts(s['at_regime'])}.",
-                f"- Indications off {where.split(' ', 1)[1]}: {_counts(s['indication'])}.", ""]
+        at_regime, off = count_lines(section, s, PARTIAL)
+        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "", f"- {at_regime}", f"- {off}", ""]
         measured = [r for r in rows if r["section"] == section
                     and any(r[scope]["verdict"] != "not measured" for scope in SCOPES)]
         if measured:
@@ -161,10 +157,10 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
     for section, title in SECTIONS.items():
         if section not in summary:
             continue
-        s, where = summary[section], REGIME_WORDS[section]
+        s = summary[section]
+        at_regime, off = count_lines(section, s, PARTIAL)
         parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
-                  Text(f"{where[0].upper()}{where[1:]}: {_counts(s['at_regime'])}."),
-                  Text(f"Indications off {where.split(' ', 1)[1]}: {_counts(s['indication'])}.")]
+                  Text(at_regime), Text(off)]
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
         t.add_column("claim", overflow="fold", no_wrap=True)
         t.add_column("at regime", overflow="fold")

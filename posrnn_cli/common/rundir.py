@@ -21,6 +21,7 @@ from typing import Optional
 
 from .errors import PosrnnError
 from .io import MARKER
+from .tables import is_number
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -85,12 +86,6 @@ def log_entries(run_dir: Path, numbers: tuple[str, ...] = ()) -> list[dict]:
             x = json.loads(line)
         except ValueError:
             continue
-        if isinstance(x, dict) and all(_finite(x.get(k)) for k in numbers):
+        if isinstance(x, dict) and all(is_number(x.get(k)) for k in numbers):
             out.append(x)
     return out
-
-
-def _finite(v) -> bool:
-    import math
-
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -48,7 +48,8 @@ NAMES = {"task": catalog.TASKS, "model": catalog.CORES, "pe": catalog.PE_FORMS, 
 ROUNDING = 2e-5
 
 
-def _number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
+    """A finite int or float, not a bool: what a measurement holds (in a table or a record)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -68,7 +69,7 @@ def key_columns(rows: list[dict]) -> list[str]:
 
 def _values(v: Any) -> Optional[list[float]]:
     """A ``*_by_seed`` or ``seeds`` cell ("0.5 0.25", or one number) as numbers, None when not."""
-    if _number(v):
+    if is_number(v):
         return [float(v)]
     try:
         out = [float(s) for s in str(v).split()] if isinstance(v, str) else None
@@ -105,7 +106,7 @@ def _check_cells(r: dict, where: str, fix: str) -> None:
         if m is None or v is None:
             continue
         lo, hi = MEASURES[m]
-        vals = _values(v) if k.endswith("_by_seed") else ([float(v)] if _number(v) else None)
+        vals = _values(v) if k.endswith("_by_seed") else ([float(v)] if is_number(v) else None)
         if vals is None:
             raise PosrnnError(f"{where}: {k} is {v!r}, not {'one finite number per seed' if k.endswith('_by_seed') else 'a finite number'}; {fix}")
         bad = [x for x in vals if not lo - 1e-6 <= x <= hi + 1e-6]
@@ -134,7 +135,7 @@ def _check_seeds(r: dict, where: str, fix: str) -> None:
             checks += [("perplexity_min", min(vals), "their least"), ("perplexity_max", max(vals), "their largest")]
         for col, want, what in checks:
             got = r.get(col)
-            if _number(got) and abs(got - want) > ROUNDING * max(1.0, abs(want), *(abs(x) for x in vals)):
+            if is_number(got) and abs(got - want) > ROUNDING * max(1.0, abs(want), *(abs(x) for x in vals)):
                 raise PosrnnError(f"{where}: {col} = {got:g}, but {what} over the seeds' values ({c}) is {want:g}; {fix}")
 
 
@@ -148,7 +149,7 @@ def _check_ci(r: dict, where: str, fix: str) -> None:
         if hi not in r or value is None or value not in r:
             continue
         lo_v, v, hi_v = r[k], r[value], r[hi]
-        if all(_number(x) for x in (lo_v, v, hi_v)) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
+        if all(is_number(x) for x in (lo_v, v, hi_v)) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
             raise PosrnnError(f"{where}: {value} = {v} lies outside its CI [{lo_v}, {hi_v}] (bounds swapped or edited?); {fix}")
 
 

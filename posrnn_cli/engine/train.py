@@ -457,10 +457,11 @@ def drop_unscheduled(run_dir: Path, t, step: int, extra: dict) -> int:
 
 
 # ---- training a run --------------------------------------------------------------------
-def build_run(cfg: RunConfig) -> tuple[Task, nn.Module]:
-    """Validate ``cfg`` and build its task and freshly initialised model (seeded)."""
+def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task, nn.Module]:
+    """Validate ``cfg`` and build its task (for process ``rank`` of ``world_size``) and freshly
+    initialised model (seeded)."""
     check_train_config(cfg.train)
-    task = build_task(cfg.task)
+    task = build_task(cfg.task, rank=rank, world_size=world_size)
     if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
         parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
                           task.n_outputs)  # batches live in its memory: the host holds the model and test set)
@@ -491,11 +492,10 @@ def train(
         raise PosrnnError(f"--stop-after must be at least 1, got {stop_after}")
     rank, world_size = join_process_group()
     try:
-        task, model = build_run(cfg)
+        task, model = build_run(cfg, rank, world_size)
     except (RuntimeError, ValueError, OverflowError, MemoryError) as e:  # sizes torch cannot allocate
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
         raise PosrnnError(f"cannot build this run ({first}); check the task and model sizes") from None
-    task.rank, task.world_size = rank, world_size
     device = local_device(resolve_device(cfg.train.device), world_size)
     check_fast_paths(cfg.train, device, world_size)
     check_machine(cfg.train, task, device)

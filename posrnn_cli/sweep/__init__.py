@@ -16,21 +16,23 @@ them again.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TYPE_CHECKING, Optional, TextIO
 
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_bytes
 from ..common.profiles import load_profile
 from .local import cpu_count
 from ..common.experiments import EXPERIMENTS, Experiment, trains
-from .plan import Job, JobOutcome, plan
+from .plan import Job, JobOutcome, order, plan, status
+
+if TYPE_CHECKING:  # the SLURM executor loads submitit: imported where a sweep uses it
+    from .slurm import SlurmSweep
 
 EXECUTORS = ("local", "slurm", "submitit-local")
 
@@ -59,31 +61,6 @@ def parse_duration(text: Optional[str]) -> Optional[float]:
         raise PosrnnError(f"--timeout must be a positive duration such as 90s, 45m or 12h (a bare number is minutes), "
                           f"got {text!r}")
     return float(m.group(1)) * {"s": 1, "m": 60, "": 60, "h": 3600, "d": 86400}[m.group(2)]
-
-
-@dataclass
-class _Watch:
-    """What a SLURM sweep knows while it runs: its deadline, the arrays it waits on, runs
-    seen failing while it watched another sweep's tasks."""
-
-    deadline: Optional[float] = None
-    params: dict = field(default_factory=dict)
-    arrays: set = field(default_factory=set)
-    seen: dict = field(default_factory=dict)  # realpath(run_dir) → JobOutcome
-    what: str = ""
-
-
-def status(job: Job) -> str:
-    """What a sweep would do with ``job`` now (no torch): new, resume, done, different, or
-    (for derived jobs) run."""
-    from ..engine.rundir import run_state
-
-    if not trains(job.kind):
-        return "run"
-    try:
-        return run_state(Path(job.run_dir), job.run_config()).state
-    except PosrnnError:  # a file where the run directory should be
-        return "different"
 
 
 def code_status(job: Job) -> Optional[str]:
@@ -131,16 +108,6 @@ def waves(names: list[str]) -> list[list[str]]:
     return out
 
 
-def order(jobs: list[Job]) -> list[Job]:
-    """Longest runs first (iterations × batch × length), so no core idles at the end."""
-    def cost(j: Job) -> float:
-        if not j.config:
-            return 0.0
-        t = j.config["train"]
-        return float(t["iterations"]) * t["batch_size"] * max(1, j.config["task"]["length"]) * max(1, j.config["model"]["hidden_size"]) ** 2
-    return sorted(jobs, key=cost, reverse=True)
-
-
 def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOptions,
               out: TextIO = sys.stdout, runs_root: Optional[Path] = None) -> list[JobOutcome]:
     """Plan, run and report a sweep; raises ``PosrnnError`` naming the failed jobs. Everything
@@ -159,15 +126,16 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
 
     validate(jobs)
     pool = _pool(prof, opts) if executor == "local" else None
+    what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
+    sweep = None
     if executor != "local":
-        from .slurm import check_available
+        from .slurm import SlurmSweep, check_available
 
         check_available("slurm" if executor == "slurm" else "local")
-    watch = _Watch(params=params_)
-    if timeout is not None:
-        watch.deadline = time.monotonic() + timeout
-    watch.what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
-    outcomes = _execute(jobs, experiments, executor, prof, opts, pool, runs_root, out, watch)
+        sweep = SlurmSweep(params=params_, what=what, wait=opts.wait, lost_after_s=opts.lost_after_s)
+        if timeout is not None:
+            sweep.deadline = time.monotonic() + timeout
+    outcomes = _execute(jobs, experiments, executor, pool, runs_root, out, what, sweep)
     _report(outcomes, out)
     return outcomes
 
@@ -184,7 +152,7 @@ def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, 
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
     timeout, settings, checked = parse_duration(opts.timeout), {}, {}
     if executor != "local":
-        from .slurm import check_settings
+        from .slurm_settings import check_settings
 
         settings = {**(prof.get("slurm") or {}), **{k: v for k, v in (opts.slurm or {}).items() if v is not None}}
         checked = check_settings(settings, "slurm" if executor == "slurm" else "local")
@@ -202,7 +170,9 @@ def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions,
     """What would happen to each job (and, with --test-only, what ``sbatch --test-only`` says)."""
     outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
     if executor == "slurm":
-        _mark_in_flight(outcomes, runs_root)
+        from .slurm import mark_in_flight
+
+        mark_in_flight(outcomes, runs_root)
     if opts.test_only:
         from .slurm import test_only
 
@@ -212,8 +182,8 @@ def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions,
     return outcomes
 
 
-def _execute(jobs: list[Job], experiments: list[str], executor: str, prof: dict, opts: SweepOptions,
-             pool: Optional["Pool"], runs_root: Path, out: TextIO, watch: _Watch) -> list[JobOutcome]:
+def _execute(jobs: list[Job], experiments: list[str], executor: str, pool: Optional["Pool"], runs_root: Path,
+             out: TextIO, what: str, sweep: Optional[SlurmSweep]) -> list[JobOutcome]:
     """Run the waves under the run root's lock. A SLURM sweep that finds another SLURM sweep
     holding it waits on that sweep's tasks and then takes over; Ctrl-C of a SLURM sweep names the
     arrays that keep running; a refused start removes the folders it created."""
@@ -225,8 +195,8 @@ def _execute(jobs: list[Job], experiments: list[str], executor: str, prof: dict,
     try:
         while True:
             try:
-                with run_lock(runs_root, watch.what):  # a second sweep here gets one line naming this
-                    return _run_waves(jobs, experiments, executor, prof, opts, pool, runs_root, out, watch)
+                with run_lock(runs_root, what):  # a second sweep here gets one line naming this
+                    return _run_waves(jobs, experiments, executor, pool, runs_root, out, sweep)
             except LockBusy as e:
                 if executor != "slurm" or "--executor slurm" not in e.holder:
                     raise
@@ -234,10 +204,12 @@ def _execute(jobs: list[Job], experiments: list[str], executor: str, prof: dict,
                     print(f"{runs_root} is held by another SLURM sweep ({e.holder}); reattaching to its tasks instead "
                           f"of submitting them again", file=out, flush=True)
                     told = True
-                _observe(jobs, runs_root, out, watch, opts)
+                from .slurm import observe
+
+                observe(jobs, runs_root, out, sweep)
     except KeyboardInterrupt:
-        if executor == "slurm" and watch.arrays:
-            ids = sorted(watch.arrays, key=int)
+        if executor == "slurm" and sweep.arrays:
+            ids = sorted(sweep.arrays, key=int)
             err = PosrnnError(f"interrupted: job array {', '.join(ids)} keeps running on SLURM (this sweep only waited "
                               f"on it); cancel it with `scancel {' '.join(ids)}`, or run the same command again to "
                               f"reattach")
@@ -271,48 +243,8 @@ def _report(outcomes: list[JobOutcome], out: TextIO) -> None:
                       f"(finished runs are kept)")
 
 
-def _mark_in_flight(outcomes: list[JobOutcome], runs_root: Path) -> None:
-    """Dry run of a SLURM sweep: runs whose recorded task SLURM still lists as pending or
-    running would be waited on, not submitted."""
-    from .slurm import IN_FLIGHT, recorded_tasks, slurm_states
-
-    recorded = recorded_tasks(runs_root)
-    mine = {os.path.realpath(o.job.run_dir): o for o in outcomes if os.path.realpath(o.job.run_dir) in recorded}
-    if not mine:
-        return
-    states = slurm_states([recorded[rd][0] for rd in mine]) or {}
-    for rd, o in mine.items():
-        if states.get(recorded[rd][0]) in IN_FLIGHT:
-            o.status, o.log = "in flight", recorded[rd][0]
-
-
-def _observe(jobs: list[Job], runs_root: Path, out: TextIO, watch: _Watch, opts: SweepOptions) -> None:
-    """Another SLURM sweep holds ``runs_root``: wait on its in-flight tasks of these jobs (their
-    states and failures are printed as they come), or a poll when it has none in flight."""
-    from .slurm import IN_FLIGHT, recorded_tasks, slurm_states, task_for
-
-    recorded = recorded_tasks(runs_root)
-    mine = {os.path.realpath(j.run_dir): j for j in jobs}
-    ids = {rd: recorded[rd] for rd in mine if rd in recorded and rd not in watch.seen}
-    states = slurm_states([jid for jid, _ in ids.values()]) if ids else {}
-    tasks = [task_for(mine[rd], jid, Path(folder), reattached=True) for rd, (jid, folder) in ids.items()
-             if states and states.get(jid) in IN_FLIGHT]
-    if not tasks:
-        if watch.deadline is not None and time.monotonic() >= watch.deadline:
-            from .slurm import Timeout
-
-            raise Timeout(f"--timeout reached while another SLURM sweep held {runs_root}; run the same command again "
-                          f"to reattach")
-        time.sleep(2.0)
-        return
-    watch.arrays.update(t.array for t in tasks)
-    for o in _watch_tasks(tasks, "slurm", out, watch, opts):
-        if o.status != "done":
-            watch.seen[os.path.realpath(o.job.run_dir)] = o
-
-
-def _run_waves(jobs: list[Job], experiments: list[str], executor: str, prof: dict, opts: SweepOptions,
-               pool: Optional["Pool"], runs_root: Path, out: TextIO, watch: Optional[_Watch] = None) -> list[JobOutcome]:
+def _run_waves(jobs: list[Job], experiments: list[str], executor: str, pool: Optional["Pool"], runs_root: Path,
+               out: TextIO, sweep: Optional[SlurmSweep] = None) -> list[JobOutcome]:
     """Write the manifests, then run the experiments wave by wave. If nothing could start (a
     refused submission), the manifests and directories this call wrote are put back as they were."""
     before = {name: (runs_root / name).exists() for name in experiments}
@@ -333,9 +265,11 @@ def _run_waves(jobs: list[Job], experiments: list[str], executor: str, prof: dic
             if executor == "local":
                 outcomes += _local(wave_jobs, pool, runs_root, out)
             else:
-                outcomes += _slurm(wave_jobs, opts, executor, runs_root, out, watch or _Watch())
+                from .slurm import SlurmSweep, run_wave
+
+                outcomes += run_wave(wave_jobs, executor, runs_root, out, sweep or SlurmSweep())
     except PosrnnError:
-        if not outcomes and not (watch is not None and watch.arrays):  # nothing started: put the manifests back
+        if not outcomes and not (sweep is not None and sweep.arrays):  # nothing started: put the manifests back
             for name in experiments:
                 manifest = runs_root / name / "sweep.json"
                 if old[name] is not None:
@@ -391,103 +325,3 @@ def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[Jo
     with progress:
         return run_local(order(jobs), pool.workers, runs_root / ".logs", gpus=pool.gpus, runs_per_gpu=pool.runs_per_gpu,
                          on_event=progress.event, poll=progress.poll)
-
-
-def _slurm(jobs: list[Job], opts: SweepOptions, executor: str, runs_root: Path, out: TextIO,
-           watch: _Watch) -> list[JobOutcome]:
-    """One wave on SLURM (or submitit-local): reattach to the recorded tasks still in flight,
-    evaluate finished runs here, submit the rest as one array, and wait on them all."""
-    from ..engine.rundir import relabel
-    from . import slurm as S
-
-    cluster = "slurm" if executor == "slurm" else "local"
-    folder = runs_root / S.SUBMITIT_DIR
-    jobs = order(jobs)
-    mine = {os.path.realpath(j.run_dir): j for j in jobs}
-    recorded = S.recorded_tasks(runs_root) if cluster == "slurm" else {}
-    ids = {rd: recorded[rd] for rd in mine if rd in recorded and rd not in watch.seen}
-    states = S.slurm_states([jid for jid, _ in ids.values()]) if ids else {}
-    if states is None:
-        raise PosrnnError("squeue did not answer, so this sweep cannot tell which of its recorded tasks still run "
-                          "(it would submit them twice); run the same command again when SLURM answers")
-    attach = [S.task_for(mine[rd], jid, Path(f), reattached=True) for rd, (jid, f) in ids.items()
-              if states.get(jid) in S.IN_FLIGHT]
-    busy = {os.path.realpath(t.job.run_dir) for t in attach}
-    outcomes = [watch.seen[rd] for rd in mine if rd in watch.seen]  # failed while this sweep watched: not again
-    free = [j for j in jobs if os.path.realpath(j.run_dir) not in busy and os.path.realpath(j.run_dir) not in watch.seen]
-    finished = [j for j in free if trains(j.kind) and status(j) == "done"]
-    done_ids = {id(j) for j in finished}
-    submit = [j for j in free if id(j) not in done_ids]
-    if attach:
-        arrays = sorted({t.array for t in attach}, key=int)
-        print(f"reattached to {len(attach)} task(s) still in flight in job array {', '.join(arrays)} (not submitted "
-              f"again)", file=out, flush=True)
-    tasks = list(attach)
-    if submit:
-        sub = S.submit(submit, folder, watch.params, cluster)
-        if cluster == "slurm":
-            S.add_to_record(runs_root, sub.array, cluster, folder,
-                            {t.job_id: {"run": t.job.label, "run_dir": t.job.run_dir} for t in sub.tasks})
-        print(f"submitted {len(sub.tasks)} task(s) as job array {sub.array} ({executor}); logs in {folder}",
-              file=out, flush=True)
-        tasks += sub.tasks
-    if cluster == "slurm":
-        watch.arrays.update(t.array for t in tasks)
-        if watch.arrays:
-            relabel(runs_root, f"{watch.what}, job arrays {', '.join(sorted(watch.arrays, key=int))}")
-    if finished:
-        outcomes += _evaluate_here(finished, out)
-    if not opts.wait:
-        return outcomes
-    return outcomes + _watch_tasks(tasks, cluster, out, watch, opts)
-
-
-def _evaluate_here(jobs: list[Job], out: TextIO) -> list[JobOutcome]:
-    """Finished runs only need their evaluation: done in this process (on CPU where a GPU run's
-    device is not visible here), never one task each."""
-    from .jobs import execute, job_from_dict
-
-    print(f"evaluating {len(jobs)} finished run(s) in this process (no task each)", file=out, flush=True)
-    outcomes = []
-    for j in jobs:
-        job = job_from_dict(j.to_dict())
-        if str(job.config["train"]["device"]).startswith("cuda"):
-            job.config["train"]["device"] = "auto"  # a runtime key: the run is the same
-        t0 = time.perf_counter()
-        try:
-            result = execute(job)
-            outcomes.append(JobOutcome(j, "done", time.perf_counter() - t0, result=result))
-            print(f"done {j.label}: evaluated here", file=out, flush=True)
-        except PosrnnError as e:
-            outcomes.append(JobOutcome(j, "failed", time.perf_counter() - t0, error=str(e)))
-            print(f"failed {j.label}: {e}", file=out, flush=True)
-    return outcomes
-
-
-def _watch_tasks(tasks: list, cluster: str, out: TextIO, watch: _Watch, opts: SweepOptions) -> list[JobOutcome]:
-    """Wait on the tasks, printing each state change and each end (a failure with its cause
-    and log) as it happens."""
-    from . import slurm as S
-
-    if not tasks:
-        return []
-    n, ended = len(tasks), [0]
-
-    def event(kind: str, task, what) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        if kind == "state":
-            print(f"{stamp} {task.job.label} ({task.job_id}): {what}", file=out, flush=True)
-            return
-        ended[0] += 1
-        if what.status == "done":
-            info = (what.result or {}).get("training") or next(iter((what.result or {}).values()), "")
-            print(f"{stamp} [{ended[0]}/{n}] done {task.job.label} ({task.job_id})" + (f": {info}" if info else ""),
-                  file=out, flush=True)
-        else:
-            print(f"{stamp} [{ended[0]}/{n}] {what.status} {task.job.label} ({task.job_id}): {what.error} "
-                  f"(log: {what.log})", file=out, flush=True)
-
-    query = S.slurm_states if cluster == "slurm" else S.local_states(tasks)
-    lost = opts.lost_after_s if opts.lost_after_s is not None else (S.LOST_AFTER_S if cluster == "slurm" else 30.0)
-    return S.watch(tasks, query, event, poll_s=2.0 if cluster == "local" else 5.0, deadline=watch.deadline,
-                   lost_after_s=lost)

@@ -34,7 +34,7 @@ from typing import Optional
 from ..common import keys
 from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
 from ..common.errors import PosrnnError
-from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve
+from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve, trains
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
 
 #: short key → config key, and how a cell's value shows in its directory name (``common.keys``)
@@ -77,6 +77,29 @@ class JobOutcome:
     error: str = ""
     log: str = ""
     slot: Optional[int] = None
+
+
+def status(job: Job) -> str:
+    """What a sweep would do with ``job`` now (no torch): new, resume, done, different, or
+    (for derived jobs) run."""
+    from ..engine.rundir import run_state
+
+    if not trains(job.kind):
+        return "run"
+    try:
+        return run_state(Path(job.run_dir), job.run_config()).state
+    except PosrnnError:  # a file where the run directory should be
+        return "different"
+
+
+def order(jobs: list[Job]) -> list[Job]:
+    """Longest runs first (iterations × batch × length), so no core idles at the end."""
+    def cost(j: Job) -> float:
+        if not j.config:
+            return 0.0
+        t = j.config["train"]
+        return float(t["iterations"]) * t["batch_size"] * max(1, j.config["task"]["length"]) * max(1, j.config["model"]["hidden_size"]) ** 2
+    return sorted(jobs, key=cost, reverse=True)
 
 
 def cell_name(cell: dict) -> str:

@@ -31,32 +31,24 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TextIO
 
 from ..common.errors import PosrnnError
+from ..common.experiments import trains
 from ..common.io import atomic_write_json, read_json
-from .plan import Job, JobOutcome
+from .plan import Job, JobOutcome, order, status
+from .slurm_settings import check_settings
 
-#: profile ``slurm:`` keys → (submitit parameter, what the value must be)
-SETTINGS = {
-    "partition": ("slurm_partition", "text"), "gpus_per_task": ("gpus_per_node", "count0"),
-    "cpus_per_task": ("cpus_per_task", "count1"), "mem_gb": ("mem_gb", "positive"),
-    "timeout_min": ("timeout_min", "count1"), "array_parallelism": ("slurm_array_parallelism", "count1"),
-    "constraint": ("slurm_constraint", "text"), "account": ("slurm_account", "text"), "qos": ("slurm_qos", "text"),
-    "gres": ("slurm_gres", "text"), "setup": ("slurm_setup", "lines"), "extra": ("slurm_additional_parameters", "mapping"),
-}
-SLURM_KEYS = {k: v[0] for k, v in SETTINGS.items()}
-LOCAL_KEYS = {"gpus_per_task": "gpus_per_node", "cpus_per_task": "cpus_per_task", "timeout_min": "timeout_min"}
-#: sbatch parameters that submitit sets itself: ``extra`` may not replace them
-RESERVED = {"array", "output", "error", "open-mode", "signal", "job-name", "wckey"}
 RECORD = ".slurm-arrays.json"
 #: SLURM job states in which a task is still queued or running (squeue/sacct spell them so)
 IN_FLIGHT = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
@@ -128,8 +120,6 @@ def requeue(job_id: str, attempts: int = 3) -> None:
     to every process of the step meanwhile (it killed submitit's own call once in CI): the child
     starts with both ignored (an ignored signal stays ignored across exec; set in this process
     for the instant of the fork, so no Python code runs in the child); retried."""
-    import subprocess
-
     err = ""
     for attempt in range(attempts):
         try:
@@ -152,9 +142,6 @@ def requeue(job_id: str, attempts: int = 3) -> None:
 
 
 def _spawn_ignoring(signals: tuple, argv: list):
-    import subprocess
-    import threading
-
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in signals:
@@ -171,69 +158,10 @@ def check_available(cluster: str) -> None:
     """One-line errors before anything is written: no submitit, or no sbatch for SLURM."""
     _submitit()
     if cluster == "slurm":
-        import shutil
-
         missing = [b for b in ("sbatch", "srun") if shutil.which(b) is None]
         if missing:
             raise PosrnnError(f"--executor slurm: no `{'` or `'.join(missing)}` on PATH (not on a SLURM cluster?); "
                               f"use --executor local here")
-
-
-# ---- settings ------------------------------------------------------------------------------------
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def check_settings(settings: dict, cluster: str = "slurm") -> dict:
-    """The profile's ``slurm:`` section (with the options over it) → submitit parameters,
-    checked: an unknown key, a wrong type or a value out of range is one line naming it.
-    ``gpus_per_task: 0`` passes no GPU request; ``timeout_min`` defaults to 60."""
-    if not isinstance(settings, dict):
-        raise PosrnnError("the profile's slurm: section must be a mapping, e.g. slurm: {partition: gpu, timeout_min: 60}")
-    unknown = sorted(set(settings) - set(SETTINGS), key=str)
-    if unknown:
-        raise PosrnnError(f"unknown slurm setting(s) {', '.join(map(str, unknown))}; use {', '.join(SETTINGS)}")
-    for key, value in settings.items():
-        if value is None:
-            continue
-        what = SETTINGS[key][1]
-        bad = {
-            "text": lambda v: None if isinstance(v, str) and v.strip() and "\n" not in v else "a non-empty text on one line",
-            "count0": lambda v: None if _is_int(v) and v >= 0 else "a whole number ≥ 0 (0: none)",
-            "count1": lambda v: None if _is_int(v) and v >= 1 else "a whole number ≥ 1",
-            "positive": lambda v: None if (_is_int(v) or isinstance(v, float)) and 0 < v < float("inf")
-            else "a number > 0",
-            "lines": lambda v: None if isinstance(v, list) and all(isinstance(x, str) and x.strip() and "\n" not in x
-                                                                   for x in v)
-            else "a list of shell lines, e.g. [module load cuda]",
-            "mapping": _check_extra,
-        }[what](value)
-        if bad and key == "extra":
-            raise PosrnnError(f"slurm setting extra must be {bad}")
-        if bad:
-            unit = " (minutes)" if key == "timeout_min" else " (GB)" if key == "mem_gb" else ""
-            raise PosrnnError(f"slurm setting {key} must be {bad}{unit}, got {value!r}")
-    keys = SLURM_KEYS if cluster == "slurm" else LOCAL_KEYS
-    params = {keys[k]: v for k, v in settings.items() if k in keys and v is not None}
-    if params.get("gpus_per_node") == 0:
-        del params["gpus_per_node"]
-    if "slurm_additional_parameters" in params:
-        params["slurm_additional_parameters"] = {k.replace("_", "-"): v for k, v in params["slurm_additional_parameters"].items()}
-    params.setdefault("timeout_min", 60)
-    return params
-
-
-def _check_extra(v: Any) -> Optional[str]:
-    if not isinstance(v, dict):
-        return "a mapping of sbatch options to values, e.g. {mail-type: END}"
-    for k, x in v.items():
-        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", k):
-            return f"a mapping whose keys are sbatch option names (without --); {k!r} is not one"
-        if k.replace("_", "-") in RESERVED:
-            return f"free of the options submitit sets itself ({', '.join(sorted(RESERVED))}); {k!r} is one"
-        if isinstance(x, bool) and not x or not isinstance(x, (str, int, float)) or isinstance(x, str) and "\n" in x:
-            return f"a mapping of sbatch options to texts or numbers (true for a flag); {k}: {x!r} is not one"
-    return None
 
 
 def _executor(folder: Path, cluster: str, params: dict):
@@ -521,3 +449,152 @@ def submit(jobs: list[Job], folder: Path, params: dict, cluster: str = "slurm") 
         raise PosrnnError(f"submitting to SLURM failed ({first}); check the partition and limits") from None
     tasks = [task_for(j, str(h.job_id), folder, handle=h) for j, h in zip(jobs, handles)]
     return Submission(tasks, tasks[0].array if tasks else None)
+
+
+# ---- a sweep on SLURM: reattach, evaluate here, submit, wait ---------------------------------------
+@dataclass
+class SlurmSweep:
+    """What a SLURM sweep knows while it runs: its deadline, the arrays it waits on, runs
+    seen failing while it watched another sweep's tasks, and how it waits."""
+
+    deadline: Optional[float] = None
+    params: dict = field(default_factory=dict)
+    arrays: set = field(default_factory=set)
+    seen: dict = field(default_factory=dict)  # realpath(run_dir) → JobOutcome
+    what: str = ""
+    wait: bool = True  # wait on the tasks, else return once they are submitted
+    lost_after_s: Optional[float] = None  # None: LOST_AFTER_S on SLURM, 30 s on submitit-local
+
+
+def mark_in_flight(outcomes: list[JobOutcome], runs_root: Path) -> None:
+    """Dry run of a SLURM sweep: runs whose recorded task SLURM still lists as pending or
+    running would be waited on, not submitted."""
+    recorded = recorded_tasks(runs_root)
+    mine = {os.path.realpath(o.job.run_dir): o for o in outcomes if os.path.realpath(o.job.run_dir) in recorded}
+    if not mine:
+        return
+    states = slurm_states([recorded[rd][0] for rd in mine]) or {}
+    for rd, o in mine.items():
+        if states.get(recorded[rd][0]) in IN_FLIGHT:
+            o.status, o.log = "in flight", recorded[rd][0]
+
+
+def _in_flight(jobs: list[Job], runs_root: Path, sweep: SlurmSweep,
+               cluster: str = "slurm") -> tuple[dict, Optional[dict], list[Task]]:
+    """The jobs by run directory, SLURM's states of their recorded tasks (None: squeue did not
+    answer), and those tasks SLURM lists as pending or running, reattached (runs seen failing
+    while this sweep watched are left out)."""
+    recorded = recorded_tasks(runs_root) if cluster == "slurm" else {}
+    mine = {os.path.realpath(j.run_dir): j for j in jobs}
+    ids = {rd: recorded[rd] for rd in mine if rd in recorded and rd not in sweep.seen}
+    states = slurm_states([jid for jid, _ in ids.values()]) if ids else {}
+    tasks = [task_for(mine[rd], jid, Path(folder), reattached=True) for rd, (jid, folder) in ids.items()
+             if states and states.get(jid) in IN_FLIGHT]
+    return mine, states, tasks
+
+
+def observe(jobs: list[Job], runs_root: Path, out: TextIO, sweep: SlurmSweep) -> None:
+    """Another SLURM sweep holds ``runs_root``: wait on its in-flight tasks of these jobs (their
+    states and failures are printed as they come), or a poll when it has none in flight."""
+    _, _, tasks = _in_flight(jobs, runs_root, sweep)
+    if not tasks:
+        if sweep.deadline is not None and time.monotonic() >= sweep.deadline:
+            raise Timeout(f"--timeout reached while another SLURM sweep held {runs_root}; run the same command again "
+                          f"to reattach")
+        time.sleep(2.0)
+        return
+    sweep.arrays.update(t.array for t in tasks)
+    for o in _watch_tasks(tasks, "slurm", out, sweep):
+        if o.status != "done":
+            sweep.seen[os.path.realpath(o.job.run_dir)] = o
+
+
+def run_wave(jobs: list[Job], executor: str, runs_root: Path, out: TextIO, sweep: SlurmSweep) -> list[JobOutcome]:
+    """One wave on SLURM (or submitit-local): reattach to the recorded tasks still in flight,
+    evaluate finished runs here, submit the rest as one array, and wait on them all."""
+    from ..engine.rundir import relabel
+
+    cluster = "slurm" if executor == "slurm" else "local"
+    folder = runs_root / SUBMITIT_DIR
+    jobs = order(jobs)
+    mine, states, attach = _in_flight(jobs, runs_root, sweep, cluster)
+    if states is None:
+        raise PosrnnError("squeue did not answer, so this sweep cannot tell which of its recorded tasks still run "
+                          "(it would submit them twice); run the same command again when SLURM answers")
+    busy = {os.path.realpath(t.job.run_dir) for t in attach}
+    outcomes = [sweep.seen[rd] for rd in mine if rd in sweep.seen]  # failed while this sweep watched: not again
+    free = [j for j in jobs if os.path.realpath(j.run_dir) not in busy and os.path.realpath(j.run_dir) not in sweep.seen]
+    finished = [j for j in free if trains(j.kind) and status(j) == "done"]
+    done_ids = {id(j) for j in finished}
+    to_submit = [j for j in free if id(j) not in done_ids]
+    if attach:
+        arrays = sorted({t.array for t in attach}, key=int)
+        print(f"reattached to {len(attach)} task(s) still in flight in job array {', '.join(arrays)} (not submitted "
+              f"again)", file=out, flush=True)
+    tasks = list(attach)
+    if to_submit:
+        sub = submit(to_submit, folder, sweep.params, cluster)
+        if cluster == "slurm":
+            add_to_record(runs_root, sub.array, cluster, folder,
+                          {t.job_id: {"run": t.job.label, "run_dir": t.job.run_dir} for t in sub.tasks})
+        print(f"submitted {len(sub.tasks)} task(s) as job array {sub.array} ({executor}); logs in {folder}",
+              file=out, flush=True)
+        tasks += sub.tasks
+    if cluster == "slurm":
+        sweep.arrays.update(t.array for t in tasks)
+        if sweep.arrays:
+            relabel(runs_root, f"{sweep.what}, job arrays {', '.join(sorted(sweep.arrays, key=int))}")
+    if finished:
+        outcomes += _evaluate_here(finished, out)
+    if not sweep.wait:
+        return outcomes
+    return outcomes + _watch_tasks(tasks, cluster, out, sweep)
+
+
+def _evaluate_here(jobs: list[Job], out: TextIO) -> list[JobOutcome]:
+    """Finished runs only need their evaluation: done in this process (on CPU where a GPU run's
+    device is not visible here), never one task each."""
+    from .jobs import execute, job_from_dict
+
+    print(f"evaluating {len(jobs)} finished run(s) in this process (no task each)", file=out, flush=True)
+    outcomes = []
+    for j in jobs:
+        job = job_from_dict(j.to_dict())
+        if str(job.config["train"]["device"]).startswith("cuda"):
+            job.config["train"]["device"] = "auto"  # a runtime key: the run is the same
+        t0 = time.perf_counter()
+        try:
+            result = execute(job)
+            outcomes.append(JobOutcome(j, "done", time.perf_counter() - t0, result=result))
+            print(f"done {j.label}: evaluated here", file=out, flush=True)
+        except PosrnnError as e:
+            outcomes.append(JobOutcome(j, "failed", time.perf_counter() - t0, error=str(e)))
+            print(f"failed {j.label}: {e}", file=out, flush=True)
+    return outcomes
+
+
+def _watch_tasks(tasks: list[Task], cluster: str, out: TextIO, sweep: SlurmSweep) -> list[JobOutcome]:
+    """Wait on the tasks, printing each state change and each end (a failure with its cause
+    and log) as it happens."""
+    if not tasks:
+        return []
+    n, ended = len(tasks), [0]
+
+    def event(kind: str, task, what) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        if kind == "state":
+            print(f"{stamp} {task.job.label} ({task.job_id}): {what}", file=out, flush=True)
+            return
+        ended[0] += 1
+        if what.status == "done":
+            info = (what.result or {}).get("training") or next(iter((what.result or {}).values()), "")
+            print(f"{stamp} [{ended[0]}/{n}] done {task.job.label} ({task.job_id})" + (f": {info}" if info else ""),
+                  file=out, flush=True)
+        else:
+            print(f"{stamp} [{ended[0]}/{n}] {what.status} {task.job.label} ({task.job_id}): {what.error} "
+                  f"(log: {what.log})", file=out, flush=True)
+
+    query = slurm_states if cluster == "slurm" else local_states(tasks)
+    lost = sweep.lost_after_s if sweep.lost_after_s is not None else (LOST_AFTER_S if cluster == "slurm" else 30.0)
+    return watch(tasks, query, event, poll_s=2.0 if cluster == "local" else 5.0, deadline=sweep.deadline,
+                 lost_after_s=lost)

@@ -20,8 +20,9 @@ from .predecessor import PredecessorTask
 from .reverse import DualFrequencyReverse, ReverseTask, ShiftedReverse, VariableLengthReverse, extension_tasks, reverse_task
 from .sort import SortTask
 
-#: name → task factory (a class, or a function choosing a variant from the config)
-TASKS: dict[str, Callable[[TaskConfig], Task]] = {
+#: name → task factory (a class, or a function choosing a variant from the config), called
+#: with the config, the process's rank and the world size
+TASKS: dict[str, Callable[[TaskConfig, int, int], Task]] = {
     "reverse": reverse_task,
     "sort": SortTask,
     "delayed-add": DelayedAddTask,
@@ -33,10 +34,11 @@ TASKS: dict[str, Callable[[TaskConfig], Task]] = {
 catalog.check_keys("task", catalog.TASKS, TASKS)
 
 
-def build_task(cfg: TaskConfig) -> Task:
+def build_task(cfg: TaskConfig, *, rank: int = 0, world_size: int = 1) -> Task:
+    """The task ``cfg`` names, for process ``rank`` of ``world_size`` under data parallelism."""
     if cfg.name not in TASKS:
         raise PosrnnError(f"unknown task {cfg.name!r}; choose one of: {', '.join(TASKS)}")
-    return TASKS[cfg.name](cfg)
+    return TASKS[cfg.name](cfg, rank, world_size)
 
 
 __all__ = [

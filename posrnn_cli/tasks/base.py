@@ -125,8 +125,11 @@ class Task(abc.ABC):
     #: nothing fed back, for a task without autoregression), "truth" = the targets (teacher forcing)
     feedback_modes: tuple[str, ...] = ("self",)
 
-    def __init__(self, cfg: TaskConfig):
+    def __init__(self, cfg: TaskConfig, rank: int = 0, world_size: int = 1):
         self.cfg = cfg
+        #: this process's place under data parallelism (torchrun; 0 of 1 otherwise): a task that
+        #: splits each global batch between the processes (lm) reads it
+        self.rank, self.world_size = rank, world_size
         self.check()
 
     def describe(self) -> str:

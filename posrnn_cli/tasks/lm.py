@@ -46,13 +46,12 @@ class LMTask(Task):
     max_eval_batch = 16  # paragraphs of up to max_tokens, logits over the whole vocabulary
 
     def __init__(self, cfg, rank: int = 0, world_size: int = 1):
-        self.rank, self.world_size = rank, world_size
         if not cfg.data:
             raise PosrnnError("the lm task needs the encoded corpus: pass --data (posrnn lm train) or --set task.data=DIR")
         if not Path(cfg.data).is_dir():
             raise PosrnnError(f"encoded corpus {cfg.data} does not exist; run `posrnn lm encode` first or fix --data")
         self.train_split = LMCorpus(cfg.data, "train")  # all paragraphs; ranks slice each global batch
-        super().__init__(cfg)
+        super().__init__(cfg, rank, world_size)
 
     @property
     def root(self) -> Path:

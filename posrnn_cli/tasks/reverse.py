@@ -239,13 +239,13 @@ class ShiftedReverse(ReverseTask):
         return torch.randint(self.V, (n, self.L), generator=gen, device=device) + self.offset  # (B L)
 
 
-def reverse_task(cfg: TaskConfig) -> ReverseTask:
+def reverse_task(cfg: TaskConfig, rank: int = 0, world_size: int = 1) -> ReverseTask:
     """The reverse variant ``cfg`` describes."""
     if cfg.min_length is not None:
-        return VariableLengthReverse(cfg)
+        return VariableLengthReverse(cfg, rank, world_size)
     if cfg.rarity is not None:
-        return DualFrequencyReverse(cfg)
-    return ReverseTask(cfg)
+        return DualFrequencyReverse(cfg, rank, world_size)
+    return ReverseTask(cfg, rank, world_size)
 
 
 def extension_tasks(cfg_task: TaskConfig, frozen_vocab: int) -> dict[str, ShiftedReverse]:

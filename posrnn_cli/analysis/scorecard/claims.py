@@ -11,8 +11,9 @@ from typing import Any, Callable, Optional
 import yaml
 
 from posrnn_cli.common.errors import PosrnnError, did_you_mean
+from posrnn_cli.common.tables import is_number
 
-from .core import CLAIMS_PATH, Outcome, TABLES, _as_list, _is_number
+from .core import CLAIMS_PATH, Outcome, TABLES, _as_list
 from .tables import TableSet
 from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
 from .contrasts import check_gap_contrast, check_robust, check_stability_decay
@@ -32,7 +33,7 @@ def _check_filter(where: str, f: Any, allow_empty: bool = False) -> None:
         if not isinstance(col, str):
             raise ValueError(f"{where}: column {col!r} is not a name")
         if isinstance(spec, dict):
-            if not spec or set(spec) - {"min", "max"} or not all(_is_number(v) for v in spec.values()):
+            if not spec or set(spec) - {"min", "max"} or not all(is_number(v) for v in spec.values()):
                 raise ValueError(f"{where}.{col}: a range is {{min: number, max: number}}")
         elif isinstance(spec, list):
             if not spec or not all(isinstance(v, _SCALAR) and not isinstance(v, bool) for v in spec):
@@ -48,7 +49,7 @@ def _filters(where: str, x: Any) -> None:
 
 def _number(lo: float = -math.inf, hi: float = math.inf) -> Callable[[str, Any], None]:
     def check(where: str, x: Any) -> None:
-        if not _is_number(x) or not lo <= x <= hi:
+        if not is_number(x) or not lo <= x <= hi:
             raise ValueError(f"{where} must be a number in [{lo:g}, {hi:g}]")
     return check
 

@@ -8,7 +8,7 @@ from typing import Optional
 from posrnn_cli.common import catalog
 from posrnn_cli.common.errors import PosrnnError
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, _FIX, _NotMeasured, _as_list, _cells, _complete, _describe_filter, _differing, _filter_name, _fmt_sd, _keep_steps, _label, _min_n, _natural, _pe_name, _require, _sd_dict, _seeded, _seeds_note, _select, _side, _worst)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, _FIX, _NotMeasured, _as_list, _cells, _complete, _describe_filter, _differing, _filter_name, _fmt_sd, _keep_steps, _label, _natural, _pe_name, _require, _sd_dict, _seeded, _select, _side, _worst, _measured)
 from .tables import TableSet
 from .kinds import _by_interval
 
@@ -78,7 +78,7 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
     details = {"metric": p.get("metric", "token_accuracy"), "comparisons": [
         {"cell": cell, "gap_a": _sd_dict(ga), "gap_b": _sd_dict(gb), "difference": _sd_dict(diff), "verdict": v}
         for cell, ga, gb, diff, v in out]}
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, parts, reason, details, sds)
 
 
 def _robust_drops(p: dict, rows: list, keys: list, sel: dict, base_sel: dict, metric: str,
@@ -162,7 +162,7 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     details = {"metric": metric, "tolerance": tol, "steps": p.get("steps", "all"), "left_out": unshown, "drops": [
         {"cell": d["cell"], "ref": d["ref"], "cond": d["cond"], "drop": _sd_dict(d["drop"]),
          "baseline_drop": _sd_dict(d["base"]), "verdict": d["v"]} for d in drops]}
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, parts, reason, details, sds)
 
 
 #: checkpoints a decay speed needs, the first at step 0
@@ -243,4 +243,4 @@ def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
         {"cell": x["cell"], "rare": x["rare_name"], "steps": x["steps"], "means": x["means"],
          "decline": _sd_dict(x["decline"]), "separation": _sd_dict(x["separation"]), "half_fraction": x["fraction"],
          "speed": x["speed"], "verdict": x["verdict"]} for x in results]}
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, parts, reason, details, sds)

@@ -17,6 +17,7 @@ import yaml
 
 from posrnn_cli.common import catalog, experiments, keys
 from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.tables import is_number
 from posrnn_cli.common.stats import t_interval, t_interval_at
 
 
@@ -111,18 +112,12 @@ def _seed_list(v: Any) -> list[int]:
     return out
 
 
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-
 # ---- filters, values, cells -----------------------------------------------------------------
 def _matches(row: dict, filt: Optional[dict]) -> bool:
     for col, spec in (filt or {}).items():
         v = row.get(col)
         if isinstance(spec, dict):
-            if not _is_number(v):
+            if not is_number(v):
                 return False
             if "min" in spec and v < spec["min"]:
                 return False
@@ -168,7 +163,7 @@ def _describe_filter(filt: Optional[dict]) -> str:
 
 def _num(row: dict, col: str) -> float:
     v = row.get(col)
-    if not _is_number(v):
+    if not is_number(v):
         raise PosrnnError(f"results table {row.get('_table')}.csv has {col} = {v!r} in a row the scorecard "
                           f"needs, not a finite number; {_FIX}")
     return float(v)
@@ -245,7 +240,7 @@ def _cells(rows: list[dict], key_cols: list[str], arms: dict[str, dict],
 def _natural(k: Any) -> tuple:
     """Sort key for cell keys: numbers by value (V=256 before V=1024), then text, None last."""
     items = k if isinstance(k, tuple) else (k,)
-    return tuple((0, v, "") if _is_number(v) else (2, 0, "") if v is None else (1, 0, str(v)) for v in items)
+    return tuple((0, v, "") if is_number(v) else (2, 0, "") if v is None else (1, 0, str(v)) for v in items)
 
 
 def _complete(cells: dict[tuple, dict[str, dict]], names: Iterable[str]) -> dict[tuple, dict[str, dict]]:
@@ -406,6 +401,10 @@ def _min_n(sds: Iterable[Seeded]) -> int:
     return min((s.n for s in sds), default=0)
 
 
+def _measured(verdict: str, parts: list[str], reason: str, details: dict, sds: list[Seeded]) -> Outcome:
+    """The Outcome of a test that measured ``parts`` (one text each), from the seeded values ``sds``:
+    the parts, then the seeds they came from."""
+    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
 def _keep_steps(cells: dict[tuple, dict], match: list[str], steps: str) -> dict[tuple, dict]:

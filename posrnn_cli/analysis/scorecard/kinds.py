@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, _NotMeasured, _Settled, _as_list, _cells, _complete, _describe_filter, _fmt, _fmt_sd, _is_number, _keep_steps, _label, _largest_vocab, _min_n, _natural, _num, _pe_name, _require, _sd_dict, _seeded, _seeds_note, _select, _side, _trace, _worst)
+from posrnn_cli.common.tables import is_number
+
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, _NotMeasured, _Settled, _as_list, _cells, _complete, _describe_filter, _fmt, _fmt_sd, _keep_steps, _label, _largest_vocab, _natural, _num, _pe_name, _require, _sd_dict, _seeded, _select, _side, _trace, _worst, _measured)
 from .tables import TableSet
 
 
@@ -47,7 +49,7 @@ def check_threshold(claim: dict, ts: TableSet) -> Outcome:
     details = {"metric": metric, "threshold": thr, "cells": [
         {"cell": x["cell"], "value": _sd_dict(x["pe"]), "difference": _sd_dict(x["diff"]), "level": x["level"],
          "ahead": x["ahead"]} for x in comps]}
-    return Outcome(verdict, measured + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, [measured], reason, details, sds)
 
 
 def _groups_by_vocab(claim: dict, rows: list[dict], keys: list[str], sel: dict) -> dict[tuple, list[dict]]:
@@ -84,12 +86,17 @@ def check_decline(claim: dict, ts: TableSet) -> Outcome:
                      f"drop {_fmt_sd(drop, sign=True)}")
         cells.append({"cell": _label(rs[0], skip=["vocab_size"]), "verdict": v, "drop": _sd_dict(drop),
                       "series": [{"vocab_size": r["vocab_size"], "value": _num(r, metric)} for r in rs]})
+    return _worst_group(verdicts, parts, cells, sds, metric, {
+        REPRODUCED: "lower at the largest V in every group, the interval of the drop above 0",
+        INCONCLUSIVE: "the interval of the drop crosses 0 in some group",
+        NOT_REPRODUCED: "higher at the largest V in some group"})
+
+
+def _worst_group(verdicts: list[str], parts: list[str], groups: list[dict], sds: list[Seeded], metric: str,
+                 reasons: dict[str, str]) -> Outcome:
+    """A test read group by group: the worst group's verdict, with its kind's reason for it."""
     verdict = _worst(verdicts)
-    reason = {REPRODUCED: "lower at the largest V in every group, the interval of the drop above 0",
-              INCONCLUSIVE: "the interval of the drop crosses 0 in some group",
-              NOT_REPRODUCED: "higher at the largest V in some group"}[verdict]
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, {"metric": metric, "groups": cells},
-                   _min_n(sds))
+    return _measured(verdict, parts, reasons[verdict], {"metric": metric, "groups": groups}, sds)
 
 
 def _arm_name(row: dict, filt: dict) -> str:
@@ -152,7 +159,7 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
     details = {"metric": metric, "lower_is_better": low, "comparisons": [
         {"cell": _label(br, skip=arm_cols), "better": _sd_dict(b), "worse": _sd_dict(w), "lead": _sd_dict(lead),
          "verdict": v} for br, bf, wf, b, w, lead, v in comps]}
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, parts, reason, details, sds)
 
 
 def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> None:
@@ -162,10 +169,10 @@ def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> No
     rows, _ = ts.rows(claim["tables"])
     for worse in _as_list(p["worse"]):
         arm = _select(rows, {**(p.get("select") or {}), **worse})
-        steps = [_num(r, "step") for r in arm if _is_number(r.get("step"))]
+        steps = [_num(r, "step") for r in arm if is_number(r.get("step"))]
         if not steps:
             continue
-        first = [r for r in arm if _is_number(r.get("step")) and _num(r, "step") == min(steps)]
+        first = [r for r in arm if is_number(r.get("step")) and _num(r, "step") == min(steps)]
         at = [(r, _seeded(r, metric)) for r in first]
         top = [(r, sd) for r, sd in at if sd.mean >= ceiling]
         if top:
@@ -216,12 +223,10 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
                      f"; growth {_fmt_sd(growth, sign=True)}")
         det.append({"cell": _label(row, skip=skip), "verdict": v, "growth": _sd_dict(growth),
                     "leads": [{"vocab_size": vv, **_sd_dict(lead)} for vv, lead in leads]})
-    verdict = _worst(verdicts)
-    reason = {REPRODUCED: "the lead at the largest V exceeds the lead at the smallest V, interval above 0",
-              INCONCLUSIVE: "the interval of the lead's growth crosses 0 in some group",
-              NOT_REPRODUCED: "the lead shrinks as V grows in some group (interval below 0)"}[verdict]
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, {"metric": metric, "groups": det},
-                   _min_n(sds))
+    return _worst_group(verdicts, parts, det, sds, metric, {
+        REPRODUCED: "the lead at the largest V exceeds the lead at the smallest V, interval above 0",
+        INCONCLUSIVE: "the interval of the lead's growth crosses 0 in some group",
+        NOT_REPRODUCED: "the lead shrinks as V grows in some group (interval below 0)"})
 
 
 def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
@@ -240,7 +245,7 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
                                     p.get("select"), p.get("match")):
         c, r = _seeded(cr, metric), _seeded(rr, metric)
         gain = r - c if low else c - r
-        chance = 1.0 / _num(rr, "vocab_size") if metric == "token_accuracy" and _is_number(rr.get("vocab_size")) else 0.0
+        chance = 1.0 / _num(rr, "vocab_size") if metric == "token_accuracy" and is_number(rr.get("vocab_size")) else 0.0
         _, r_lo, _ = r.interval()
         _, g_lo, g_hi = gain.interval()
         cell = _label(cr, skip=set(cf) | set(rf))
@@ -271,7 +276,7 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
     details = {"metric": metric, "margin": margin, "learned": learned, "comparisons": [
         {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain), "verdict": v}
         for cell, c, r, gain, v, cf, rf in comps], "left_out": [{"cell": c, "why": w} for c, w in skipped]}
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, parts, reason, details, sds)
 
 
 def _narrow(gain: Seeded, margin: float) -> bool:
@@ -294,7 +299,7 @@ def _underpowered(wide: list, skipped: list, margin: float, fmt: Callable[[Seede
     details = {"margin": margin, "comparisons": [
         {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain)}
         for cell, c, r, gain, cf, rf in wide]}
-    raise _Settled(Outcome(UNDERPOWERED, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds)))
+    raise _Settled(_measured(UNDERPOWERED, parts, reason, details, sds))
 
 
 
@@ -332,4 +337,4 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
     details = {"metric": metric, "margin": margin, "cells": [
         {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "relative_gain": _sd_dict(gain),
          "verdict": v} for cell, c, r, gain, v in comps]}
-    return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
+    return _measured(verdict, parts, reason, details, sds)

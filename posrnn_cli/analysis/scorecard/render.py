@@ -13,12 +13,26 @@ from .claims import REGIME_WORDS, SECTIONS
 from .score import scorecard, summarize
 
 
-def _count_text(c: dict) -> str:
-    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c[v])
-    if c["partial"]:
-        text += "; partial (a named model not measured), counted apart: " + ", ".join(
-            f"{n} {v}" for v, n in c["partial"].items())
+#: how the scorecard introduces the partial claims' counts (the results page says it shorter)
+PARTIAL = "partial (a named model not measured), counted apart"
+
+
+def count_text(c: dict, partial: str = PARTIAL) -> str:
+    """One scope's counts of a section (``summarize``): "3 reproduced, 1 inconclusive", then the
+    partial claims' counts after ``partial``; "none" when there are none."""
+    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v))
+    if c.get("partial"):
+        text += f"; {partial}: " + ", ".join(f"{n} {v}" for v, n in c["partial"].items())
     return text or "none"
+
+
+def count_lines(section: str, s: dict, partial: str = PARTIAL, claims: bool = False) -> tuple[str, str]:
+    """A section's two count lines (``s``: its ``summarize`` entry): at the papers' regime (with
+    the number of claims when ``claims``), then the indications off it."""
+    where = REGIME_WORDS[section]
+    n = f" ({s['at_regime']['claims']} claims)" if claims else ""
+    return (f"{where[0].upper()}{where[1:]}{n}: {count_text(s['at_regime'], partial)}.",
+            f"Indications off {where.split(' ', 1)[1]}: {count_text(s['indication'], partial)}.")
 
 
 def _md(text: Any) -> str:
@@ -42,11 +56,9 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
     for section, title_s in SECTIONS.items():
         if section not in summary:
             continue
-        s = summary[section]
         where = REGIME_WORDS[section]
-        lines += [f"## {title_s}", "",
-                  f"- {where[0].upper()}{where[1:]} ({s['at_regime']['claims']} claims): {_count_text(s['at_regime'])}.",
-                  f"- Indications off {where.split(' ', 1)[1]}: {_count_text(s['indication'])}.", "",
+        at_regime, off = count_lines(section, summary[section], claims=True)
+        lines += [f"## {title_s}", "", f"- {at_regime}", f"- {off}", "",
                   f"| claim | paper | regime | {where} | indication off the regime |",
                   "|---|---|---|---|---|"]
         for r in [r for r in rows if r["section"] == section]:
@@ -108,8 +120,8 @@ def scorecard_rich_table(rows: list[dict]):
     for section, title in SECTIONS.items():
         if section in summary:
             s = summary[section]
-            heads.append(Text(f"{title}: {REGIME_WORDS[section]}: {_count_text(s['at_regime'])}. "
-                              f"Indications off the regime: {_count_text(s['indication'])}."))
+            heads.append(Text(f"{title}: {REGIME_WORDS[section]}: {count_text(s['at_regime'])}. "
+                              f"Indications off the regime: {count_text(s['indication'])}."))
     t = RichTable(title="Reproduction scorecard", show_lines=True)
     t.add_column("claim", ratio=3, overflow="fold")  # an id folds, never cut: two claims never look the same
     t.add_column("regime", ratio=2, overflow="fold")

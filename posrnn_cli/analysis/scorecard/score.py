@@ -207,10 +207,13 @@ def scorecard(results_dir: Path, claims: Optional[list[dict]] = None, power: Opt
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise PosrnnError(f"results directory {results_dir} does not exist; run the pipeline for this profile first")
-    claims = load_claims() if claims is None else claims
-    for c in claims:
-        validate_claim(c)
-    power = validate_power(power, load_claims() + claims)  # ids of the registry, and of claims passed in
+    if claims is None:
+        known = claims = load_claims()  # validated as it is read
+    else:
+        for c in claims:
+            validate_claim(c)
+        known = load_claims() + claims  # the power section may name the registry's claims and these
+    power = validate_power(power, known)
     ts = TableSet(results_dir)
     return [evaluate_claim(c, ts, power) for c in claims]
 

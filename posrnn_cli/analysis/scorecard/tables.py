@@ -10,8 +10,9 @@ from typing import Callable, Iterable, Optional
 
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import check_table, read_csv
+from posrnn_cli.common.tables import is_number
 
-from .core import (KEY_COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, VALUE_COLUMNS, _FIX, _NotMeasured, _float_list, _is_number, _seed_list)
+from .core import (KEY_COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, VALUE_COLUMNS, _FIX, _NotMeasured, _float_list, _seed_list)
 
 
 # ---- tables ---------------------------------------------------------------------------------
@@ -51,7 +52,7 @@ def _check_row(path: Path, i: int, r: dict) -> None:
             metric = "stability" if c == "ci_low" else c[: -len("_ci_low")]
             hi = "ci_high" if c == "ci_low" else f"{metric}_ci_high"
             lo_v, v, hi_v = r.get(c), r.get(metric), r.get(hi)
-            if _is_number(lo_v) and _is_number(v) and _is_number(hi_v) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
+            if is_number(lo_v) and is_number(v) and is_number(hi_v) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
                 raise PosrnnError(f"{path}: row {i + 2} has {metric} = {v} outside its CI [{lo_v}, {hi_v}] "
                                   f"(bounds swapped?); {_FIX}")
 
@@ -83,7 +84,7 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
         raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)}; {_FIX}")
     for i, r in enumerate(rows):
         for c in REQUIRED_COLUMNS.get(name, []):
-            if c in NUMERIC_COLUMNS and not _is_number(r[c]):
+            if c in NUMERIC_COLUMNS and not is_number(r[c]):
                 raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not a finite number; {_FIX}")
         _check_row(path, i, r)
     keys = _key_columns(rows)
