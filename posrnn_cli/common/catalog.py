@@ -44,6 +44,7 @@ CORES: dict[str, Entry] = {
     "s4d": Entry("diagonal state-space model S4D (state: model.state_size)", "S4D"),
     "mamba": Entry("selective SSM block Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
+    "rglru": Entry("RG-LRU (Griffin/Hawk): real-gated linear recurrence", "RG-LRU", "#64b5cd"),
     "transformer": Entry("causal Transformer (--layers, --heads), no built-in positions", "Transformer"),
 }
 

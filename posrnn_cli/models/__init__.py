@@ -27,6 +27,7 @@ from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomP
 from .extension import extend_model
 from .mamba import MambaCore, require_mambapy
 from .mingru import MinGRUCore
+from .rglru import RGLRUCore
 from .rnn import RecurrentCore
 from .s4d import S4DCore
 from .transformer import CausalTransformerCore
@@ -78,6 +79,7 @@ CORES: dict[str, CoreSpec] = {
     "s4d": CoreSpec(lambda d, m: S4DCore(d, m.hidden_size, m.state_size), _check_s4d),
     "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size), _check_mamba),
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
+    "rglru": CoreSpec(lambda d, m: RGLRUCore(d, m.hidden_size)),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
 }
