@@ -45,7 +45,8 @@ CORES: dict[str, Entry] = {
     "mamba": Entry("selective SSM block Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
     "rglru": Entry("RG-LRU (Griffin/Hawk): real-gated linear recurrence", "RG-LRU", "#64b5cd"),
-    "transformer": Entry("causal Transformer (--layers, --heads), no built-in positions", "Transformer"),
+    "gated_deltanet": Entry("Gated DeltaNet: gated delta rule per head (--heads)", "Gated DeltaNet", "#ccb974"),
+    "transformer": Entry("causal Transformer (--layers, --heads), no built-in PE", "Transformer"),
 }
 
 PE_FORMS: dict[str, Entry] = {

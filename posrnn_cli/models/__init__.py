@@ -25,6 +25,7 @@ from ..common.config import ModelConfig, RunConfig, check_bounds
 from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model
+from .gated_deltanet import GatedDeltaNetCore
 from .mamba import MambaCore, require_mambapy
 from .mingru import MinGRUCore
 from .rglru import RGLRUCore
@@ -63,6 +64,12 @@ def _check_mamba(m: ModelConfig) -> None:
     require_mambapy()  # a missing extra is one line naming the install command
 
 
+def _check_gated_deltanet(m: ModelConfig) -> None:
+    if m.hidden_size % m.heads:
+        raise PosrnnError(f"gated_deltanet: --heads ({m.heads}) must divide --hidden-size ({m.hidden_size}); "
+                          f"pass --heads with a divisor of {m.hidden_size}")
+
+
 @dataclass(frozen=True)
 class CoreSpec:
     build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
@@ -80,6 +87,7 @@ CORES: dict[str, CoreSpec] = {
     "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size), _check_mamba),
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
     "rglru": CoreSpec(lambda d, m: RGLRUCore(d, m.hidden_size)),
+    "gated_deltanet": CoreSpec(lambda d, m: GatedDeltaNetCore(d, m.hidden_size, m.heads), _check_gated_deltanet),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
 }
