@@ -77,7 +77,8 @@ class RGLRUCore(nn.Module):
         self.Lambda = nn.Parameter(torch.log(a) - torch.log1p(-a))  # Λ = logit(a)
 
     def coefficients(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """a_t and b_t = √(1 − a_t²) ⊙ i_t ⊙ x̃_t of ``h_t = a_t h_{t−1} + b_t``: (..., in_dim) → 2 × (..., H)."""
+        """a_t and b_t = √(1 − a_t²) ⊙ i_t ⊙ x̃_t of ``h_t = a_t h_{t−1} + b_t``:
+        (..., in_dim) → 2 × (..., H)."""
         xt = self.proj(x)
         r, i = torch.sigmoid(self.gates(xt)).chunk(2, dim=-1)
         log_a = -C * F.softplus(-self.Lambda) * r  # log a_t = c·r_t·log σ(Λ)
