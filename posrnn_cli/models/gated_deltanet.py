@@ -22,9 +22,9 @@ o_t = S_t q_t; a constant before W_o changes the initial scale only). As the RG-
 recurrence alone, the layer's short causal convolutions on q, k, v (SiLU applied directly, as the
 layer does when they are off), its output RMSNorm and SiLU output gate are left out.
 
-The training path (``forward``) is the reference sequential recurrence over T (T ≤ 64 here):
-the chunked parallel form (WY representation, §3.2) exists in maintained implementations only
-as Triton kernels, which do not run on a CPU. The recurrent view (``step``, ``initial_state``,
+The training path (``forward``) is the reference sequential recurrence over T: the chunked
+parallel form (the paper's WY representation) exists in maintained implementations only as
+Triton kernels, which do not run on a CPU. The recurrent view (``step``, ``initial_state``,
 ``state_after``, ``output_from_state``) uses the same update; the state z is S flattened,
 width ``state_dim = heads · d² = H² / heads``.
 """
