@@ -47,7 +47,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "autoregressive": RunOption("task.autoregressive", "reverse/sort: feed back the previous target (training) or "
                                 "prediction (eval).", flag="--autoregressive/--no-autoregressive"),
     "layers": RunOption("model.layers", "transformer: causal self-attention blocks.", metavar="N"),
-    "heads": RunOption("model.heads", "transformer: attention heads (divides H).", metavar="N"),
+    "heads": RunOption("model.heads", "transformer, gated_deltanet: heads (divides H).", metavar="N"),
     "state_size": RunOption("model.state_size", "s4d: state order N (even); mamba: d_state. Not given, a new mamba "
                             "run on a CPU takes 4 (its step grows with d_state), on CUDA the default.", metavar="N"),
     "conv": RunOption("model.conv", "mamba: keep the short causal convolution before the SSM (--no-conv: the SSM "

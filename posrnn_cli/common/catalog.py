@@ -44,8 +44,10 @@ CORES: dict[str, Entry] = {
     "s4d": Entry("diagonal state-space model S4D (state: model.state_size)", "S4D"),
     "mamba": Entry("selective SSM block Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
-    "xlstm": Entry("xLSTM[1:1]: an mLSTM and an sLSTM block, 4 heads (--hidden-size a multiple of 4)", "xLSTM", "#bcbd22"),
-    "transformer": Entry("causal Transformer (--layers, --heads), no built-in positions", "Transformer"),
+    "xlstm": Entry("xLSTM[1:1]: mLSTM + sLSTM block, 4 heads (H multiple of 4)", "xLSTM", "#bcbd22"),
+    "rglru": Entry("RG-LRU (Griffin/Hawk): real-gated linear recurrence", "RG-LRU", "#64b5cd"),
+    "gated_deltanet": Entry("Gated DeltaNet: gated delta rule per head (--heads)", "Gated DeltaNet", "#ccb974"),
+    "transformer": Entry("causal Transformer (--layers, --heads), no built-in PE", "Transformer"),
 }
 
 PE_FORMS: dict[str, Entry] = {

@@ -25,8 +25,10 @@ from ..common.config import ModelConfig, RunConfig, check_bounds
 from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model
+from .gated_deltanet import GatedDeltaNetCore
 from .mamba import MambaCore, require_mambapy
 from .mingru import MinGRUCore
+from .rglru import RGLRUCore
 from .rnn import RecurrentCore
 from .s4d import S4DCore
 from .transformer import CausalTransformerCore
@@ -68,6 +70,12 @@ def _check_xlstm(m: ModelConfig) -> None:
     check_hidden_size(m.hidden_size)
 
 
+def _check_gated_deltanet(m: ModelConfig) -> None:
+    if m.hidden_size % m.heads:
+        raise PosrnnError(f"gated_deltanet: --heads ({m.heads}) must divide --hidden-size ({m.hidden_size}); "
+                          f"pass --heads with a divisor of {m.hidden_size}")
+
+
 @dataclass(frozen=True)
 class CoreSpec:
     build: Callable[[int, ModelConfig], nn.Module]  # (in_dim, model config) → core
@@ -85,6 +93,8 @@ CORES: dict[str, CoreSpec] = {
     "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size, conv=m.conv), _check_mamba),
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
     "xlstm": CoreSpec(lambda d, m: XLSTMCore(d, m.hidden_size), _check_xlstm),
+    "rglru": CoreSpec(lambda d, m: RGLRUCore(d, m.hidden_size)),
+    "gated_deltanet": CoreSpec(lambda d, m: GatedDeltaNetCore(d, m.hidden_size, m.heads), _check_gated_deltanet),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
 }
