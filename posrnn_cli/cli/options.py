@@ -32,7 +32,7 @@ class RunOption:
 
 RUN_OPTIONS: dict[str, RunOption] = {
     "task": RunOption("task.name", "Task (one line each: posrnn train --help).", TaskName),
-    "model": RunOption("model.name", "Model core (one line each: posrnn train --help).", ModelName),
+    "model": RunOption("model.name", "Model core (one line each: posrnn train --help).", ModelName, metavar="NAME"),
     "pe": RunOption("model.pe", "Positional encoding (one line each: posrnn train --help).", PEName),
     "pe_mode": RunOption("model.pe_mode", "concat: PE appended (D = E + P); add: PE added (P = E).", PEMode),
     "vocab_size": RunOption("task.vocab_size", "Vocabulary size V (≥ 2; the papers: 32–16,384).", metavar="N"),
