@@ -165,3 +165,16 @@ def test_a_tiny_gru_with_pe_learns_it_above_chance(tmp_path):
     t.iterations, t.batch_size, t.lr, t.device, t.threads, t.checkpoint_every = 150, 32, 3e-3, "cpu", 1, 150
     train(cfg, tmp_path / "run", progress=False)
     assert evaluate(tmp_path / "run", device="cpu", n_resamples=100)["token_accuracy"] > 3 / 16
+
+
+# ---- runs recorded before task.pairs existed ---------------------------------------------------
+def test_a_config_without_task_pairs_keeps_its_digest_and_a_set_one_changes_it():
+    """A run's config.yaml from before the key (read back with the default filled in) proves the
+    scores recorded under the digest of the config as it was written; only a set value counts."""
+    from posrnn_cli.common.provenance import config_digest
+
+    now = RunConfig().to_dict()
+    before = {s: {k: v for k, v in sec.items() if f"{s}.{k}" != "task.pairs"} for s, sec in now.items()}
+    assert config_digest(RunConfig.from_dict(before).to_dict()) == config_digest(before)
+    now["task"]["pairs"] = 8
+    assert config_digest(now) != config_digest(before)
