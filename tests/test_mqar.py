@@ -16,6 +16,7 @@ from posrnn_cli.cli import app, run
 from posrnn_cli.common.config import RunConfig, TaskConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
+from posrnn_cli.sweep.plan import plan
 from posrnn_cli.tasks import HeldOut, MQARTask, build_task, hash_rows
 
 from conftest import tiny_train  # noqa: E402
@@ -128,7 +129,7 @@ def test_train_eval_and_the_refusing_commands_on_a_tiny_gru(tmp_path):
     one_line_refusal(runner.invoke(app, ["stability", str(out), "--triplets", "4", "--device", "cpu"]),
                      "stability analysis is defined for fixed-length reverse runs")
     one_line_refusal(runner.invoke(app, ["extend-vocab", str(out), "--extra-vocab", "4", "--out", str(tmp_path / "ext")]),
-                     "reverse")
+                     "vocabulary extension is defined for the fixed-length reverse task")
     assert not (tmp_path / "ext").exists()
     # bench takes no --task: a task set otherwise is refused
     bench = ["bench", "--model", "gru", "--vocab-size", "16", "--length", "12", "--hidden-size", "8", "--batch-size", "8",
@@ -142,6 +143,10 @@ def test_a_sweep_trains_mqar_cells_and_its_table_names_the_pairs(tmp_path, monke
     grid = {"cells": [{"task": "mqar", "pairs": 8, "vocab": 256}],
             "model": "gru", "pe": ["sinusoidal"], "seeds": [1], "length": 32, "hidden": 8, "iterations": 6, "batch": 8,
             "warmup": 1, "checkpoint_every": 6}
+    at_default = plan(scratch(tmp_path, fig2={**grid, "cells": [{"task": "mqar", "pairs": 4, "vocab": 256}]}), "t", ["fig2"])
+    assert [j.name for j in at_default] == ["mqar-p4-v256-sinusoidal-s1"]
+    cfg = at_default[0].run_config()
+    assert (cfg.task.name, cfg.task.pairs, cfg.task.vocab_size, cfg.task.length) == ("mqar", 4, 256, 32)
     out = run_sweep(scratch(tmp_path, fig2=grid), "t", ["fig2"], SweepOptions(workers=1))
     assert [o.status for o in out] == ["done"]
     runs = sorted(p.parent.name for p in (tmp_path / "runs" / "t" / "fig2").glob("*/config.yaml"))
