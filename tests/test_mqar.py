@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 import torch
@@ -16,7 +17,6 @@ from posrnn_cli.cli import app, run
 from posrnn_cli.common.config import RunConfig, TaskConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
-from posrnn_cli.sweep.plan import plan
 from posrnn_cli.tasks import HeldOut, MQARTask, build_task, hash_rows
 
 from conftest import tiny_train  # noqa: E402
@@ -93,6 +93,8 @@ def test_the_test_set_is_distinct_and_never_trained_on():
     ({"length": 15, "pairs": 2}, "even --length of at least 4·pairs = 8"),
     ({"length": 12, "pairs": 4}, "set --length 16 or lower --pairs"),
     ({"pairs": 0}, "task.pairs must be at least 1"),
+    ({"pairs": None}, "mqar needs --pairs P"),
+    ({"task": "reverse"}, "--pairs (key-value pairs) is not defined for task 'reverse'; drop it"),
 ])
 def test_impossible_settings_are_refused_with_one_line(opts, words, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -104,8 +106,8 @@ def test_impossible_settings_are_refused_with_one_line(opts, words, capsys, tmp_
     assert captured.err.startswith("error: ") and words in captured.err, captured.err
     assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err + captured.out
     assert not (tmp_path / "x").exists()
-    with pytest.raises(PosrnnError, match="mqar|pairs"):
-        build_task(TaskConfig(name="mqar", **{k: v for k, v in base.items() if k != "task"}))
+    with pytest.raises(PosrnnError, match=re.escape(words)):
+        build_task(TaskConfig(name=base["task"], **{k: v for k, v in base.items() if k != "task"}))
 
 
 # ---- every command ------------------------------------------------------------------------------
@@ -137,24 +139,18 @@ def test_train_eval_and_the_refusing_commands_on_a_tiny_gru(tmp_path):
     one_line_refusal(runner.invoke(app, bench), "posrnn bench measures the paper's fixed-length reverse task")
 
 
-def test_a_sweep_trains_mqar_cells_and_its_table_names_the_pairs(tmp_path, monkeypatch):
+def test_a_sweep_trains_an_mqar_cell_and_its_table_names_the_pairs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    """One cell (pairs away from its default, so the table shows the column: ``keys.SHOWN_WHEN_SET``)."""
-    grid = {"cells": [{"task": "mqar", "pairs": 8, "vocab": 256}],
-            "model": "gru", "pe": ["sinusoidal"], "seeds": [1], "length": 32, "hidden": 8, "iterations": 6, "batch": 8,
-            "warmup": 1, "checkpoint_every": 6}
-    at_default = plan(scratch(tmp_path, fig2={**grid, "cells": [{"task": "mqar", "pairs": 4, "vocab": 256}]}), "t", ["fig2"])
-    assert [j.name for j in at_default] == ["mqar-p4-v256-sinusoidal-s1"]
-    cfg = at_default[0].run_config()
-    assert (cfg.task.name, cfg.task.pairs, cfg.task.vocab_size, cfg.task.length) == ("mqar", 4, 256, 32)
+    grid = {"cells": [{"task": "mqar", "pairs": 4, "vocab": 256}], "model": "gru", "pe": ["sinusoidal"], "seeds": [1],
+            "length": 32, "hidden": 8, "iterations": 6, "batch": 8, "warmup": 1, "checkpoint_every": 6}
     out = run_sweep(scratch(tmp_path, fig2=grid), "t", ["fig2"], SweepOptions(workers=1))
     assert [o.status for o in out] == ["done"]
     runs = sorted(p.parent.name for p in (tmp_path / "runs" / "t" / "fig2").glob("*/config.yaml"))
-    assert runs == ["mqar-p8-v256-sinusoidal-s1"]
+    assert runs == ["mqar-p4-v256-sinusoidal-s1"]
     aggregate(tmp_path / "runs" / "t", tmp_path / "tables", n_resamples=20)
     with open(tmp_path / "tables" / "fig2.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["task"], r["pairs"], r["vocab_size"], r["length"]) for r in rows] == [("mqar", "8", "256", "32")]
+    assert [(r["task"], r["pairs"], r["vocab_size"], r["length"]) for r in rows] == [("mqar", "4", "256", "32")]
 
 
 # ---- it can be learnt --------------------------------------------------------------------------

@@ -13,6 +13,8 @@ Where the keys go follows the harness: the region's S = (T − 2P)/2 even slots 
 replacement with P(slot i) ∝ i^(a−1), i = 1 … S, a = ``POWER_A`` = 0.01 (most queries come soon
 after the pairs, a few far), and the j-th slot drawn takes the j-th pair's key. The harness asks
 for an even T and for T ≥ 4P (the region at least as long as the pairs); so does this task.
+``task.pairs`` has no default: an mqar run names it (the harness's default is 4), other tasks
+refuse it.
 
 ``output_start`` is 2P, where the query region starts for every sample: the ``phase`` encoding
 marks the pairs as input phase and the whole region as output phase, though only the P query
@@ -39,6 +41,7 @@ class MQARTask(Task):
     at each key's step the target is its value."""
 
     name = "mqar"
+    supports_pairs = True
 
     @property
     def P(self) -> int:
@@ -60,6 +63,9 @@ class MQARTask(Task):
     def check(self) -> None:
         check_bounds(self.cfg, "task")
         V, L, P = self.cfg.vocab_size, self.cfg.length, self.cfg.pairs
+        if P is None:
+            raise PosrnnError("mqar needs --pairs P, its number of key-value pairs (e.g. --pairs 4, the Zoology "
+                              "harness's default; --length ≥ 4P)")
         if V % 2:
             raise PosrnnError(f"mqar splits the vocabulary into key and value halves: --vocab-size must be even, got {V}")
         if P > V // 2 - 1:
