@@ -1,5 +1,5 @@
-"""Multi-query associative recall, MQAR (Arora et al. 2023, "Zoology", §3 and its harness's
-``multiquery_ar``).
+"""Multi-query associative recall, MQAR (Arora et al. 2023, "Zoology: Measuring and Improving
+Recall in Efficient Language Models", as its harness's ``multiquery_ar`` draws it).
 
 A sequence of ``task.length`` = T tokens over a vocabulary of V (even) ids. Its first 2·P steps
 are P key-value pairs ``k_1 v_1 … k_P v_P`` (P = ``task.pairs``): the keys are P distinct ids of
@@ -12,7 +12,8 @@ repeat a key: they are read nowhere.
 Where the keys go follows the harness: the region's S = (T − 2P)/2 even slots are drawn without
 replacement with P(slot i) ∝ i^(a−1), i = 1 … S, a = ``POWER_A`` = 0.01 (most queries come soon
 after the pairs, a few far), and the j-th slot drawn takes the j-th pair's key. The harness asks
-for an even T and for T ≥ 4P (the region at least as long as the pairs); so does this task.
+for an even T and for T ≥ 4P (the region at least as long as the pairs); so does this task. (It
+also asserts V > T, which nothing in the draw needs; this task does not.)
 ``task.pairs`` has no default: an mqar run names it (the harness's default is 4), other tasks
 refuse it.
 
