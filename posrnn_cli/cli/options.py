@@ -44,6 +44,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "rarity": RunOption("task.rarity", "Dual-frequency reverse: P(a position holds a Rare id) (reference: 0.125).", metavar="X"),
     "delay": RunOption("task.delay", "copy: T blank steps between input and output.", metavar="N"),
     "dim": RunOption("task.dim", "continuous: tokens are unit vectors in R^dim.", metavar="N"),
+    "pairs": RunOption("task.pairs", "mqar: key-value pairs P (--length ≥ 4P, --vocab-size ≥ 2P+2).", metavar="N"),
     "autoregressive": RunOption("task.autoregressive", "reverse/sort: feed back the previous target (training) or "
                                 "prediction (eval).", flag="--autoregressive/--no-autoregressive"),
     "layers": RunOption("model.layers", "transformer: causal self-attention blocks.", metavar="N"),

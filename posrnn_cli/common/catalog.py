@@ -35,6 +35,7 @@ TASKS: dict[str, Entry] = {
     "copy": Entry("copy memory: T blank steps (--delay), then target x_1..x_L"),
     "continuous": Entry("reverse unit vectors in R^d (--dim); loss 1 - cosine", vocabulary=False, measure="cosine"),
     "lm": Entry("next-token prediction over an encoded corpus (posrnn lm)", measure="perplexity"),
+    "mqar": Entry("MQAR: --pairs key-value pairs, keys asked again; target values"),
 }
 
 CORES: dict[str, Entry] = {

@@ -16,6 +16,7 @@ from .continuous import ContinuousTask
 from .copy import CopyTask
 from .delayed_add import DelayedAddTask
 from .lm import LMTask
+from .mqar import MQARTask
 from .predecessor import PredecessorTask
 from .reverse import DualFrequencyReverse, ReverseTask, ShiftedReverse, VariableLengthReverse, extension_tasks, reverse_task
 from .sort import SortTask
@@ -30,6 +31,7 @@ TASKS: dict[str, Callable[[TaskConfig, int, int], Task]] = {
     "copy": CopyTask,
     "continuous": ContinuousTask,
     "lm": LMTask,
+    "mqar": MQARTask,
 }
 catalog.check_keys("task", catalog.TASKS, TASKS)
 
@@ -44,5 +46,5 @@ def build_task(cfg: TaskConfig, *, rank: int = 0, world_size: int = 1) -> Task:
 __all__ = [
     "TASKS", "build_task", "Batch", "HeldOut", "Task", "first_unique", "hash_rows", "phase_layout",
     "ReverseTask", "VariableLengthReverse", "DualFrequencyReverse", "ShiftedReverse", "SortTask", "DelayedAddTask",
-    "PredecessorTask", "CopyTask", "ContinuousTask", "LMTask", "reverse_task", "extension_tasks",
+    "PredecessorTask", "CopyTask", "ContinuousTask", "LMTask", "MQARTask", "reverse_task", "extension_tasks",
 ]

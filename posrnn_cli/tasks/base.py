@@ -111,6 +111,7 @@ class Task(abc.ABC):
     supports_autoregressive = False
     supports_variable_length = False  # task.min_length
     supports_rarity = False  # task.rarity
+    supports_pairs = False  # task.pairs
     holds_out = True  # draw a test set and keep it out of training (False: separate splits)
     #: inputs x_1…x_L then L query steps, targets read at the queries, one L for every sample
     #: and no fed-back outputs: what the stability triplets and the bench build batches for
@@ -188,6 +189,8 @@ class Task(abc.ABC):
             raise PosrnnError(f"variable length (--min-length) is not defined for task {self.name!r}; drop it")
         if c.rarity is not None and not self.supports_rarity:
             raise PosrnnError(f"--rarity (dual frequency) is not defined for task {self.name!r}; drop it")
+        if c.pairs is not None and not self.supports_pairs:
+            raise PosrnnError(f"--pairs (key-value pairs) is not defined for task {self.name!r}; drop it")
         space = self.space_size()
         if space < 2 * c.n_test:
             raise PosrnnError(
