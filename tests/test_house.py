@@ -133,6 +133,8 @@ def test_every_config_key_has_one_row_in_the_key_table_and_every_list_derives_fr
     assert config.CELL_IGNORED is keys.CELL_IGNORED
     assert tables.KEY_COLUMNS is keys.KEY_COLUMNS and core.KEY_COLUMNS is keys.KEY_COLUMNS
     assert set(keys.SHORT.values()) <= set(rows) and set(keys.ABBREV) <= set(keys.SHORT)
+    defaults = config.RunConfig().flat()
+    assert {k.config for k in keys.KEYS if k.boolean} == {k for k, v in defaults.items() if isinstance(v, bool)}
     # the wall-clock checkpoint cadence changes nothing a run computes: it never splits a cell
     assert "train.checkpoint_minutes" in keys.CELL_IGNORED
     a, b = config.RunConfig(), config.RunConfig()

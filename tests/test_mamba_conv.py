@@ -88,3 +88,14 @@ def test_a_conv_column_reads_back_as_booleans(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text(csv_text(drop_unset([cell_columns(on), cell_columns(off)])))
     assert [r["conv"] for r in read_csv(path)] == [True, False]  # what a claim's {conv: false} matches
+
+
+def test_a_config_written_before_model_conv_keeps_its_digest_and_no_conv_changes_it():
+    """Runs recorded before the key existed stay proven by their eval.json; only a set value counts."""
+    from posrnn_cli.common.provenance import config_digest
+
+    now = RunConfig().to_dict()
+    before = {s: {k: v for k, v in sec.items() if f"{s}.{k}" != "model.conv"} for s, sec in now.items()}
+    assert config_digest(RunConfig.from_dict(before).to_dict()) == config_digest(before)
+    now["model"]["conv"] = False
+    assert config_digest(now) != config_digest(before)

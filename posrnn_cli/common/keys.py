@@ -26,6 +26,7 @@ class Key:
     results: bool = True  # False: runs that differ only here are seeds of one cell (a seed, where it ran, logging)
     #: a column of a run table only where some cell sets it away from its default (``SHOWN_WHEN_SET``)
     shown_when_set: bool = False
+    boolean: bool = False  # its values are True/False (a claim may select its column with true or false)
 
 
 KEYS: tuple[Key, ...] = (
@@ -49,14 +50,14 @@ KEYS: tuple[Key, ...] = (
     Key("model.heads", "heads", "heads", column="heads", flags=("heads",)),
     Key("model.embed_size", "embed", "e", column="embed_size", flags=("embed_size",)),
     # the rest of the config
-    Key("task.autoregressive", "autoregressive", flags=("autoregressive",)),
+    Key("task.autoregressive", "autoregressive", flags=("autoregressive",), boolean=True),
     Key("task.n_test"),
     Key("task.test_seed"),
     Key("task.data", results=False),
     Key("model.pe_mode", "pe_mode", flags=("pe_mode",)),
     Key("model.pe_dim"),
     Key("model.state_size", "state", "n", flags=("state_size",)),
-    Key("model.conv", "conv", "conv", column="conv", flags=("conv",), shown_when_set=True),
+    Key("model.conv", "conv", "conv", column="conv", flags=("conv",), shown_when_set=True, boolean=True),
     Key("model.frozen_vocab"),
     Key("train.lr", "lr", flags=("lr",)),
     Key("train.betas"),
@@ -65,14 +66,14 @@ KEYS: tuple[Key, ...] = (
     Key("train.clip"),
     Key("train.seed", flags=("seed",), results=False),
     Key("train.checkpoint_every", "checkpoint_every", flags=("checkpoint_every",), results=False),
-    Key("train.checkpoint_initial", "checkpoint_initial", results=False),
+    Key("train.checkpoint_initial", "checkpoint_initial", results=False, boolean=True),
     Key("train.checkpoint_minutes", results=False),
     Key("train.log_every", flags=("log_every",), results=False),
     Key("train.eval_batch_size", results=False),
     Key("train.device", flags=("device",), results=False),
-    Key("train.amp", flags=("amp",)),
-    Key("train.fused_adam"),
-    Key("train.cuda_graph", flags=("cuda_graph",)),
+    Key("train.amp", flags=("amp",), boolean=True),
+    Key("train.fused_adam", boolean=True),
+    Key("train.cuda_graph", flags=("cuda_graph",), boolean=True),
     Key("train.threads", flags=("threads",), results=False),
 )
 
@@ -88,6 +89,8 @@ CELL_IGNORED: frozenset[str] = frozenset(k.config for k in KEYS if not k.results
 #: (column, config key) of the columns a run table holds only when some row's value differs from the
 #: default (a setting most grids leave alone: their tables stay as they were)
 SHOWN_WHEN_SET: tuple[tuple[str, str], ...] = tuple((k.column, k.config) for k in KEYS if k.shown_when_set)
+#: the table columns that hold True/False
+BOOLEAN_COLUMNS: frozenset[str] = frozenset(k.column for k in KEYS if k.boolean and k.column)
 #: columns the analyses add to their tables that name a cell (not config keys)
 ANALYSIS_KEYS = ("condition", "half", "step", "pair", "base_vocab", "extra_vocab", "max_tokens", "combine",
                  "target_position", "feedback")

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from posrnn_cli.common.errors import PosrnnError, did_you_mean
+from posrnn_cli.common.keys import BOOLEAN_COLUMNS
 from posrnn_cli.common.tables import is_number
 
 from .core import CLAIMS_PATH, Outcome, TABLES, _as_list
@@ -38,8 +39,9 @@ def _check_filter(where: str, f: Any, allow_empty: bool = False) -> None:
         elif isinstance(spec, list):
             if not spec or not all(isinstance(v, _SCALAR) and not isinstance(v, bool) for v in spec):
                 raise ValueError(f"{where}.{col}: a list of plain values is expected")
-        elif not isinstance(spec, _SCALAR) or isinstance(spec, bool):
-            raise ValueError(f"{where}.{col}: {spec!r} is not a plain value")
+        elif not isinstance(spec, _SCALAR) or isinstance(spec, bool) != (col in BOOLEAN_COLUMNS):
+            kind = "true or false" if col in BOOLEAN_COLUMNS else "a plain value (not true/false)"
+            raise ValueError(f"{where}.{col}: {spec!r} is not {kind}")
 
 
 def _filters(where: str, x: Any) -> None:

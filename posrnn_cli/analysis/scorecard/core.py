@@ -126,7 +126,7 @@ def _matches(row: dict, filt: Optional[dict]) -> bool:
         elif isinstance(spec, list):
             if v not in spec:
                 return False
-        elif v != spec:
+        elif v != spec or isinstance(spec, bool) != isinstance(v, bool):  # True is not the number 1
             return False
     return True
 
