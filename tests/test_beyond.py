@@ -15,34 +15,42 @@ from posrnn_cli.tasks import build_task
 
 from conftest import ROOT  # noqa: E402 - the repository
 PARAMS = ROOT / "params.yaml"
-CORES = {"gru", "s4d", "mingru", "mamba"}
+FIRST = {"gru", "s4d", "mingru", "mamba"}  # the first beyond profile's cores
+SECOND = {"xlstm", "rglru", "gated_deltanet"}  # the second's
+CORES = {"beyond": FIRST, "beyond2": SECOND, "beyond_paper": FIRST | SECOND}
+GRU_H = {"beyond": 64, "beyond2": 64, "beyond_paper": 512}  # the GRU every core is matched to
 
 
-def _core_parameters(job) -> int:
+def _core_parameters(job, **model) -> int:
     cfg = job.run_config()
+    for k, v in model.items():
+        setattr(cfg.model, k, v)
     with torch.device("meta"):  # shapes only: the paper-scale models cost no memory
         model = build_model(cfg, build_task(cfg.task))
     return count_parameters(model.core)
 
 
-@pytest.mark.parametrize("profile", ["beyond", "beyond_paper"])
+@pytest.mark.parametrize("profile", ["beyond", "beyond2", "beyond_paper"])
 def test_the_cores_of_each_cell_are_matched_on_the_pe_arms_core_parameters(profile):
     pytest.importorskip("mambapy", reason="the mamba core needs mambapy (make setup installs it)")
+    pytest.importorskip("xlstm", reason="the xlstm core needs the xlstm package (make setup installs it)")
     jobs = [j for j in plan(PARAMS, profile, ["fig2", "dual"]) if j.config["model"]["pe"] == "sinusoidal"]
     counts: dict = defaultdict(dict)  # (experiment, vocab) → model → core parameters
+    gru: dict = {}
     for j in jobs:
         key = (j.experiment, j.config["task"]["vocab_size"])
         n = _core_parameters(j)
         assert counts[key].setdefault(j.config["model"]["name"], n) == n  # seeds share a size
+        gru.setdefault(key, _core_parameters(j, name="gru", hidden_size=GRU_H[profile], embed_size=None))
     assert counts
     for key, by_model in counts.items():
-        assert set(by_model) == CORES, key
-        gru = by_model["gru"]
+        assert set(by_model) <= CORES[profile], key
         for model, n in by_model.items():
-            assert abs(n / gru - 1) < 0.02, f"{profile} {key}: {model} has {n:,} core parameters, the GRU {gru:,}"
+            assert abs(n / gru[key] - 1) < 0.02, f"{profile} {key}: {model} has {n:,} core parameters, the GRU {gru[key]:,}"
+    assert {m for by_model in counts.values() for m in by_model} == CORES[profile]
 
 
-@pytest.mark.parametrize("profile", ["beyond", "beyond_paper"])
+@pytest.mark.parametrize("profile", ["beyond", "beyond2", "beyond_paper"])
 def test_every_cell_has_both_arms_on_the_same_seeds_and_budget(profile):
     jobs = plan(PARAMS, profile, ["fig2", "dual"])
     arms: dict = defaultdict(set)
@@ -57,22 +65,42 @@ def test_every_cell_has_both_arms_on_the_same_seeds_and_budget(profile):
     assert len(budgets) == 2  # one budget per experiment, shared by every core
 
 
+@pytest.mark.parametrize("profile", ["beyond2", "beyond_paper"])
+def test_mamba_conv_and_mqar_give_each_arm_the_same_seeds_and_budget(profile):
+    for experiment, arm_keys in (("mamba_conv", ("conv", "pe")), ("mqar", ("vocab_size", "pe"))):
+        arms: dict = defaultdict(set)
+        budgets = set()
+        for j in plan(PARAMS, profile, [experiment]):
+            c = j.config
+            arm = tuple(c["model"].get(k, c["task"].get(k)) for k in arm_keys)
+            arms[arm].add(c["train"]["seed"])
+            budgets.add((c["model"]["name"], c["model"]["hidden_size"], c["train"]["iterations"], c["task"]["length"]))
+        assert len(arms) == 4 and len({frozenset(s) for s in arms.values()}) == 1, (experiment, arms)
+        assert len(next(iter(arms.values()))) >= 3 and len(budgets) == 1
+        if experiment == "mamba_conv":
+            assert {a[0] for a in arms} == {True, False}
+
+
 def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_the_hypotheses_were_committed_before_the_results_that_score_them():
+#: the first hypothesis of each beyond set, and the results that score it
+STATED_FIRST = [("beyond_pe_helps_mamba_vocab", "results/beyond"), ("beyond_pe_helps_xlstm_vocab", "results/beyond2")]
+
+
+@pytest.mark.parametrize("claim, results", STATED_FIRST)
+def test_the_hypotheses_were_committed_before_the_results_that_score_them(claim, results):
     try:
         shallow = _git("rev-parse", "--is-shallow-repository")
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout: the order of commits cannot be read")
     if shallow == "true":
         pytest.skip("a shallow clone: the commit that stated the hypotheses is not in it")
-    stated = _git("log", "--format=%H", "--reverse", "-S", "beyond_pe_helps_mamba_vocab", "--",
-                  "posrnn_cli/analysis/claims.yaml").splitlines()
-    results = _git("log", "--format=%H", "--reverse", "--", "results/beyond").splitlines()
-    assert stated, "the beyond hypotheses are not in claims.yaml's history"
-    for commit in results:  # every commit that touched the beyond results comes after the hypotheses
+    stated = _git("log", "--format=%H", "--reverse", "-S", claim, "--", "posrnn_cli/analysis/claims.yaml").splitlines()
+    touched = _git("log", "--format=%H", "--reverse", "--", results).splitlines()
+    assert stated, f"{claim} is not in claims.yaml's history"
+    for commit in touched:  # every commit that touched the results comes after the hypotheses
         assert commit != stated[0]
         subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", stated[0], commit], check=True)
 
@@ -86,7 +114,7 @@ def test_beyond_paper_mirrors_the_paper_profiles_gru_cells():
         keys = ("length", "iterations", "batch", "warmup", "seeds")
         assert {k: mirror[sweep][k] for k in keys} == {k: paper[sweep][k] for k in keys}
     gru = {c["vocab"] for c in paper["fig2"]["cells"] if c["model"] == "gru"}
-    for model in CORES:
+    for model in CORES["beyond_paper"]:
         assert {c["vocab"] for c in mirror["fig2"]["cells"] if c["model"] == model} == gru
     assert [c["hidden"] for c in mirror["fig2"]["cells"] if c["model"] == "gru"] == [512] * len(gru)
     assert mirror["dual"]["rarity"] == paper["dual"]["rarity"] and mirror["dual"]["checkpoint_initial"]
