@@ -36,7 +36,8 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "pe": RunOption("model.pe", "Positional encoding (one line each: posrnn train --help).", PEName),
     "pe_mode": RunOption("model.pe_mode", "concat: PE appended (D = E + P); add: PE added (P = E).", PEMode),
     "vocab_size": RunOption("task.vocab_size", "Vocabulary size V (≥ 2; the papers: 32–16,384).", metavar="N"),
-    "length": RunOption("task.length", "Input length L; the output phase has L more steps.", metavar="N"),
+    "length": RunOption("task.length", "Input length L; the output phase has L more steps (mqar: the whole "
+                        "sequence).", metavar="N"),
     "hidden_size": RunOption("model.hidden_size", "Hidden size H.", metavar="N"),
     "embed_size": RunOption("model.embed_size", "Embedding size E; the PE has E dims too.", metavar="N"),
     "min_length": RunOption("task.min_length", "Variable-length reverse: L ~ U{min … max} (the papers: 32).", metavar="N"),
