@@ -72,7 +72,7 @@ KEYS: tuple[Key, ...] = (
     Key("train.eval_batch_size", results=False),
     Key("train.device", flags=("device",), results=False),
     Key("train.amp", flags=("amp",), boolean=True),
-    Key("train.fused_adam", boolean=True),
+    Key("train.fused_adam"),  # true, false or null (fused on CUDA only)
     Key("train.cuda_graph", flags=("cuda_graph",), boolean=True),
     Key("train.threads", flags=("threads",), results=False),
 )

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .s4d import _no_weight_decay
+from .stepped import SteppedView
 
 #: the ε of the L2 normalisation of q and k (fla's l2norm)
 EPS = 1e-6
@@ -47,7 +48,7 @@ def l2_normalise(x: Tensor) -> Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + EPS)
 
 
-class GatedDeltaNetCore(nn.Module):
+class GatedDeltaNetCore(SteppedView, nn.Module):
     """One gated-delta-rule layer: (B, T, in_dim) → (B, T, H); ``heads`` must divide H."""
 
     def __init__(self, in_dim: int, hidden_size: int, heads: int):
@@ -100,23 +101,3 @@ class GatedDeltaNetCore(nn.Module):
         """One recurrent step: state z (B, state_dim), input x (B, in_dim) → (output (B, H), z')."""
         o, S = self.update(z.reshape(-1, self.heads, self.d, self.d), *self.inputs(x))
         return self.read_out(o), S.flatten(1)
-
-    def initial_state(self, x1: Tensor) -> Tensor:
-        """z_1 from S_0 = 0 and the first input: (B, in_dim) → (B, state_dim)."""
-        return self.step(x1.new_zeros(x1.shape[0], self.state_dim), x1)[1]
-
-    def state_after(self, x_prefix: Tensor) -> Tensor:
-        """z_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, state_dim); z_1 for P = 1."""
-        z = self.initial_state(x_prefix[:, 0])
-        for t in range(1, x_prefix.shape[1]):
-            z = self.step(z, x_prefix[:, t])[1]
-        return z
-
-    def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
-        """The core's output at the last step T from z_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""
-        if x_rest.shape[1] < 1:
-            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, in_dim))")
-        z = z1
-        for t in range(x_rest.shape[1]):
-            y, z = self.step(z, x_rest[:, t])
-        return y

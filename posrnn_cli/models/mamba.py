@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from ..common.errors import PosrnnError
+from .stepped import SteppedView
 
 #: the install line a missing extra names (the --no-deps keeps pip from swapping the CPU torch)
 INSTALL = "pip install --no-deps mambapy==1.2.0  (or: pip install 'posrnn[mamba]')"
@@ -53,7 +54,7 @@ def _no_weight_decay(p: nn.Parameter) -> nn.Parameter:
     return p
 
 
-class MambaCore(nn.Module):
+class MambaCore(SteppedView, nn.Module):
     """One Mamba block: (B, T, in_dim) → (B, T, H); ``state_size`` is d_state (N)."""
 
     def __init__(self, in_dim: int, hidden_size: int, state_size: int = 16, expand: int = 2, d_conv: int = 4,
@@ -94,23 +95,3 @@ class MambaCore(nn.Module):
         y, (h, inputs) = self.block.step(x, self._split(z))
         # the package appends this input to the cache; without the convolution the cache holds none
         return y, self._join(h, inputs[:, :, inputs.shape[2] - (self.d_conv - 1):])
-
-    def initial_state(self, x1: Tensor) -> Tensor:
-        """z_1 from the zero state (the convolution's zero padding) and the first input: (B, in_dim) → (B, state_dim)."""
-        return self.step(x1.new_zeros(x1.shape[0], self.state_dim), x1)[1]
-
-    def state_after(self, x_prefix: Tensor) -> Tensor:
-        """z_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, state_dim); z_1 for P = 1."""
-        z = self.initial_state(x_prefix[:, 0])
-        for t in range(1, x_prefix.shape[1]):
-            z = self.step(z, x_prefix[:, t])[1]
-        return z
-
-    def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
-        """The core's output at the last step T from z_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""
-        if x_rest.shape[1] < 1:
-            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, in_dim))")
-        z = z1
-        for t in range(x_rest.shape[1]):
-            y, z = self.step(z, x_rest[:, t])
-        return y

@@ -33,6 +33,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .stepped import SteppedView
+
 
 def g(v: Tensor) -> Tensor:
     """The positive activation of the log-space minGRU: v + ½ (v ≥ 0), σ(v) (v < 0)."""
@@ -55,8 +57,10 @@ def log_scan(log_a: Tensor, log_b: Tensor) -> Tensor:
     return log_b
 
 
-class MinGRUCore(nn.Module):
+class MinGRUCore(SteppedView, nn.Module):
     """One minGRU layer: (B, T, in_dim) → all hidden states (B, T, H)."""
+
+    state_is_output = True  # step(h, x) returns h: the state is the output
 
     def __init__(self, in_dim: int, hidden_size: int):
         super().__init__()
@@ -82,18 +86,3 @@ class MinGRUCore(nn.Module):
         """h_t from h_{t−1} (B, H) and x_t (B, in_dim)."""
         k, v = self.linear(x).chunk(2, dim=-1)
         return torch.lerp(h, g(v), torch.sigmoid(k))  # (1 − z) h + z h̃
-
-    def initial_state(self, x1: Tensor) -> Tensor:
-        """h_1 from h_0 = 0: (B, in_dim) → (B, H)."""
-        return self.step(x1.new_zeros(x1.shape[0], self.H), x1)
-
-    def state_after(self, x_prefix: Tensor) -> Tensor:
-        """h_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, H); h_1 for P = 1."""
-        return self.output_from_state(self.initial_state(x_prefix[:, 0]), x_prefix[:, 1:])
-
-    def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
-        """h_T from h_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""
-        h = z1
-        for t in range(x_rest.shape[1]):
-            h = self.step(h, x_rest[:, t])
-        return h

@@ -40,6 +40,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .stepped import SteppedView
+
 #: c, the constant of a_t = a^{c·r_t} (Griffin §2.4)
 C = 8.0
 #: the cap on d√u/du (recurrentgemma's max_sqrt_gradient)
@@ -65,8 +67,10 @@ class SqrtBoundedGrad(torch.autograd.Function):
         return grad / torch.sqrt((4 * u).clamp_min(1 / MAX_SQRT_GRADIENT**2))
 
 
-class RGLRUCore(nn.Module):
+class RGLRUCore(SteppedView, nn.Module):
     """A projection D → H, then one RG-LRU layer: (B, T, in_dim) → all hidden states (B, T, H)."""
+
+    state_is_output = True  # step(h, x) returns h: the state is the output
 
     def __init__(self, in_dim: int, hidden_size: int):
         super().__init__()
@@ -105,18 +109,3 @@ class RGLRUCore(nn.Module):
         """h_t from h_{t−1} (B, H) and x_t (B, in_dim)."""
         a, b = self.coefficients(x)
         return a * h + b
-
-    def initial_state(self, x1: Tensor) -> Tensor:
-        """h_1 from h_0 = 0: (B, in_dim) → (B, H)."""
-        return self.step(x1.new_zeros(x1.shape[0], self.H), x1)
-
-    def state_after(self, x_prefix: Tensor) -> Tensor:
-        """h_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, H); h_1 for P = 1."""
-        return self.output_from_state(self.initial_state(x_prefix[:, 0]), x_prefix[:, 1:])
-
-    def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
-        """h_T from h_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""
-        h = z1
-        for t in range(x_rest.shape[1]):
-            h = self.step(h, x_rest[:, t])
-        return h

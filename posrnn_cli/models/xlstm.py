@@ -41,6 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from ..common.errors import PosrnnError
+from .stepped import SteppedView
 
 #: the install line a missing package names (--no-deps: see the module's docstring; for that reason
 #: posrnn has no ``xlstm`` extra, whose install would resolve those dependencies)
@@ -77,7 +78,7 @@ def _stack_config(xlstm, H: int):
                                        slstm_at=[1])
 
 
-class XLSTMCore(nn.Module):
+class XLSTMCore(SteppedView, nn.Module):
     """A projection D → H, then xLSTM[1:1] at width H: (B, T, in_dim) → (B, T, H)."""
 
     def __init__(self, in_dim: int, hidden_size: int):
@@ -137,23 +138,3 @@ class XLSTMCore(nn.Module):
         """One recurrent step: state z (B, state_dim), input x (B, in_dim) → (output (B, H), z')."""
         y, state = self.stack.step(self.proj(x)[:, None], self._split(z))
         return y[:, 0], self._join(state)
-
-    def initial_state(self, x1: Tensor) -> Tensor:
-        """z_1 from the zero state and the first input: (B, in_dim) → (B, state_dim)."""
-        return self.step(x1.new_zeros(x1.shape[0], self.state_dim), x1)[1]
-
-    def state_after(self, x_prefix: Tensor) -> Tensor:
-        """z_P after a prefix of P ≥ 1 inputs: (B, P, in_dim) → (B, state_dim); z_1 for P = 1."""
-        z = self.initial_state(x_prefix[:, 0])
-        for t in range(1, x_prefix.shape[1]):
-            z = self.step(z, x_prefix[:, t])[1]
-        return z
-
-    def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
-        """The core's output at the last step T from z_1 and the inputs of steps 2 … T: (B, T−1, in_dim) → (B, H)."""
-        if x_rest.shape[1] < 1:
-            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, in_dim))")
-        z = z1
-        for t in range(x_rest.shape[1]):
-            y, z = self.step(z, x_rest[:, t])
-        return y
