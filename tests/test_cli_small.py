@@ -27,7 +27,7 @@ def test_ctrl_c_before_the_first_checkpoint_advises_the_same_command_not_resume(
 
     real = engine.build_run
 
-    def interrupted(cfg):
+    def interrupted(cfg, *where):  # where: the rank and world size
         raise KeyboardInterrupt  # Ctrl-C while the model is built, before the loop takes the signal
 
     monkeypatch.setattr(engine, "build_run", interrupted)
