@@ -180,6 +180,13 @@ def test_status_on_a_fresh_clone_names_the_committed_results_before_any_run(monk
     assert "next: posrnn scorecard lite" in text and max(len(line) for line in text.splitlines()) <= 80
 
 
+def test_profile_use_suggests_the_profile_a_typo_meant(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: [lite]\nprofiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n")
+    r = runner.invoke(app, ["profile", "use", "lit", "--params", str(params)])
+    assert r.exit_code != 0 and "did you mean 'lite'?" in r.output and len(r.output.strip().splitlines()) == 1
+
+
 def test_status_imports_no_torch():
     code = ("import sys\nfrom posrnn_cli.cli import run\ntry:\n    run(['status'])\nexcept SystemExit as e:\n"
             "    assert 'torch' not in sys.modules, 'torch imported'\n    sys.exit(e.code)\n")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from ..common.errors import PosrnnError
+from ..common.signals import Stopped
 from ..common.io import atomic_write_bytes
 from ..common.profiles import load_profile
 from .local import cpu_count
@@ -210,7 +211,7 @@ def _execute(jobs: list[Job], experiments: list[str], executor: str, pool: Optio
     except KeyboardInterrupt:
         if executor == "slurm" and sweep.arrays:
             ids = sorted(sweep.arrays, key=int)
-            err = PosrnnError(f"interrupted: job array {', '.join(ids)} keeps running on SLURM (this sweep only waited "
+            err = Stopped(f"interrupted: job array {', '.join(ids)} keeps running on SLURM (this sweep only waited "
                               f"on it); cancel it with `scancel {' '.join(ids)}`, or run the same command again to "
                               f"reattach")
             err.exit_code = 130
