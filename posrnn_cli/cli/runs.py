@@ -199,8 +199,12 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
         fallback = ("A", "B") if b else (ra["label"], rb["label"])
         keys = [k for k in config_diff(ca, cb) if k != "train.seed"] if ca and cb else []
         names = cmp.side_names(keys, ca, cb, fallback)
-        return {**diff, "a": ra["label"], "b": rb["label"], "score": score.key,
-                "meaning": cmp.meaning(diff, score, *names)}
+        out = {**diff, "a": ra["label"], "b": rb["label"], "score": score.key, "meaning": cmp.meaning(diff, score, *names)}
+        if len(keys) > 1:  # e.g. one side resumed to a larger budget: the difference is not one setting's
+            shown = ", ".join(keys[:4]) + (" …" if len(keys) > 4 else "")
+            out["warning"] = (f"the runs differ in {len(keys)} settings ({shown}), not one: the difference mixes "
+                              f"their effects; compare runs that differ only in the setting you test")
+        return out
 
     if not b:
         (r0, c0), out = a[0], []
@@ -259,6 +263,8 @@ def compare(
 
 
 def _print_difference(c, d: dict) -> None:
+    if d.get("warning"):
+        print_wrapped(c, f"warning: {d['warning']}", style="yellow")
     if "mean" not in d:
         print_wrapped(c, d["meaning"])
         return
