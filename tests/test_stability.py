@@ -132,6 +132,13 @@ def test_cli_stability_over_checkpoints_of_a_dual_frequency_run(tmp_path):
     assert (run / "stability.png").stat().st_size > 1000
 
 
+def test_stability_of_a_core_at_one_by_construction_says_so(tmp_path):
+    run = small_run(tmp_path, **{"model.name": "mingru", "train.iterations": 4, "train.checkpoint_every": 4, "train.warmup": 1})
+    r = CliRunner().invoke(app, ["stability", str(run), "--triplets", "4", "--device", "cpu"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "mingru's stability is 1 for every pair by construction" in r.output, r.output
+    assert "skipped" not in r.output
+
+
 def test_stability_refuses_runs_it_cannot_analyse(tmp_path):
     run = small_run(tmp_path, **{"task.name": "sort"})
     with pytest.raises(PosrnnError, match="fixed-length reverse"):
@@ -165,6 +172,11 @@ def test_stability_reads_only_the_checkpoints_of_the_schedule(tmp_path, monkeypa
     assert [s for s, _ in list_checkpoints(run)] == list(range(1, 13))
     assert [s for s, _ in scheduled_checkpoints(run)] == [5, 10, 12]
     assert sorted({s for s, *_ in stability_values(run, n_triplets=4, device="cpu")}) == [5, 10, 12]
+    r = CliRunner().invoke(app, ["stability", str(run), "--triplets", "4", "--device", "cpu", "--out",
+                                 str(tmp_path / "s.csv")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "skipped the checkpoints at step 1, 2, 3, 4, 6, 7, 8, 9, 11: off the run's schedule" in r.output
+    assert "by construction" not in r.output  # an LSTM's stability measures something
 
 
 # ---- the target placed at t > 1 (002 §4.3's S4D set-up) -------------------------------------

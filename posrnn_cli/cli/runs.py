@@ -326,6 +326,20 @@ def stability(
     for r in rows:
         table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['stability']:.3f}", f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
     c.print(table)
+    _stability_notes(c, run, checkpoint, rows)
+
+
+def _stability_notes(c, run: Path, checkpoint: Optional[int], rows: list[dict]) -> None:
+    """What the table leaves out (checkpoints off the schedule) and values that measure nothing."""
+    from ..engine.stability import ONE_BY_CONSTRUCTION, unscheduled_checkpoints
+
+    skipped = unscheduled_checkpoints(run) if Path(run).is_dir() and checkpoint is None else []
+    if skipped:
+        print_wrapped(c, f"skipped the checkpoints at step {', '.join(map(str, skipped))}: off the run's schedule "
+                         f"(taken for the wall clock, a signal or --stop-after); --checkpoint N analyses one")
+    if rows and rows[0]["model"] in ONE_BY_CONSTRUCTION:
+        print_wrapped(c, f"{rows[0]['model']}'s stability is 1 for every pair by construction (its state Jacobian "
+                         f"is diagonal and positive): these values measure nothing about PE")
 
 
 def extend_vocab(

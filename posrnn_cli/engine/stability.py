@@ -167,6 +167,18 @@ def scheduled_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return ckpts if cfg is None else [(s, p) for s, p in ckpts if cfg.train.scheduled(s)]
 
 
+def unscheduled_checkpoints(run_dir: Path) -> list[int]:
+    """The steps of ``run_dir``'s checkpoints its schedule does not name (taken for the wall clock,
+    a signal or ``--stop-after``): a curve over training leaves them out, and says so."""
+    kept = {s for s, _ in scheduled_checkpoints(run_dir)}
+    return [s for s, _ in list_checkpoints(run_dir) if s not in kept]
+
+
+#: cores whose stability is 1 for every pair by construction: their state Jacobian is diagonal
+#: and positive whatever the input (docs/bench.md), so a value of 1.000 measures nothing
+ONE_BY_CONSTRUCTION = ("mingru", "rglru")
+
+
 def stability_values(
     run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "cpu",
     seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None, skip: Iterable[int] = (),
