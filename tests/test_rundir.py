@@ -16,6 +16,7 @@ import pytest
 
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.io import write_marker
 from posrnn_cli.engine.rundir import LOCK_FILE, prepare_run_dir, run_lock, run_state
 from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import _state
@@ -68,15 +69,19 @@ def test_new_and_files_without_a_config(tmp_path):
     assert st.state == "different" and "no config.yaml" in st.problem
     with pytest.raises(PosrnnError, match="no config.yaml"):
         _state(d, cfg(), force=False)
-    with pytest.raises(PosrnnError, match="already holds a run"):
-        prepare_run_dir(d, cfg(), resume=False, force=False)
+    for force in (False, True):  # no marker, no config: not posrnn's, so never replaced
+        with pytest.raises(PosrnnError, match="holds files posrnn did not write .*--force included"):
+            prepare_run_dir(d, cfg(), resume=False, force=force)
 
 
 def test_an_unreadable_config_is_different_and_never_resumed(tmp_path):
     d = tmp_path / "r"
     d.mkdir()
     (d / "config.yaml").write_text("train: [unclosed\n")
-    assert run_state(d, cfg()).state == "different"
+    assert run_state(d, cfg()).state == "different" and run_state(d, cfg()).foreign  # no marker: another tool's
+    with pytest.raises(PosrnnError, match="did not write \\(its config.yaml is not a posrnn config\\)"):
+        prepare_run_dir(d, cfg(), resume=False, force=True)
+    write_marker(d, "run")  # posrnn's run, its config.yaml damaged since
     assert status(job(d, cfg())) == "different"
     with pytest.raises(PosrnnError, match="not valid YAML"):
         prepare_run_dir(d, cfg(), resume=True, force=False)

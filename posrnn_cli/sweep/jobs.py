@@ -66,6 +66,8 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
         return "replace"
     if st.state != "different":
         return st.state
+    if st.foreign:
+        raise PosrnnError(st.problem)
     if not force:
         if st.saved is None:
             raise PosrnnError(f"{st.problem}; pass --force to replace it")
