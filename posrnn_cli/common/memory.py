@@ -40,10 +40,14 @@ def human(n: float) -> str:
 def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int) -> list[tuple[int, str, str]]:
     """``(bytes, what, the keys that size it)`` of a run's parts that grow with its config."""
     t, m = cfg.train, cfg.model
+    # a step of the continuous task is a vector of task.dim floats (inputs, targets and the normalised draw:
+    # three copies), of the others a token id (inputs and targets)
+    step_bytes = cfg.task.dim * F32 * 3 if cfg.task.name == "continuous" else I64 * 2
     return [
         ((n_inputs * m.E + n_outputs * m.hidden_size) * F32 * 4, "the embedding and output layer with their gradients "
          "and Adam's moments", "task.vocab_size, model.hidden_size"),
-        (cfg.task.n_test * steps * I64 * 2, "the held-out test set", "task.n_test, task.length"),
+        (cfg.task.n_test * steps * step_bytes, "the held-out test set",
+         "task.n_test, task.length" + (", task.dim" if cfg.task.name == "continuous" else "")),
         (t.batch_size * out_steps * n_outputs * F32 * 3, "a training batch's logits and their gradients",
          "train.batch_size, task.vocab_size"),
         (t.eval_batch_size * out_steps * n_outputs * F32 * 2, "an evaluation batch's logits",
