@@ -140,3 +140,31 @@ def test_a_continuous_test_set_beyond_the_memory_is_refused_naming_its_keys():
                                   "model.hidden_size": 8})
     with pytest.raises(PosrnnError, match=r"largest: the held-out test set.*lower task.n_test, task.length, task.dim"):
         memory.check_fits(memory.run_parts(cfg, 8, 4, 64, 64), "this run", available=6 * 10**9)
+
+
+# ---- files that are not files ----------------------------------------------------------------------
+def test_a_fifo_or_directory_as_the_latest_checkpoint_is_refused_without_opening_it(fabricated, tmp_path):
+    import os
+    import signal
+
+    from posrnn_cli.engine.checkpoint import load_checkpoint
+
+    root = tmp_path / "runs"
+    shutil.copytree(fabricated, root)
+    ckpt = next((root / "fig2" / "r1" / "checkpoints").iterdir())
+    ckpt.unlink()
+    os.mkfifo(ckpt)  # opened, it would block every reader until a writer came
+    signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("a reader opened the FIFO")))
+    signal.alarm(20)
+    try:
+        with pytest.raises(PosrnnError, match="is not a regular file"):
+            aggregate(root, tmp_path / "t", n_resamples=20)
+        with pytest.raises(PosrnnError, match="is not a regular file"):
+            load_checkpoint(ckpt)
+        ckpt.unlink()
+        ckpt.mkdir()
+        with pytest.raises(PosrnnError, match="is not a regular file"):
+            load_checkpoint(ckpt)
+    finally:
+        signal.alarm(0)
+    assert not (tmp_path / "t").exists()

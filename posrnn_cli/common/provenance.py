@@ -27,6 +27,14 @@ STAMPS = ("checkpoint_sha256", "config_digest")
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of a regular file; anything else (a FIFO, a device, a directory) is refused in one
+    line without being opened, so a reader never blocks on it."""
+    import os
+    import stat
+
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise PosrnnError(f"{path} is not a regular file (a FIFO, device or directory stands where posrnn wrote a file); "
+                          f"remove it and re-run the step that writes it")
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
