@@ -115,15 +115,17 @@ def test_without_flock_a_lock_file_naming_host_and_pid_excludes(tmp_path, monkey
     no_flock(monkeypatch, code)
     with run_lock(tmp_path, "first"):
         text = (tmp_path / LOCK_FILE).read_text()
-        assert text == f"host {socket.gethostname()} pid {os.getpid()}: first\n"
+        assert text == f"host {socket.gethostname()} pid {os.getpid()}: first (pid namespace {os.readlink('/proc/self/ns/pid')})\n"
         assert not (tmp_path / ".lock").exists()  # the flock file is not left behind
         with run_lock(tmp_path, "re-entered"):  # the same process re-enters, as a sweep job training its run does
             pass
         assert (tmp_path / LOCK_FILE).is_file()
     assert not (tmp_path / LOCK_FILE).exists()
     # another live process of this host holds it: one line naming it
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); time.sleep(30)", "posrnn"],
+                             stdout=subprocess.PIPE)  # a posrnn process, by its argv
     try:
+        other.stdout.readline()  # started (its argv is its own, no longer the forking parent's)
         (tmp_path / LOCK_FILE).write_text(f"host {socket.gethostname()} pid {other.pid}: posrnn sweep job x\n")
         with pytest.raises(PosrnnError) as e:
             with run_lock(tmp_path):

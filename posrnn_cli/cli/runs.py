@@ -303,11 +303,14 @@ def stability(
     with run_lock(run_dir, f"posrnn stability {run}", reading=True):  # no training or second analysis meanwhile
         rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed,
                        on_checkpoint=tick, target_position=target_position)
-        write_csv(rows, csv_path)
-        if plot:
+        if plot:  # the table and its figure as one swap: never a new table beside an old figure
             from ..analysis.plots import fig_stability
+            from ..common.io import csv_text, write_table_and_figure
 
-            fig_stability(rows, csv_path.with_suffix(".png"))
+            write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
+                                   lambda p: fig_stability(rows, p))
+        else:
+            write_csv(rows, csv_path)
     if json_out:
         typer.echo(json.dumps(rows))
         return

@@ -192,6 +192,31 @@ def write_files_together(files: "Mapping[Path, bytes]") -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
+def write_table_and_figure(table: bytes, table_path: Path, figure_path: Path, draw: Callable[[Path], None]) -> None:
+    """A table and the figure drawn from it, swapped in together: both are made first (``draw``
+    writes the figure into a scratch folder beside it), then the old figure is removed and the two
+    renamed into place. Killed at any moment, the folder holds the old pair, the old table alone,
+    the new table alone or the new pair: never a new table beside an old figure."""
+    table_path, figure_path = Path(table_path), Path(figure_path)
+    scratch = Path(tempfile.mkdtemp(prefix=temp_prefix(figure_path), dir=figure_path.parent))
+    try:
+        draw(scratch / figure_path.name)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(table_path), suffix=TEMP_SUFFIX, dir=table_path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(table)
+                f.flush()
+                os.fsync(f.fileno())
+            if figure_path.exists() or figure_path.is_symlink():
+                figure_path.unlink()
+            os.replace(tmp, table_path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        os.replace(scratch / figure_path.name, figure_path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def _cell(v: Any) -> Any:
     return f"{v:.6g}" if isinstance(v, float) else v
 

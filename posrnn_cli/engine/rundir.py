@@ -153,6 +153,7 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         raise PosrnnError(f"--out {run_dir} is a file, not a directory; pass another --out")
     if resume and force:
         raise PosrnnError("--resume and --force contradict each other; pass one")
+    refuse_sweep_dirs(run_dir)
     st = run_state(run_dir, cfg)
     if st.foreign:
         raise PosrnnError(st.problem)
@@ -178,6 +179,29 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         what = "a different posrnn run" if st.diff else "a posrnn run"
         raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or another --out")
     return Resumption()
+
+
+#: what a sweep writes into an experiment directory (``analysis.aggregate.MANIFEST``)
+SWEEP_MANIFEST = "sweep.json"
+
+
+def refuse_sweep_dirs(run_dir: Path) -> None:
+    """Refuse, in one line, a run directory that is a sweep's experiment directory (it holds
+    ``sweep.json``) or a run root (a folder of them): a run there would be misread by the next
+    sweep and aggregation as one of its cells or experiments."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    if (run_dir / SWEEP_MANIFEST).is_file():
+        raise PosrnnError(f"--out {run_dir} is an experiment directory of a sweep (it holds {SWEEP_MANIFEST}); pass a "
+                          f"directory of its own for the run")
+    try:
+        inner = next((d for d in run_dir.iterdir() if d.is_dir() and (d / SWEEP_MANIFEST).is_file()), None)
+    except OSError:
+        inner = None
+    if inner is not None:
+        raise PosrnnError(f"--out {run_dir} is a run root of sweeps (its {inner.name}/ holds {SWEEP_MANIFEST}); pass a "
+                          f"directory of its own for the run")
 
 
 def clear_run_dir(run_dir: Path) -> None:
