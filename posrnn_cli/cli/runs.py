@@ -274,7 +274,7 @@ def stability(
     triplets: Annotated[int, typer.Option(metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
     seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
-    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
+    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L − 1: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,

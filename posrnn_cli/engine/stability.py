@@ -183,8 +183,9 @@ def stability_values(
     """Per-triplet stability of every saved checkpoint of ``run`` (or the one at ``step``), but
     those at the steps in ``skip`` (done before): yields ``(step, condition, pair, values, cfg)``.
     The triplets depend only on ``seed`` (and ``target_position``), so every checkpoint and every
-    run sees the same ones. A target position outside 1 … L is refused before any Jacobian is taken
-    (at t = L the suffix is empty, so the common-target pair compares one sequence with itself)."""
+    run sees the same ones. A target position outside 1 … L − 1 is refused before any Jacobian is taken
+    (at t = L the suffix is empty, so the common-target pair compares one sequence with itself), and
+    so is an analysis whose Jacobians (each H × the core's state width) exceed the memory."""
     if not 2 <= n_triplets <= 10**7 or not 1 <= chunk_size <= 10**6:
         raise PosrnnError("--triplets must lie in 2 … 10,000,000 and --chunk-size in 1 … 1,000,000")
     if not 0 <= seed < 2**63:
