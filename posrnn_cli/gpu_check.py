@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -352,13 +353,52 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
     return report
 
 
+#: what the check writes into its --out (the log by tools/gpu_check.sh)
+OUT_NAMES = (JSON_NAME, MD_NAME, CURVE_NAME, "gpu_check.log")
+#: the shortest --budget: every stage its minimum
+MIN_BUDGET_S = 6 * MIN_STAGE_S
+
+
+def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[str]:
+    """Why the options cannot run (one line), or None: a budget below ``MIN_BUDGET_S`` or not a
+    number; an --out that is a link or a file, or that holds a file of the check's names the check
+    did not write (no report of its own beside it), which it would overwrite."""
+    if not math.isfinite(budget) or budget < MIN_BUDGET_S:
+        return f"--budget {budget:g} cannot hold the check: pass at least {MIN_BUDGET_S} seconds ({MIN_STAGE_S} per stage)"
+    if out_checked:
+        return None
+    if out.is_symlink():
+        return f"--out {out} is a symbolic link; the check does not write through links: pass the folder itself"
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a folder; pass a new folder"
+    present = [n for n in OUT_NAMES if (out / n).exists() or (out / n).is_symlink()]
+    if any((out / n).is_symlink() or not (out / n).is_file() for n in present):
+        return f"--out {out} holds a link or a non-file named like the check's files; pass a new folder"
+    if present:
+        try:
+            ours = set(json.loads((out / JSON_NAME).read_text(encoding="utf-8"))) >= {"size", "budget_s", "env", "stages"}
+        except (OSError, ValueError, TypeError, RecursionError):
+            ours = False
+        if not ours:
+            return (f"--out {out} holds {', '.join(present)}, not a report of this check; it is never overwritten: "
+                    f"pass a new folder")
+    return None
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--out", type=Path, default=Path("gpu-check"))
     ap.add_argument("--size", choices=tuple(SIZES), default=None, help="default: paper on cuda, micro on cpu")
     ap.add_argument("--budget", type=float, default=470.0, help="seconds for all the stages")
+    ap.add_argument("--check-args", action="store_true", help="only check the options (tools/gpu_check.sh, before it writes)")
+    ap.add_argument("--out-checked", action="store_true", help=argparse.SUPPRESS)  # the script checked --out before its log
     a = ap.parse_args(argv)
+    problem = check_args(a.out, a.budget, a.out_checked)
+    if problem or a.check_args:
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2 if problem else 0
     if a.device == "cuda":
         import torch
 

@@ -9,7 +9,6 @@ their last iteration), not started, of another config (what --force would replac
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -44,13 +43,10 @@ def _fingerprint(module: str) -> str:
 def is_stale(run_dir: Path, module: str) -> bool:
     """Whether the run's code record names other code than this (``engine.rundir.code_state``
     "other"; a run without a record is not counted stale)."""
-    try:
-        rec = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
-        return False
-    return rec["fingerprint"] != _fingerprint(rec.get("module") or module)
+    from .engine.rundir import code_record
+
+    rec = code_record(run_dir, module)  # None: no record posrnn can use (missing, malformed, no module of posrnn's)
+    return rec is not None and rec[1] != _fingerprint(rec[0])
 
 
 def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None) -> list[ExperimentStatus]:

@@ -10,6 +10,7 @@ test fails when the committed page differs from what the committed scorecard giv
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -50,6 +51,33 @@ def seeds_markdown(rows: list[dict], name: str) -> str:
     if not found:
         lines.append("| (no open verdict) | | | | | |")
     return "\n".join(lines) + "\n"
+
+
+#: what ``scorecard --out`` writes, and how each begins when posrnn wrote it
+OUT_FILES = {"scorecard.json": b'{\n  "results": ', "scorecard.md": b"# Reproduction scorecard: ",
+             "seeds.md": b"# Seeds each open claim needs: "}
+
+
+def check_scorecard_out(out_dir: Path) -> Path:
+    """Refuse, in one line, a ``scorecard --out`` that would write over a file it did not write
+    there (another file of the same name) or through a link (the folder or a file a symlink)."""
+    out_dir = Path(out_dir)
+    if out_dir.is_symlink():
+        raise PosrnnError(f"--out {out_dir} is a symbolic link; posrnn does not write through links: pass the folder itself")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass a folder")
+    for name, start in OUT_FILES.items():
+        path = out_dir / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise PosrnnError(f"--out {out_dir}: {name} there is a link or not a regular file; posrnn writes only "
+                              f"over its own files: pass another folder")
+        if path.is_file():
+            with open(path, "rb") as f:
+                head = f.read(len(start))
+            if head != start:
+                raise PosrnnError(f"--out {out_dir} holds a {name} that `posrnn scorecard` did not write; it is never "
+                                  f"overwritten: pass another folder, or move that file away")
+    return out_dir
 
 
 def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
@@ -97,7 +125,9 @@ def readme_block(rows: list[dict], name: str) -> str:
 
 
 def _block_re(name: str) -> re.Pattern:
-    return re.compile(rf"<!-- results:{re.escape(name)} -->.*?<!-- /results:{re.escape(name)} -->", re.S)
+    """The block: each marker a line of its own, so markers quoted in prose never delimit one."""
+    return re.compile(rf"^<!-- results:{re.escape(name)} -->[ \t]*$.*?^<!-- /results:{re.escape(name)} -->[ \t]*$",
+                      re.S | re.M)
 
 
 def readme_block_in(text: str, name: str) -> Optional[str]:
@@ -110,13 +140,19 @@ def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
     """Rewrite ``name``'s block in ``readme`` (atomically); True when it changed. A README with
     no block for the profile is refused: where the block goes is the README's choice."""
     readme = Path(readme)
+    if readme.is_symlink():
+        raise PosrnnError(f"--page {readme} is a symbolic link (to {os.readlink(readme)}); posrnn does not write "
+                          f"through links: pass the page itself")
+    if readme.exists() and not readme.is_file():
+        raise PosrnnError(f"--page {readme} is not a regular file; pass the page to update (docs/results.md)")
     try:
         text = readme.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise PosrnnError(f"cannot read {readme} ({type(e).__name__}); pass the README to update") from None
     if readme_block_in(text, name) is None:
         raise PosrnnError(f"{readme} has no results block for {name}; add the two lines "
-                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->' where it should go")
+                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
+                          f"where it should go")
     new = _block_re(name).sub(lambda _: readme_block(rows, name), text, count=1)
     if new == text:
         return False

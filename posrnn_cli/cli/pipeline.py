@@ -245,7 +245,7 @@ def scorecard(
     the seeds an open verdict needs. --detail (or scorecard.md, with --out) adds the claim, the
     measured values with their 95% CIs and seeds, and the reasons; the tests are declared in
     advance in posrnn_cli/analysis/claims.yaml."""
-    from ..analysis.report import scorecard_lines, seeds_markdown, update_readme, write_seeds
+    from ..analysis.report import check_scorecard_out, scorecard_lines, seeds_markdown, update_readme, write_seeds
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
@@ -257,6 +257,8 @@ def scorecard(
         what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
         raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")
     power = _power_of(params, name)
+    if out is not None:
+        check_scorecard_out(out)
     rows = write_scorecard(folder, out_dir=out, power=power) if out is not None else score(folder, power=power)
     label = name or Path(folder).parent.name
     if out is not None:

@@ -280,7 +280,7 @@ def stability(
     triplets: Annotated[int, typer.Option(metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
     seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
-    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
+    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L − 1: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
@@ -309,11 +309,14 @@ def stability(
     with run_lock(run_dir, f"posrnn stability {run}", reading=True):  # no training or second analysis meanwhile
         rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed,
                        on_checkpoint=tick, target_position=target_position)
-        write_csv(rows, csv_path)
-        if plot:
+        if plot:  # the table and its figure as one swap: never a new table beside an old figure
             from ..analysis.plots import fig_stability
+            from ..common.io import csv_text, write_table_and_figure
 
-            fig_stability(rows, csv_path.with_suffix(".png"))
+            write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
+                                   lambda p: fig_stability(rows, p))
+        else:
+            write_csv(rows, csv_path)
     if json_out:
         typer.echo(json.dumps(rows))
         return

@@ -121,6 +121,8 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     if opts.retrain_stale:
         for j in jobs:
             j.options["retrain_stale"] = True
+    if executor == "local":  # threads beyond this machine's cores: refused before the plan is shown or run
+        check_threads(jobs, profile)
     if opts.dry_run:
         return _dry_run(jobs, executor, settings, opts, runs_root, out)
     from .jobs import validate
@@ -139,6 +141,25 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     outcomes = _execute(jobs, experiments, executor, pool, runs_root, out, what, sweep)
     _report(outcomes, out)
     return outcomes
+
+
+def check_threads(jobs: list, profile: str) -> None:
+    """Refuse a local sweep whose runs ask for more CPU threads than this process may use (what
+    ``posrnn train`` refuses for each run), in one line naming the profile's setting."""
+    import os
+
+    from .jobs import job_threads
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    cpu = ("cpu",) if os.path.exists("/dev/nvidiactl") else ("cpu", "auto")  # auto runs on the CPU without a GPU
+    over = [j for j in jobs if (job_threads(j) or 0) > cores and (j.config or {}).get("train", {}).get("device") in cpu]
+    if over:
+        raise PosrnnError(f"profile {profile!r}: {over[0].label} asks for {job_threads(over[0])} CPU threads "
+                          f"(train.threads), beyond the {cores} core(s) this machine gives; set the profile's threads: "
+                          f"to {cores} or fewer")
 
 
 def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, dict, Optional[float]]:

@@ -30,7 +30,7 @@ from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
 from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
 from ..common.signals import Stopped, stop_requests
-from ..common.provenance import file_sha256
+from ..common.provenance import Proof, file_sha256, stamped
 from ..common.sources import fingerprint
 from .plan import Job
 
@@ -66,6 +66,8 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
         return "replace"
     if st.state != "different":
         return st.state
+    if st.foreign:
+        raise PosrnnError(st.problem)
     if not force:
         if st.saved is None:
             raise PosrnnError(f"{st.problem}; pass --force to replace it")
@@ -114,7 +116,13 @@ def run_irie(job: Job) -> dict:
 
     out = run_train(job)
     rep = permutation_report(Path(job.run_dir), device=job.run_config().train.device)
-    atomic_write_json(Path(job.run_dir) / "permutation.json", rep)
+    proof = Proof(Path(job.run_dir))  # stamped as eval.json is: the run's latest checkpoint and its config
+    sha = proof.checkpoint_sha256
+    if proof.step != rep["step"]:
+        raise PosrnnError(f"{job.run_dir} gained a checkpoint while its permutations were taken; run the job again")
+    atomic_write_json(Path(job.run_dir) / "permutation.json",
+                      {**rep, "checkpoint_sha256": sha, "config_digest": proof.config_digest,
+                       "n_sequences": len(rep["sensitive"])})
     return {**out, "permutation_sensitive_share": sum(rep["sensitive"]) / max(1, len(rep["sensitive"]))}
 
 
@@ -130,7 +138,7 @@ def run_stability(job: Job) -> dict:
             "target_position": o.get("target_position", 1), "code": fingerprint("posrnn_cli.engine.stability")}
     meta_path, npz = out / "stability_meta.json", out / "stability_values.npz"
     remove_stale_temps(out)
-    if npz.is_file() and meta_path.is_file() and read_json(meta_path) == meta:
+    if npz.is_file() and meta_path.is_file() and _stamped_as(read_json(meta_path), meta, npz):
         return {"stability": "skipped (up to date)"}
     # stopped on a signal (a SLURM requeue or preemption), it keeps the checkpoints done so far and goes on from there
     part, part_meta = out / "stability_partial.npz", out / "stability_partial_meta.json"
@@ -151,11 +159,18 @@ def run_stability(job: Job) -> dict:
                                               skip=done, target_position=o.get("target_position", 1)):
             values[f"{s}|{c}|{p}"] = v
     atomic_write_text(out / CONFIG_FILE, (src / CONFIG_FILE).read_text())
-    write_npz(npz, values)
-    atomic_write_json(meta_path, meta)
+    write_npz(npz, stamped(values, file_sha256(ckpts[-1][1]), Proof(src).config_digest))  # what they analyse
+    atomic_write_json(meta_path, {**meta, "keys": sorted(values), "values_sha256": file_sha256(npz)})
     part.unlink(missing_ok=True)
     part_meta.unlink(missing_ok=True)
     return {"stability": f"{len(values)} arrays"}
+
+
+def _stamped_as(stored, meta: dict, npz: Path) -> bool:
+    """Whether a stored record is ``meta`` with the stamps of ``npz`` (a record from before the
+    stamps is not: its values are computed again, and then stamped)."""
+    return (isinstance(stored, dict) and {k: v for k, v in stored.items() if k not in ("keys", "values_sha256")} == meta
+            and stored.get("values_sha256") == file_sha256(npz))
 
 
 def _digest(path: Path) -> str:
