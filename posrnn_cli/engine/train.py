@@ -300,14 +300,13 @@ class Trainer:
     def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, ...]:
         """Forward, loss, backward, clipping and Adam: the part ``GraphedStep`` captures."""
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp, cache_enabled=autocast_cache):
-            out = self.model(batch.inputs, batch.out_index, batch.query)
-            loss = self.task.loss(out.float(), batch)
+            loss, pred = self.task.train_forward(self.model, batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
         self.optimizer.step()
         with torch.no_grad():
-            ok = self.task.correct(self.task.predict(out.detach()), batch)
+            ok = self.task.correct(pred, batch)
             n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
         return loss.detach(), ok.sum(), n, gnorm.detach()
 

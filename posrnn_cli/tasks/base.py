@@ -227,6 +227,12 @@ class Task(abc.ABC):
         m = batch.mask.flatten().to(nll.dtype)
         return (nll * m).sum() / m.sum().clamp_min(1)
 
+    def train_forward(self, model, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(loss, predictions (B, K)) of one training step's forward: the model's outputs at the
+        output-phase steps, ``loss`` over them; the predictions carry no gradient."""
+        out = model(batch.inputs, batch.out_index, batch.query)
+        return self.loss(out.float(), batch), self.predict(out.detach())
+
     def predict(self, out: Tensor) -> Tensor:
         return out.argmax(-1)  # (B, K)
 
