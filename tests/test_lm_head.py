@@ -107,3 +107,15 @@ def test_the_heads_peak_memory_is_one_chunk_of_logits():
     n = 512 * 1023
     assert head_peak_bytes(n, 32768, chunked=False) == 3 * 4 * n * 32768
     assert head_peak_bytes(n, 32768) == 3 * 4 * 4096 * 32768 < 2e9
+
+
+def test_the_run_memory_check_counts_one_chunk_of_the_lm_heads_logits():
+    """``posrnn train``'s fit check: the language model (``head_chunk``) holds one chunk of
+    logits, where a plain head holds the whole batch's."""
+    from posrnn_cli.common.memory import run_parts
+    from posrnn_cli.tasks.lm import LMTask
+
+    cfg = resolve_config(options={"train.batch_size": 512, "task.vocab_size": 32768})
+    plain = run_parts(cfg, 1024, 1023, 32768, 32768)
+    chunked = run_parts(cfg, 1024, 1023, 32768, 32768, LMTask.head_chunk)
+    assert plain[2][0] == 512 * 1023 * 32768 * 4 * 3 and chunked[2][0] == LMTask.head_chunk * 32768 * 4 * 3

@@ -463,7 +463,7 @@ def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task,
     task = build_task(cfg.task, rank=rank, world_size=world_size)
     if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
         parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
-                          task.n_outputs)  # batches live in its memory: the host holds the model and test set)
+                          task.n_outputs, task.head_chunk)  # batches live in its memory: the host holds the model and test set)
         check_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2], "this run")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task)

@@ -116,6 +116,8 @@ class Task(abc.ABC):
     #: inputs x_1…x_L then L query steps, targets read at the queries, one L for every sample
     #: and no fed-back outputs: what the stability triplets and the bench build batches for
     fixed_reverse_layout = False
+    #: tokens the output head takes at a time (None: all at once; the language model's is chunked)
+    head_chunk: Optional[int] = None
     #: the largest evaluation batch that fits (None: train.eval_batch_size)
     max_eval_batch: Optional[int] = None
     #: can ``posrnn extend-vocab`` add ids to a run of this task (fixed-layout reverse over a

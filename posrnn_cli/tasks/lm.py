@@ -22,7 +22,7 @@ from torch import Tensor
 from ..common.config import RunConfig, check_bounds, resolve_config
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
-from ..models.head import chunked_cross_entropy, token_nll
+from ..models.head import HEAD_CHUNK_TOKENS, chunked_cross_entropy, token_nll
 from .base import Batch, Task
 
 
@@ -45,6 +45,7 @@ class LMTask(Task):
 
     name = "lm"
     holds_out = False  # the test split is a separate file
+    head_chunk = HEAD_CHUNK_TOKENS  # the head sees the real tokens, this many at a time (models/head.py)
     max_eval_batch = 16  # paragraphs of up to max_tokens, logits over the whole vocabulary
 
     def __init__(self, cfg, rank: int = 0, world_size: int = 1):
