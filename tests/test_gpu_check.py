@@ -35,7 +35,12 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["finished"] and rep["size"] == "micro" and rep["env"]["device"] == "cpu" and rep["env"]["cuda"] is None
-    assert list(rep["stages"]) == ["tests", "bench_eager", "bench_amp", "bench_amp_graph", "train", "concurrent"]
+    assert list(rep["stages"]) == ["tests", "bench_eager", "bench_amp", "bench_amp_graph", "train", "concurrent",
+                                   "lm_step", "cost_cells"]
+    lm, cells = rep["stages"]["lm_step"], rep["stages"]["cost_cells"]
+    assert lm["status"] == "ok" and lm["result"][0]["ms_per_iter"] > 0 and "synthetic" in lm["result"][0]["corpus"]
+    assert cells["status"] == "ok" and [c["cell"] for c in cells["result"]] == ["recurrence-bound", "head-bound", "long sequence"]
+    assert all(c["ms_per_iter"] > 0 and c["predicted_ms_per_iter"] > 0 for c in cells["result"])
     tests = rep["stages"]["tests"]["tests"]
     assert {t["test"] for t in tests} == GPU_TESTS  # every GPU test collected, each skipped with its reason
     assert all(t["outcome"] == "skipped" and "no CUDA device" in t["reason"] for t in tests)

@@ -260,13 +260,15 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate) -> list
         runs[job.experiment] = runs.get(job.experiment, 0) + 1
     lines = experiment_lines(per_exp, runs)
     lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {PACK_NOTE}"]
-    lm = [cfg for job, cfg, _ in works.values() if cfg.task.name == "lm"]
+    lm = [(cfg, w) for job, cfg, w in works.values() if cfg.task.name == "lm"]
     if lm:
         from .lm_tokens import lm_tokens
 
-        toks = lm_tokens(lm[0].task.data, lm[0].task.length, lm[0].train.batch_size)
+        cfg, w = max(lm, key=lambda cw: cw[1].peak_bytes)
+        toks = lm_tokens(cfg.task.data, cfg.task.length, cfg.train.batch_size)
         lines.append(f"  language model: {toks.real_per_paragraph:,.0f} real tokens a paragraph through the head, "
-                     f"{toks.padded_steps:,.0f} padded steps a batch through the recurrence ({toks.source})")
+                     f"{toks.padded_steps:,.0f} padded steps a batch through the recurrence ({toks.source}); "
+                     f"a step's peak memory about {human(w.peak_bytes)} with the chunked head (an estimate, fp32)")
     if works:
         label, (_, _, w) = max(works.items(), key=lambda kv: kv[1][2].peak_bytes)
         have = device_bytes(rate.device)
