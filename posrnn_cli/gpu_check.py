@@ -4,7 +4,8 @@ about posrnn's GPU paths, in one unattended command, most important first.
 Stages, in order, each in its own process under its own time box (so a hang or a cut-off
 loses that stage only), the JSON and the markdown rewritten (atomically) after each:
 
-1. ``tests``: ``pytest -m gpu tests/test_gpu.py`` (each test skips with one line off CUDA);
+1. ``tests``: ``pytest -m gpu tests/test_gpu.py tests/test_lm_head.py`` (each test skips with one
+   line off CUDA);
 2. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
    loop), ``amp``, and ``amp`` + ``cuda_graph``; a fast path the device refuses is recorded
    with its one-line reason;
@@ -146,7 +147,8 @@ def parse_pytest(output: str) -> list[dict]:
 
 
 def stage_tests(device: str, box: float, root: Path) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py",
+           "tests/test_lm_head.py"]
     r = run_boxed(cmd, box, cwd=root)
     tests = parse_pytest(r["output"])
     status = "timed out" if r["timed_out"] else ("passed" if r["rc"] == 0 else "failed")

@@ -18,7 +18,9 @@ GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
              "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence", "test_amp_trains_to_the_same_place_as_fp32",
              "test_fused_adam_gives_the_same_run_within_rounding", "test_a_gpu_checkpoint_resumes_on_the_cpu_and_back",
              "test_two_runs_share_the_gpu_with_runs_per_gpu_2",
-             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus"}
+             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus",
+             *(f"test_the_chunked_head_equals_the_plain_head_in_loss_and_gradients[{c}-dtype{d}-cuda]"
+               for c in (1, 5, 37, 100) for d in (0, 1))}
 
 
 def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

@@ -125,3 +125,20 @@ def test_the_dry_run_refuses_in_one_line_a_plan_whose_run_cannot_fit(tmp_path, m
     assert r.exit_code != 0 and "Traceback" not in r.output, r.output
     line = [x for x in r.output.splitlines() if "needs about" in x]
     assert len(line) == 1 and "train.batch_size" in line[0] and "torchrun" in line[0] and "in chunks" in line[0]
+
+
+def test_the_lm_is_priced_at_the_encoded_corpus_own_lengths_where_it_exists(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    for argv in (["lm", "prepare", "--data-dir", str(root / "data/wikitext-mini"), "--out", str(tmp_path / "txt")],
+                 ["lm", "tokenizer", "--data", str(tmp_path / "txt"), "--out", str(tmp_path / "tok"), "--vocab-size", "300"],
+                 ["lm", "encode", "--data", str(tmp_path / "txt"), "--tokenizer", str(tmp_path / "tok"), "--out",
+                  str(tmp_path / "enc"), "--max-tokens", "48"]):
+        r = CliRunner().invoke(app, argv)
+        assert r.exit_code == 0, r.output
+    from posrnn_cli.lm.encode import LMCorpus
+
+    lengths = LMCorpus(tmp_path / "enc", "train").lengths
+    toks = lm_tokens(str(tmp_path / "enc"), 48, 8)
+    assert "measured from the encoded corpus" in toks.source
+    assert toks.real_per_paragraph == pytest.approx(float((lengths - 1).mean()))
+    assert lengths.max() - 1 >= toks.padded_steps > (lengths - 1).mean()

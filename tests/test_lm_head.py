@@ -119,3 +119,16 @@ def test_the_run_memory_check_counts_one_chunk_of_the_lm_heads_logits():
     plain = run_parts(cfg, 1024, 1023, 32768, 32768)
     chunked = run_parts(cfg, 1024, 1023, 32768, 32768, LMTask.head_chunk)
     assert plain[2][0] == 512 * 1023 * 32768 * 4 * 3 and chunked[2][0] == LMTask.head_chunk * 32768 * 4 * 3
+
+
+def test_under_bf16_autocast_the_chunked_head_recomputes_as_the_forward_ran():
+    """``train.amp``: the chunk recomputed in backward runs under the autocast of its forward
+    (``torch.utils.checkpoint`` keeps it), so the loss and gradients are the plain head's under
+    the same autocast, within bf16 rounding."""
+    h, w, b, t = _head_case(torch.float32, "cpu", N=40, H=8, V=30)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        total, _ = chunked_cross_entropy(h, w, b, t, chunk=16)
+        plain = F.cross_entropy(F.linear(h, w, b).float(), t, reduction="sum")
+    assert torch.allclose(total, plain, rtol=1e-6)  # the same bf16 logits, widened the same way
+    for a, c in zip(_grads(total, h, w, b), _grads(plain, h, w, b)):
+        assert a.dtype == c.dtype and torch.allclose(a, c, rtol=1e-2, atol=1e-2)
