@@ -4,13 +4,17 @@ about posrnn's GPU paths, in one unattended command, most important first.
 Stages, in order, each in its own process under its own time box (so a hang or a cut-off
 loses that stage only), the JSON and the markdown rewritten (atomically) after each:
 
-1. ``tests``: ``pytest -m gpu tests/test_gpu.py`` (each test skips with one line off CUDA);
+1. ``tests``: ``pytest -m gpu tests/test_gpu.py tests/test_lm_head.py`` (each test skips with one
+   line off CUDA);
 2. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
    loop), ``amp``, and ``amp`` + ``cuda_graph``; a fast path the device refuses is recorded
    with its one-line reason;
 3. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
    from the run's ``metrics.jsonl`` (so a time-out keeps the curve logged until then);
-4. ``concurrent``: aggregate throughput of k training processes on the device.
+4. ``concurrent``: aggregate throughput of k training processes on the device;
+5. ``lm_step`` and ``cost_cells`` (``gpu_cost_check.py``): one step of the papers' language
+   model on a synthetic corpus (time and peak memory), and three unlike cells' ms/iteration,
+   each beside the cost model's prediction.
 
 Sizes: ``paper`` (the paper's configuration, for one H100/H200, about 8 minutes in all) and
 ``micro`` (seconds on a CPU: what CI runs so that the check cannot rot). Every figure row
@@ -47,8 +51,9 @@ SIZES = {
         # fig2's smallest cell (GRU, V = 32) at the paper's L, H and batch: (config, k values, iterations, warm-up)
         "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
                         "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
-        # seconds: each stage's box, most important first; ~470 s in all
-        "boxes": {"tests": 130, "bench_eager": 60, "bench_amp": 40, "bench_amp_graph": 40, "train": 130, "concurrent": 70},
+        # seconds: each stage's box, most important first; 480 s in all
+        "boxes": {"tests": 80, "bench_eager": 50, "bench_amp": 40, "bench_amp_graph": 40, "train": 120, "concurrent": 60,
+                  "lm_step": 40, "cost_cells": 50},
     },
     "micro": {
         "bench": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
@@ -59,7 +64,8 @@ SIZES = {
                   "--log-every", "20", "--checkpoint-every", "60"],
         "concurrent": ({"model.name": "gru", "task.vocab_size": 8, "task.length": 5, "model.hidden_size": 8,
                         "train.batch_size": 16, "task.n_test": 64, "train.threads": 1}, [1, 2], 3, 1),
-        "boxes": {"tests": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60, "concurrent": 90},
+        "boxes": {"tests": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60, "concurrent": 90,
+                  "lm_step": 60, "cost_cells": 90},
     },
 }
 BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
@@ -142,7 +148,8 @@ def parse_pytest(output: str) -> list[dict]:
 
 
 def stage_tests(device: str, box: float, root: Path) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py",
+           "tests/test_lm_head.py"]
     r = run_boxed(cmd, box, cwd=root)
     tests = parse_pytest(r["output"])
     status = "timed out" if r["timed_out"] else ("passed" if r["rc"] == 0 else "failed")
@@ -229,6 +236,21 @@ def stage_concurrent(device: str, size: dict, box: float) -> dict:
     return res
 
 
+COST_STAGES = ("lm_step", "cost_cells")
+
+
+def stage_cost(name: str, size: str, device: str, box: float) -> dict:
+    """A cost-model stage of ``gpu_cost_check`` in its own process: its figures as they came."""
+    r = run_boxed([sys.executable, "-c", "import sys; from posrnn_cli.gpu_cost_check import run; run(*sys.argv[1:])",
+                   name, size, device], box)
+    rows = [json.loads(ln.split(" ", 1)[1]) for ln in r["output"].splitlines() if ln.startswith("COSTCHECK {")]
+    status = "timed out" if r["timed_out"] else ("ok" if r["rc"] == 0 else "failed")
+    res = {"status": status, "seconds": r["seconds"], "result": rows}
+    if status == "failed":
+        res["error"] = (r["output"].strip().splitlines() or ["no output"])[-1][:400]
+    return res
+
+
 # ---- the report ----------------------------------------------------------------------------------
 BENCH_FIGURES = (("train_ms_per_iter", "ms / iteration", ".2f"), ("train_tflops", "TFLOP/s", ".3f"),
                  ("train_peak_share", "share of dense peak", ".3f"), ("train_peak_memory_mb", "peak memory, MiB", ",.0f"),
@@ -270,7 +292,9 @@ def figures(stages: dict) -> list[tuple[str, str, str]]:
     for c in (st or {}).get("result") or []:
         rows.append(("concurrent", f"{c['k']} runs: it / s in all (× k = 1)",
                      f"{c['aggregate_it_per_s']:.1f} ({_fmt(c['speedup_vs_1'], '.2f')}×)"))
-    return rows
+    from .gpu_cost_check import figure_rows
+
+    return rows + [r for name in COST_STAGES if name in stages for r in figure_rows(name, stages[name])]
 
 
 def markdown(report: dict) -> str:
@@ -339,7 +363,8 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
         runs = [("tests", lambda b: stage_tests(device, b, root)),
                 *[(n, (lambda n: lambda b: stage_bench(n, device, spec, b))(n)) for n in BENCH_VARIANTS],
                 ("train", lambda b: stage_train(device, spec, b, Path(tmp), out)),
-                ("concurrent", lambda b: stage_concurrent(device, spec, b))]
+                ("concurrent", lambda b: stage_concurrent(device, spec, b)),
+                *[(n, (lambda n: lambda b: stage_cost(n, size, device, b))(n)) for n in COST_STAGES]]
         for name, run in runs:
             left = deadline - time.monotonic()
             if left < MIN_STAGE_S:

@@ -18,7 +18,9 @@ GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
              "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence", "test_amp_trains_to_the_same_place_as_fp32",
              "test_fused_adam_gives_the_same_run_within_rounding", "test_a_gpu_checkpoint_resumes_on_the_cpu_and_back",
              "test_two_runs_share_the_gpu_with_runs_per_gpu_2",
-             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus"}
+             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus",
+             *(f"test_the_chunked_head_equals_the_plain_head_in_loss_and_gradients[{c}-dtype{d}-cuda]"
+               for c in (1, 5, 37, 100) for d in (0, 1))}
 
 
 def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -35,7 +37,12 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["finished"] and rep["size"] == "micro" and rep["env"]["device"] == "cpu" and rep["env"]["cuda"] is None
-    assert list(rep["stages"]) == ["tests", "bench_eager", "bench_amp", "bench_amp_graph", "train", "concurrent"]
+    assert list(rep["stages"]) == ["tests", "bench_eager", "bench_amp", "bench_amp_graph", "train", "concurrent",
+                                   "lm_step", "cost_cells"]
+    lm, cells = rep["stages"]["lm_step"], rep["stages"]["cost_cells"]
+    assert lm["status"] == "ok" and lm["result"][0]["ms_per_iter"] > 0 and "synthetic" in lm["result"][0]["corpus"]
+    assert cells["status"] == "ok" and [c["cell"] for c in cells["result"]] == ["recurrence-bound", "head-bound", "long sequence"]
+    assert all(c["ms_per_iter"] > 0 and c["predicted_ms_per_iter"] > 0 for c in cells["result"])
     tests = rep["stages"]["tests"]["tests"]
     assert {t["test"] for t in tests} == GPU_TESTS  # every GPU test collected, each skipped with its reason
     assert all(t["outcome"] == "skipped" and "no CUDA device" in t["reason"] for t in tests)

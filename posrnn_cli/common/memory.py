@@ -37,20 +37,25 @@ def human(n: float) -> str:
     return f"{n:.1f} PB"  # pragma: no cover
 
 
-def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int) -> list[tuple[int, str, str]]:
-    """``(bytes, what, the keys that size it)`` of a run's parts that grow with its config."""
+def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
+              head_chunk: Optional[int] = None) -> list[tuple[int, str, str]]:
+    """``(bytes, what, the keys that size it)`` of a run's parts that grow with its config; a
+    task whose head takes ``head_chunk`` tokens at a time holds one chunk's logits."""
     t, m = cfg.train, cfg.model
     # a step of the continuous task is a vector of task.dim floats (inputs, targets and the normalised draw:
     # three copies), of the others a token id (inputs and targets)
     step_bytes = cfg.task.dim * F32 * 3 if cfg.task.name == "continuous" else I64 * 2
+    train_tokens, eval_tokens = t.batch_size * out_steps, t.eval_batch_size * out_steps
+    if head_chunk:
+        train_tokens, eval_tokens = min(train_tokens, head_chunk), min(eval_tokens, head_chunk)
     return [
         ((n_inputs * m.E + n_outputs * m.hidden_size) * F32 * 4, "the embedding and output layer with their gradients "
          "and Adam's moments", "task.vocab_size, model.hidden_size"),
         (cfg.task.n_test * steps * step_bytes, "the held-out test set",
          "task.n_test, task.length" + (", task.dim" if cfg.task.name == "continuous" else "")),
-        (t.batch_size * out_steps * n_outputs * F32 * 3, "a training batch's logits and their gradients",
+        (train_tokens * n_outputs * F32 * 3, "a training batch's logits and their gradients",
          "train.batch_size, task.vocab_size"),
-        (t.eval_batch_size * out_steps * n_outputs * F32 * 2, "an evaluation batch's logits",
+        (eval_tokens * n_outputs * F32 * 2, "an evaluation batch's logits",
          "train.eval_batch_size, task.vocab_size"),
     ]
 

@@ -300,14 +300,13 @@ class Trainer:
     def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, ...]:
         """Forward, loss, backward, clipping and Adam: the part ``GraphedStep`` captures."""
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp, cache_enabled=autocast_cache):
-            out = self.model(batch.inputs, batch.out_index, batch.query)
-            loss = self.task.loss(out.float(), batch)
+            loss, pred = self.task.train_forward(self.model, batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
         self.optimizer.step()
         with torch.no_grad():
-            ok = self.task.correct(self.task.predict(out.detach()), batch)
+            ok = self.task.correct(pred, batch)
             n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
         return loss.detach(), ok.sum(), n, gnorm.detach()
 
@@ -464,7 +463,7 @@ def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task,
     task = build_task(cfg.task, rank=rank, world_size=world_size)
     if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
         parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
-                          task.n_outputs)  # batches live in its memory: the host holds the model and test set)
+                          task.n_outputs, task.head_chunk)  # batches live in its memory: the host holds the model and test set)
         check_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2], "this run")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task)

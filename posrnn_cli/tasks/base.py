@@ -116,6 +116,8 @@ class Task(abc.ABC):
     #: inputs x_1…x_L then L query steps, targets read at the queries, one L for every sample
     #: and no fed-back outputs: what the stability triplets and the bench build batches for
     fixed_reverse_layout = False
+    #: tokens the output head takes at a time (None: all at once; the language model's is chunked)
+    head_chunk: Optional[int] = None
     #: the largest evaluation batch that fits (None: train.eval_batch_size)
     max_eval_batch: Optional[int] = None
     #: can ``posrnn extend-vocab`` add ids to a run of this task (fixed-layout reverse over a
@@ -226,6 +228,12 @@ class Task(abc.ABC):
         nll = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
         m = batch.mask.flatten().to(nll.dtype)
         return (nll * m).sum() / m.sum().clamp_min(1)
+
+    def train_forward(self, model, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(loss, predictions (B, K)) of one training step's forward: the model's outputs at the
+        output-phase steps, ``loss`` over them; the predictions carry no gradient."""
+        out = model(batch.inputs, batch.out_index, batch.query)
+        return self.loss(out.float(), batch), self.predict(out.detach())
 
     def predict(self, out: Tensor) -> Tensor:
         return out.argmax(-1)  # (B, K)
