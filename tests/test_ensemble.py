@@ -1,0 +1,162 @@
+"""The ensemble path (``engine.ensemble``, ``models.ensemble``): every member equals its solo run
+(float64 within 1e-9, float32 within ``FLOAT32_TOL``) for Elman, GRU and LSTM; a perturbed member
+(a wrong seed, an optimizer state shared with another member, clipping over the whole ensemble)
+fails the same comparison; a member's directory is a run's; an interrupted ensemble resumes, as an
+ensemble bit-identically, and a member alone. The ``gpu`` versions run the same on CUDA."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from ensembles import FLOAT32_TOL, FLOAT64_TOL, default_dtype, last_checkpoint, mismatches, tiny_config
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.engine import ensemble as ens
+from posrnn_cli.engine.train import train
+from posrnn_cli.models.ensemble import batched_recurrence
+
+SEEDS = (5, 6)
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: GPU test")
+
+
+def solo_and_ensemble(tmp, core: str, dtype: torch.dtype, device: str = "cpu", seeds=SEEDS, **train_opts):
+    """Train each seed solo and all as one ensemble; returns (solo dirs, member dirs)."""
+    solo, members = [tmp / f"solo{s}" for s in SEEDS], [tmp / f"member{s}" for s in SEEDS]
+    with default_dtype(dtype):
+        for s, d in zip(SEEDS, solo):
+            train(tiny_config(core, s, device=device, **train_opts), d, progress=False)
+        ens.train_ensemble([tiny_config(core, s, device=device, **train_opts) for s in seeds], members)
+    return solo, members
+
+
+@pytest.mark.parametrize("core", ["elman", "gru", "lstm"])
+def test_each_member_equals_its_solo_run_in_float64(tmp_path, core):
+    solo, members = solo_and_ensemble(tmp_path, core, torch.float64)
+    for m, s in zip(members, solo):
+        assert mismatches(m, s, FLOAT64_TOL) == []
+        assert last_checkpoint(m)["step"] == 200
+
+
+@pytest.mark.parametrize("core", ["elman", "gru", "lstm"])
+def test_each_member_equals_its_solo_run_in_float32_within_rounding(tmp_path, core):
+    solo, members = solo_and_ensemble(tmp_path, core, torch.float32)
+    for m, s in zip(members, solo):
+        assert mismatches(m, s, FLOAT32_TOL) == []
+
+
+def test_a_member_with_a_wrong_seed_fails_the_comparison(tmp_path):
+    solo, members = solo_and_ensemble(tmp_path, "gru", torch.float64, seeds=(SEEDS[0], 99))
+    assert mismatches(members[0], solo[0], FLOAT64_TOL) == []
+    assert mismatches(members[1], solo[1], FLOAT32_TOL)  # fails even the looser tolerance
+
+
+def test_a_shared_optimizer_state_fails_the_comparison(tmp_path, monkeypatch):
+    clip = ens.EnsembleTrainer.clip_gradients
+
+    def shared(self):  # before each Adam step, member 1's moments become member 0's: one state for both
+        out = clip(self)
+        for st in self.optimizer.state.values():
+            for v in st.values():
+                if torch.is_tensor(v) and v.dim() > 0:
+                    v[1].copy_(v[0])
+        return out
+
+    monkeypatch.setattr(ens.EnsembleTrainer, "clip_gradients", shared)
+    solo, members = solo_and_ensemble(tmp_path, "gru", torch.float64)
+    assert mismatches(members[0], solo[0], FLOAT64_TOL) == []
+    assert mismatches(members[1], solo[1], FLOAT32_TOL)
+
+
+def test_clipping_over_the_whole_ensemble_fails_the_comparison(tmp_path, monkeypatch):
+    def joint(self):  # clip_grad_norm_ over every member's gradients at once
+        return torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip).expand(self.k)
+
+    monkeypatch.setattr(ens.EnsembleTrainer, "clip_gradients", joint)
+    solo, members = solo_and_ensemble(tmp_path, "gru", torch.float64)
+    assert all(mismatches(m, s, FLOAT32_TOL) for m, s in zip(members, solo))
+
+
+def test_the_batched_recurrence_equals_torch_modules_step_by_step():
+    torch.manual_seed(0)
+    K, B, T, D, H = 3, 4, 6, 5, 7
+    for kind, cls in (("elman", torch.nn.RNN), ("gru", torch.nn.GRU), ("lstm", torch.nn.LSTM)):
+        mods = [cls(D, H, batch_first=True).double() for _ in range(K)]
+        x = torch.randn(K, B, T, D, dtype=torch.float64)
+        ref = torch.stack([m(x[k])[0] for k, m in enumerate(mods)])
+        w = [torch.stack([getattr(m, f"{n}_l0") for m in mods]) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        assert (batched_recurrence(kind, x, *w) - ref).abs().max().item() < 1e-12
+
+
+def test_a_member_directory_is_a_run_and_records_its_ensemble(tmp_path):
+    import json
+
+    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.engine.evaluate import evaluate
+    from posrnn_cli.engine.rundir import run_state
+
+    solo, members = solo_and_ensemble(tmp_path, "gru", torch.float32)
+    a, b = last_checkpoint(members[1]), last_checkpoint(solo[1])
+    assert a.keys() == b.keys() and a["model"].keys() == b["model"].keys()
+    assert a["identity"]["config_digest"] == b["identity"]["config_digest"] == config_digest(tiny_config("gru", SEEDS[1]).to_dict())
+    assert (members[1] / "config.yaml").read_bytes() == (solo[1] / "config.yaml").read_bytes()
+    assert run_state(members[1], tiny_config("gru", SEEDS[1])).state == "done"
+    rec = json.loads((members[1] / "code.json").read_text())
+    assert rec["ensemble"]["member"] == 1 and rec["ensemble"]["members"] == [str(m) for m in members]
+    assert a["extra"]["ensemble"] == rec["ensemble"]
+    assert 0 <= evaluate(members[1], device="cpu")["token_accuracy"] <= 1 and (members[1] / "eval.json").is_file()
+
+
+def test_an_interrupted_ensemble_resumes_bit_identically_and_a_member_alone(tmp_path):
+    cfgs = [tiny_config("gru", s, iterations=120, checkpoint_every=40) for s in SEEDS]
+    whole, cut = [tmp_path / f"whole{s}" for s in SEEDS], [tmp_path / f"cut{s}" for s in SEEDS]
+    ens.train_ensemble(cfgs, whole)
+    ens.train_ensemble(cfgs, cut, stop_after=50)  # a checkpoint at 50, off the schedule
+    alone = tmp_path / "alone"
+    shutil.copytree(cut[0], alone)
+    ens.train_ensemble(cfgs, cut)
+    for w, c in zip(whole, cut):
+        a, b = last_checkpoint(w), last_checkpoint(c)
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+        assert [ln.split('"elapsed_s"')[0] for ln in (w / "metrics.jsonl").read_text().splitlines()] == \
+               [ln.split('"elapsed_s"')[0] for ln in (c / "metrics.jsonl").read_text().splitlines()]
+    train(cfgs[0], alone, resume=True, progress=False)  # a member resumed solo
+    assert mismatches(alone, whole[0], FLOAT32_TOL) == []
+
+
+def test_refusals_name_the_problem(tmp_path):
+    with pytest.raises(PosrnnError, match="the s4d core has no ensemble path"):
+        ens.check_members([tiny_config("s4d", 1), tiny_config("s4d", 2)], [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(PosrnnError, match="train.seed only; these differ in train.lr"):
+        ens.check_members([tiny_config("gru", 1), tiny_config("gru", 2, lr=0.01)], [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(PosrnnError, match="distinct run directories"):
+        ens.check_members([tiny_config("gru", 1), tiny_config("gru", 2)], [tmp_path / "a", tmp_path / "a"])
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("core", ["elman", "gru", "lstm"])
+def test_cuda_members_equal_their_solo_runs_in_float64(tmp_path, core):
+    solo, members = solo_and_ensemble(tmp_path, core, torch.float64, device="cuda")
+    for m, s in zip(members, solo):
+        assert mismatches(m, s, FLOAT64_TOL) == []
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("core", ["elman", "gru", "lstm"])
+def test_cuda_members_equal_their_solo_runs_in_float32_within_rounding(tmp_path, core):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    solo, members = solo_and_ensemble(tmp_path, core, torch.float32, device="cuda")
+    for m, s in zip(members, solo):
+        assert mismatches(m, s, FLOAT32_TOL) == []
+
+
+@pytest.mark.gpu
+@CUDA
+def test_cuda_a_member_with_a_wrong_seed_fails_the_comparison(tmp_path):
+    solo, members = solo_and_ensemble(tmp_path, "gru", torch.float64, device="cuda", seeds=(SEEDS[0], 99))
+    assert mismatches(members[0], solo[0], FLOAT64_TOL) == []
+    assert mismatches(members[1], solo[1], FLOAT32_TOL)
