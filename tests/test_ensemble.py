@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-from ensembles import FLOAT32_TOL, FLOAT64_TOL, default_dtype, last_checkpoint, mismatches, tiny_config
+from ensembles import FLOAT32_TOL, FLOAT64_TOL, default_dtype, last_checkpoint, losses, mismatches, tiny_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import ensemble as ens
 from posrnn_cli.engine.train import train
@@ -160,3 +160,69 @@ def test_cuda_a_member_with_a_wrong_seed_fails_the_comparison(tmp_path):
     solo, members = solo_and_ensemble(tmp_path, "gru", torch.float64, device="cuda", seeds=(SEEDS[0], 99))
     assert mismatches(members[0], solo[0], FLOAT64_TOL) == []
     assert mismatches(members[1], solo[1], FLOAT32_TOL)
+
+
+@pytest.mark.parametrize("variant", [{"foreach": False}, {"foreach": True}, {"fused": True}])
+def test_adam_on_stacked_parameters_is_each_members_own_adam(variant):
+    """Adam (single-tensor, foreach and fused kernels, with weight decay) on stacked parameters
+    gives each member exactly the update of its own Adam: no moment or step crosses members."""
+    torch.manual_seed(0)
+    K, shapes = 3, [(4, 5), (5,)]
+    solo = [[torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in shapes] for _ in range(K)]
+    stacked = [torch.stack([m[i].detach() for m in solo]).requires_grad_() for i in range(len(shapes))]
+    kw = dict(lr=1e-2, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.1, **variant)
+    opts = [torch.optim.Adam(m, **kw) for m in solo]
+    joint = torch.optim.Adam(stacked, **kw)
+    for _ in range(20):
+        scale = torch.tensor([1e-3, 1.0, 1e3], dtype=torch.float64)  # members of very different gradient sizes
+        grads = [torch.randn(K, *s, dtype=torch.float64) * scale.view(K, *[1] * len(s)) for s in shapes]
+        for k, (m, opt) in enumerate(zip(solo, opts)):
+            for p, g in zip(m, grads):
+                p.grad = g[k].clone()
+            opt.step()
+        for p, g in zip(stacked, grads):
+            p.grad = g.clone()
+        joint.step()
+    for k in range(K):
+        for i in range(len(shapes)):
+            assert (stacked[i][k] - solo[k][i]).abs().max().item() < 1e-12
+
+
+def test_fused_adam_and_weight_decay_members_equal_their_solo_runs(tmp_path):
+    solo, members = solo_and_ensemble(tmp_path, "lstm", torch.float64, fused_adam=True, weight_decay=0.01)
+    for m, s in zip(members, solo):
+        assert mismatches(m, s, FLOAT64_TOL) == []
+
+
+def test_the_cuda_graph_logic_drives_an_ensemble_exactly_as_its_eager_update(tmp_path):
+    """``GraphedStep`` (NOT MEASURED ON A GPU here: a stand-in replays the recorded computation)
+    over an ensemble: warm-up, the checked capture and replays give the eager ensemble's updates."""
+    from posrnn_cli.engine.graphed import GraphedStep
+
+    def stand_in(fn, device):
+        out = tuple(torch.zeros(len(SEEDS), dtype=dt) for dt in (torch.float32, torch.long, torch.long, torch.float32))
+
+        def replay():
+            for o, v in zip(out, fn()):
+                o.copy_(v)
+        return replay, out
+
+    cfgs = [tiny_config("gru", s) for s in SEEDS]
+    eager = ens.ensemble_trainer(cfgs, [tmp_path / "a", tmp_path / "b"])
+    graphed = ens.ensemble_trainer(cfgs, [tmp_path / "c", tmp_path / "d"])
+    graphed.graphed = GraphedStep(graphed, capture=stand_in)
+    for _ in range(GraphedStep.WARMUP + 4):
+        outs = [tr.train_step(tr.next_batch()) for tr in (eager, graphed)]
+        assert all(torch.equal(a, b) for a, b in zip(*outs))
+    assert graphed.graphed.replay is not None
+    assert all(torch.equal(p, q) for p, q in zip(eager.params, graphed.params))
+
+
+def test_an_ensemble_trains_under_amp_on_the_cpu(tmp_path):
+    from posrnn_cli.engine.device import cpu_supports_bf16
+
+    if not cpu_supports_bf16():
+        pytest.skip("this CPU has no bf16 autocast")
+    cfgs = [tiny_config("gru", s, iterations=20, amp=True) for s in SEEDS]
+    out = ens.train_ensemble(cfgs, [tmp_path / "a", tmp_path / "b"])
+    assert out["finished"] and all(0 < x < 10 for d in ("a", "b") for x in losses(tmp_path / d))

@@ -261,6 +261,19 @@ def build_members(cfgs: list[RunConfig], out_dirs: list[Path], device: torch.dev
     return members, solos
 
 
+def ensemble_trainer(cfgs: list[RunConfig], out_dirs: list[Path], keep_checkpoints: str = "all") -> EnsembleTrainer:
+    """The ensemble's Trainer on its device (nothing written): members built as their solo runs,
+    the fast paths and batch sizes checked."""
+    device = resolve_device(cfgs[0].train.device)
+    check_fast_paths(cfgs[0].train, device)
+    members, solos = build_members(cfgs, [Path(d) for d in out_dirs], device)
+    check_machine(cfgs[0].train, members[0].task, device)
+    setup_threads(cfgs[0].train.threads)
+    model = EnsembleModel(solos).to(device)
+    return EnsembleTrainer(cfgs[0], Path(out_dirs[0]), model, members[0].task, members[0].sample, device,
+                           keep_checkpoints=keep_checkpoints, members=members)
+
+
 def train_ensemble(cfgs: list[RunConfig], out_dirs: list[Path], stop_after: Optional[int] = None,
                    progress: bool = False, keep_checkpoints: str = "all",
                    on_start: Optional[Callable[[], None]] = None) -> dict:
@@ -271,18 +284,11 @@ def train_ensemble(cfgs: list[RunConfig], out_dirs: list[Path], stop_after: Opti
     if stop_after is not None and stop_after < 1:
         raise PosrnnError(f"--stop-after must be at least 1, got {stop_after}")
     check_members(cfgs, out_dirs)
-    device = resolve_device(cfgs[0].train.device)
-    check_fast_paths(cfgs[0].train, device)
-    members, solos = build_members(cfgs, out_dirs, device)
-    check_machine(cfgs[0].train, members[0].task, device)
+    tr = ensemble_trainer(cfgs, out_dirs, keep_checkpoints)
     with ExitStack() as stack:
         for d in out_dirs:
             stack.enter_context(owned_run_dir(d, f"posrnn ensemble of {len(out_dirs)} runs ({d.name})"))
         start = common_start(cfgs, out_dirs)
-        setup_threads(cfgs[0].train.threads)
-        model = EnsembleModel(solos).to(device)
-        tr = EnsembleTrainer(cfgs[0], out_dirs[0], model, members[0].task, members[0].sample, device,
-                             keep_checkpoints=keep_checkpoints, members=members)
         if start is not None:
             paths = [dict(list_checkpoints(d))[start] for d in out_dirs]
             ckpts = [load_checkpoint(p) for p in paths]
@@ -294,7 +300,7 @@ def train_ensemble(cfgs: list[RunConfig], out_dirs: list[Path], stop_after: Opti
         if on_start is not None:
             on_start()
         out = tr.fit(stop_after=stop_after, progress=progress)
-    return {**out, "members": [str(d) for d in out_dirs], "n_parameters": members[0].n_parameters}
+    return {**out, "members": [str(d) for d in out_dirs], "n_parameters": tr.members[0].n_parameters}
 
 
 def begin_members(tr: EnsembleTrainer, start: Optional[int]) -> None:
