@@ -5,12 +5,14 @@ Stages, in order, each in its own process under its own time box (so a hang or a
 loses that stage only), the JSON and the markdown rewritten (atomically) after each:
 
 1. ``tests``: ``pytest -m gpu tests/test_gpu.py`` (each test skips with one line off CUDA);
-2. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
+2. ``ensemble``: the ensemble path's CUDA equivalence tests and ``posrnn bench --ensemble`` for
+   K = 1 … 16, eager and ``amp`` + ``cuda_graph`` (``gpu_check_ensemble``);
+3. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
    loop), ``amp``, and ``amp`` + ``cuda_graph``; a fast path the device refuses is recorded
    with its one-line reason;
-3. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
+4. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
    from the run's ``metrics.jsonl`` (so a time-out keeps the curve logged until then);
-4. ``concurrent``: aggregate throughput of k training processes on the device.
+5. ``concurrent``: aggregate throughput of k training processes on the device.
 
 Sizes: ``paper`` (the paper's configuration, for one H100/H200, about 8 minutes in all) and
 ``micro`` (seconds on a CPU: what CI runs so that the check cannot rot). Every figure row
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Optional
 
 from .common.io import atomic_write_json, atomic_write_text
+from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 
 PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size", "512"]
 SIZES = {
@@ -47,7 +50,8 @@ SIZES = {
         "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
                         "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
         # seconds: each stage's box, most important first; ~470 s in all
-        "boxes": {"tests": 130, "bench_eager": 60, "bench_amp": 40, "bench_amp_graph": 40, "train": 130, "concurrent": 70},
+        "boxes": {"tests": 100, "ensemble": 150, "bench_eager": 50, "bench_amp": 30, "bench_amp_graph": 30, "train": 70,
+                  "concurrent": 40},
     },
     "micro": {
         "bench": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
@@ -58,7 +62,8 @@ SIZES = {
                   "--log-every", "20", "--checkpoint-every", "60"],
         "concurrent": ({"model.name": "gru", "task.vocab_size": 8, "task.length": 5, "model.hidden_size": 8,
                         "train.batch_size": 16, "task.n_test": 64, "train.threads": 1}, [1, 2], 3, 1),
-        "boxes": {"tests": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60, "concurrent": 90},
+        "boxes": {"tests": 120, "ensemble": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60,
+                  "concurrent": 90},
     },
 }
 BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
@@ -255,6 +260,7 @@ def figures(stages: dict) -> list[tuple[str, str, str]]:
             continue
         rows += [(name, label, _fmt(st["result"].get(key), spec)) for key, label, spec in BENCH_FIGURES
                  if key in st["result"]]
+    rows += ensemble_figures(stages.get("ensemble"))
     st = stages.get("train")
     if st is not None:
         c = st["curve"]
@@ -336,6 +342,7 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
     write_report(report, out)
     with tempfile.TemporaryDirectory(prefix="posrnn-gpu-check-") as tmp:
         runs = [("tests", lambda b: stage_tests(device, b, root)),
+                ("ensemble", lambda b: stage_ensemble(device, size, b, root, sys.modules[__name__])),
                 *[(n, (lambda n: lambda b: stage_bench(n, device, spec, b))(n)) for n in BENCH_VARIANTS],
                 ("train", lambda b: stage_train(device, spec, b, Path(tmp), out)),
                 ("concurrent", lambda b: stage_concurrent(device, spec, b))]
