@@ -44,8 +44,8 @@ SIZES = {
     "paper": {
         "bench": [*PAPER_CELL, "--iters", "30", "--warmup-iters", "5", "--stability-triplets", "0"],
         # fig2's largest LSTM cell with fig2's settings, shortened: a few thousand iterations
-        "train": [*PAPER_CELL, "--iterations", "2000", "--warmup", "100", "--seed", "111", "--log-every", "50",
-                  "--checkpoint-every", "2000"],
+        "train": [*PAPER_CELL, "--iterations", "1000", "--warmup", "100", "--seed", "111", "--log-every", "50",
+                  "--checkpoint-every", "1000"],
         # fig2's smallest cell (GRU, V = 32) at the paper's L, H and batch: (config, k values, iterations, warm-up)
         "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
                         "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
