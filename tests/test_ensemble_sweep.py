@@ -19,7 +19,7 @@ from fabricate import scratch  # noqa: E402 - a params file with one profile t
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
-from posrnn_cli.sweep.packing import default_k, ensemble_k, pack
+from posrnn_cli.sweep.packing import default_k, ensemble_k, measured_rows, pack
 from posrnn_cli.sweep.plan import plan
 from sweeps import POSRNN, processes_in, results, same  # noqa: E402
 
@@ -42,8 +42,10 @@ def test_pack_groups_a_cells_seeds_and_says_why_a_run_stays_solo(tmp_path):
 
 
 def test_k_is_the_option_else_the_profile_else_measured_else_1():
-    assert default_k("cpu") == 1 and default_k("cuda") == 1 and default_k("cpu", {"cpu": 8}) == 1
-    assert default_k("cuda", {"cuda": 8}) == 8
+    rows = [{"kind": "H100", "model": "gru", "vocab": 32, "k": 8}, {"kind": "H100", "model": "lstm", "vocab": 16384, "k": 4}]
+    assert default_k("cpu", rows, "NVIDIA H100 80GB HBM3") == 1 and default_k("cuda", [], "NVIDIA H100 80GB HBM3") == 1
+    assert default_k("cuda", rows, "NVIDIA H100 80GB HBM3") == 4 and default_k("cuda", rows, "NVIDIA H200") == 1
+    assert measured_rows() == []  # nothing measured yet: no packing unless asked
     assert ensemble_k({"device": "cuda"}, None, "p") == 1
     assert ensemble_k({"ensemble": 4}, None, "p") == 4 and ensemble_k({"ensemble": 4}, 2, "p") == 2
     with pytest.raises(PosrnnError, match="profile 'p': ensemble must be"):

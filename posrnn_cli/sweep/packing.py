@@ -4,15 +4,18 @@ batched model, each member writing its own run directory exactly as its solo run
 
 ``pack(jobs, k)`` is pure (no torch, no disk): the packs in job order, each with the reason a
 run of one stays solo. K comes from ``--ensemble K``, else the profile's ``ensemble:`` key, else
-``default_k``: measured ensemble throughput on the device (none has been measured yet, so 1:
-no packing) and 1 on a CPU, where a step is compute-bound and batching seeds buys nothing.
+``default_k``: the K measured best on the GPU kind (``ensemble_k.json``; none has been measured
+yet, so 1: no packing), and 1 on a CPU, where a step is compute-bound and batching seeds buys
+nothing.
 Packing is for the local executor; a run whose core has no ensemble path runs solo in the
 same sweep. Torch-free: the CLI's dry run reads it. A pack's job is run by ``jobs.run_pack``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from ..common import catalog
@@ -81,19 +84,35 @@ def pack(jobs: list[Job], k: int) -> list[Pack]:
     return sorted(out, key=lambda p: place[id(p.jobs[0])])
 
 
-def default_k(device: str, measured: Optional[dict] = None) -> int:
-    """The ensemble size a sweep uses unless told: the measured best for ``device`` (``measured``:
-    device → K, from ensemble bench figures), 1 where nothing was measured and on a CPU."""
+#: measured ensemble sizes, one row per GPU kind and cell: {"kind", "model", "vocab", "k", "date", "source"}
+#: (the K where ``posrnn bench --ensemble`` stopped gaining, from the GPU check's ensemble stage); none yet
+TABLE = Path(__file__).with_name("ensemble_k.json")
+
+
+def measured_rows(path: Path = TABLE) -> list[dict]:
+    return json.loads(Path(path).read_text())["rows"] if Path(path).is_file() else []
+
+
+def default_k(device: str, rows: Optional[list[dict]] = None, kind: str = "") -> int:
+    """The ensemble size a sweep uses unless told: 1 on a CPU (a compute-bound step gains nothing);
+    on a GPU the smallest K measured best for that GPU kind over its cells (``rows``), 1 where
+    nothing was measured."""
     if device == "cpu":
         return 1
-    return int((measured or {}).get(device, 1))
+    ks = [int(r["k"]) for r in (rows or []) if r["kind"] and r["kind"] in kind]
+    return min(ks) if ks else 1
 
 
 def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
     """K for a sweep: ``--ensemble``, else the profile's ``ensemble:`` key, else ``default_k``."""
     k = option if option is not None else prof.get("ensemble")
     if k is None:
-        return default_k(str(prof.get("device", "auto")))
+        device, rows = str(prof.get("device", "auto")), measured_rows()
+        if device == "cpu" or not rows:
+            return 1
+        from .cost import gpu_kind  # torch: only once something was measured
+
+        return default_k(device, rows, gpu_kind()[0])
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise PosrnnError(f"profile {profile!r}: ensemble must be the most runs per ensemble, a positive number "
                           f"(1: no packing), got {k!r}")
