@@ -226,3 +226,18 @@ def test_an_ensemble_trains_under_amp_on_the_cpu(tmp_path):
     cfgs = [tiny_config("gru", s, iterations=20, amp=True) for s in SEEDS]
     out = ens.train_ensemble(cfgs, [tmp_path / "a", tmp_path / "b"])
     assert out["finished"] and all(0 < x < 10 for d in ("a", "b") for x in losses(tmp_path / d))
+
+
+def test_the_catalogued_ensemble_cores_are_the_recurrent_ones_and_others_are_refused_in_one_line():
+    from posrnn_cli.common import catalog
+    from posrnn_cli.models import CORES, build_model
+    from posrnn_cli.models.ensemble import EnsembleModel
+    from posrnn_cli.models.rnn import RecurrentCore
+    from posrnn_cli.tasks import build_task
+
+    m = tiny_config("gru", 1).model  # sizes only: each spec builds its own core
+    assert tuple(n for n, spec in CORES.items() if isinstance(spec.build(4, m), RecurrentCore)) == catalog.ENSEMBLE_CORES
+    cfg = tiny_config("s4d", 1)
+    solo = build_model(cfg, build_task(cfg.task))
+    with pytest.raises(PosrnnError, match="^S4DCore has no ensemble path .*; train its runs solo$"):
+        EnsembleModel([solo, solo])
