@@ -6,13 +6,15 @@ loses that stage only), the JSON and the markdown rewritten (atomically) after e
 
 1. ``tests``: ``pytest -m gpu tests/test_gpu.py tests/test_lm_head.py`` (each test skips with one
    line off CUDA);
-2. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
+2. ``ensemble``: the ensemble path's CUDA equivalence tests and ``posrnn bench --ensemble`` for
+   K = 1 … 16, eager and ``amp`` + ``cuda_graph`` (``gpu_check_ensemble``);
+3. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
    loop), ``amp``, and ``amp`` + ``cuda_graph``; a fast path the device refuses is recorded
    with its one-line reason;
-3. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
+4. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
    from the run's ``metrics.jsonl`` (so a time-out keeps the curve logged until then);
-4. ``concurrent``: aggregate throughput of k training processes on the device;
-5. ``lm_step`` and ``cost_cells`` (``gpu_cost_check.py``): one step of the papers' language
+5. ``concurrent``: aggregate throughput of k training processes on the device;
+6. ``lm_step`` and ``cost_cells`` (``gpu_cost_check.py``): one step of the papers' language
    model on a synthetic corpus (time and peak memory), and three unlike cells' ms/iteration,
    each beside the cost model's prediction.
 
@@ -40,20 +42,21 @@ from pathlib import Path
 from typing import Optional
 
 from .common.io import atomic_write_json, atomic_write_text
+from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 
 PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size", "512"]
 SIZES = {
     "paper": {
         "bench": [*PAPER_CELL, "--iters", "30", "--warmup-iters", "5", "--stability-triplets", "0"],
         # fig2's largest LSTM cell with fig2's settings, shortened: a few thousand iterations
-        "train": [*PAPER_CELL, "--iterations", "2000", "--warmup", "100", "--seed", "111", "--log-every", "50",
-                  "--checkpoint-every", "2000"],
+        "train": [*PAPER_CELL, "--iterations", "1000", "--warmup", "100", "--seed", "111", "--log-every", "50",
+                  "--checkpoint-every", "1000"],
         # fig2's smallest cell (GRU, V = 32) at the paper's L, H and batch: (config, k values, iterations, warm-up)
         "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
                         "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
-        # seconds: each stage's box, most important first; 480 s in all
-        "boxes": {"tests": 80, "bench_eager": 50, "bench_amp": 40, "bench_amp_graph": 40, "train": 120, "concurrent": 60,
-                  "lm_step": 40, "cost_cells": 50},
+        # seconds: each stage's box, most important first; 470 s in all
+        "boxes": {"tests": 70, "ensemble": 130, "bench_eager": 40, "bench_amp": 25, "bench_amp_graph": 25, "train": 65,
+                  "concurrent": 25, "lm_step": 40, "cost_cells": 50},
     },
     "micro": {
         "bench": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
@@ -64,8 +67,8 @@ SIZES = {
                   "--log-every", "20", "--checkpoint-every", "60"],
         "concurrent": ({"model.name": "gru", "task.vocab_size": 8, "task.length": 5, "model.hidden_size": 8,
                         "train.batch_size": 16, "task.n_test": 64, "train.threads": 1}, [1, 2], 3, 1),
-        "boxes": {"tests": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60, "concurrent": 90,
-                  "lm_step": 60, "cost_cells": 90},
+        "boxes": {"tests": 120, "ensemble": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60,
+                  "concurrent": 90, "lm_step": 60, "cost_cells": 90},
     },
 }
 BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
@@ -278,6 +281,7 @@ def figures(stages: dict) -> list[tuple[str, str, str]]:
             continue
         rows += [(name, label, _fmt(st["result"].get(key), spec)) for key, label, spec in BENCH_FIGURES
                  if key in st["result"]]
+    rows += ensemble_figures(stages.get("ensemble"))
     st = stages.get("train")
     if st is not None:
         c = st["curve"]
@@ -361,6 +365,7 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
     write_report(report, out)
     with tempfile.TemporaryDirectory(prefix="posrnn-gpu-check-") as tmp:
         runs = [("tests", lambda b: stage_tests(device, b, root)),
+                ("ensemble", lambda b: stage_ensemble(device, size, b, root, sys.modules[__name__])),
                 *[(n, (lambda n: lambda b: stage_bench(n, device, spec, b))(n)) for n in BENCH_VARIANTS],
                 ("train", lambda b: stage_train(device, spec, b, Path(tmp), out)),
                 ("concurrent", lambda b: stage_concurrent(device, spec, b)),

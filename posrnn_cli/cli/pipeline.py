@@ -48,6 +48,7 @@ def sweep(
     executor: Annotated[Optional[str], typer.Option(metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option(metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
     runs_per_gpu: Annotated[Optional[int], typer.Option(metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
+    ensemble: Annotated[Optional[int], typer.Option(metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs and what would happen to each; run nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and exit.")] = False,
@@ -84,7 +85,7 @@ def sweep(
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
                         wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only,
-                        retrain_stale=retrain_stale)
+                        retrain_stale=retrain_stale, ensemble=ensemble)
     try:
         outcomes = run_sweep(params, name, names, opts)
     except KeyboardInterrupt:
@@ -114,7 +115,8 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
                                 "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
                                 "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0,
                                 "estimated_compute_s": secs[o.job.label], "estimate_source": rate.source,
-                                "estimate_device": rate.device} for o in outcomes]))
+                                "estimate_device": rate.device, **({"pack": o.result["pack"]} if "pack" in o.result else {})}
+                               for o in outcomes]))
         return
     from rich.table import Table
 
@@ -125,8 +127,23 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
         t.add_row(o.job.label, f"wait (task {o.log} in flight)" if o.status == "in flight"
                   else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
     console().print(t)
+    _print_packing(outcomes)
     typer.echo(disk)
     typer.echo(compute)
+
+
+def _print_packing(outcomes: list) -> None:
+    """The packing table of a dry run with ``--ensemble`` K > 1 (``sweep.packing``)."""
+    from ..sweep.packing import Pack, describe
+
+    seen, packs = set(), []
+    for o in outcomes:
+        p = o.result.get("pack")
+        if p is not None and p["runs"][0] not in seen:
+            seen.add(p["runs"][0])
+            packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"]))
+    for line in describe(packs) if packs else []:
+        typer.echo(line)
 
 
 def _would(state: str, code: Optional[str], retrain_stale: bool) -> str:

@@ -413,6 +413,7 @@ def bench(
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Stability: sequences per Jacobian pass.")] = 64,
     concurrent: Annotated[Optional[str], typer.Option(metavar="K,…", help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
     no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
+    ensemble: Annotated[Optional[str], typer.Option(metavar="K,…", help="Instead: time K seeds trained as one batched model (elman, gru, lstm) beside one solo run, e.g. 1,2,4,8: it/s per member and in all, peak memory.", show_default=False)] = None,
     params: ParamsOpt = None,
     set_: SetOpt = None,
     json_out: JsonOpt = False,
@@ -434,12 +435,41 @@ def bench(
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:
         raise PosrnnError(f"--concurrent takes process counts like 1,2,4, got {concurrent!r}") from None
+    if ensemble is not None:
+        return _bench_ensemble(cfg, ensemble, iters, warmup_iters, json_out)
     r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_triplets=stability_triplets,
                   chunk_size=chunk_size, parts=tuple(p.strip() for p in parts.split(",") if p.strip()), concurrent=ks)
     if json_out:
         typer.echo(json.dumps(r))
         return
     console().print(_bench_table(cfg, r))
+
+
+def _bench_ensemble(cfg, ks_text: str, iters: int, warmup: int, json_out: bool) -> None:
+    """``posrnn bench --ensemble K,…``: the table of ``bench_ensemble.ensemble_speed``."""
+    from rich.table import Table
+
+    from ..bench_ensemble import ensemble_speed
+
+    try:
+        ks = tuple(int(k) for k in ks_text.split(","))
+    except ValueError:
+        raise PosrnnError(f"--ensemble takes ensemble sizes like 1,2,4,8, got {ks_text!r}") from None
+    r = ensemble_speed(cfg, ks, iters=iters, warmup=warmup)
+    if json_out:
+        typer.echo(json.dumps(r))
+        return
+    m, t = cfg.model, cfg.task
+    table = Table(title=f"bench --ensemble: {m.name} V={t.vocab_size} L={t.length} H={m.hidden_size} B={cfg.train.batch_size} "
+                        f"on {r['device']}, torch {r['torch']}, amp {r['amp']}, cuda_graph {r['cuda_graph']}; one solo run's "
+                        f"peak memory {r['solo_peak_memory_mb']:,.0f} MB")
+    for col in ("K", "ms / step", "it/s per member", "it/s in all", "one solo run's it/s", "× solo", "peak memory MB"):
+        table.add_column(col, justify="right")
+    for row in r["rows"]:
+        table.add_row(str(row["k"]), f"{row['ms_per_step']:.2f}", f"{row['it_per_s_per_member']:.2f}",
+                      f"{row['it_per_s_in_all']:.2f}", f"{row['solo_it_per_s']:.2f}", f"{row['vs_solo_in_all']:.2f}×",
+                      f"{row['peak_memory_mb']:,.0f}")
+    console().print(table)
 
 
 def _bench_table(cfg, r: dict):

@@ -51,6 +51,10 @@ CORES: dict[str, Entry] = {
     "transformer": Entry("causal Transformer (--layers, --heads), no built-in PE", "Transformer"),
 }
 
+#: the cores whose recurrence ``models.ensemble`` batches over members (an ensemble of same-shape
+#: runs trained as one model); every other core's runs train solo
+ENSEMBLE_CORES = ("elman", "gru", "lstm")
+
 PE_FORMS: dict[str, Entry] = {
     "none": Entry("vanilla: token embedding only", "vanilla", "#4c72b0"),
     "sinusoidal": Entry("fixed sinusoidal PE, unit norm, positions 0..T-1", "PE (sinusoidal)", "#dd8452"),

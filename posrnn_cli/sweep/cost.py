@@ -40,9 +40,9 @@ from ..common.memory import human
 from ..models.head import HEAD_CHUNK_TOKENS
 from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
 from .gpu_plan import PACK_NOTE, amount, SWITCHES, check_fits, experiment_lines, pack_ms, peak_bytes, seed_packs
+from ..common.machine import ASSUMED_GPU, gpu_kind
 from .plan import Job
 
-ASSUMED_GPU = "H100"  # the device kind assumed where no GPU is visible
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
 #: ``posrnn bench``'s configuration A, the CPU calibration
 CALIBRATION = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64,
@@ -101,15 +101,6 @@ def calibrate_cpu(threads: int, seconds: float = 2.0) -> tuple[float, float]:
         times.append(time.perf_counter() - t0)
     s = statistics.median(times)
     return 1000 * s, flops_per_iteration(cfg) / s
-
-
-def gpu_kind() -> tuple[str, bool]:
-    """(device kind, whether it was seen): the visible GPU's name, else ``ASSUMED_GPU``."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0), True
-    return ASSUMED_GPU, False
 
 
 def load_table(path: Path = TABLE) -> list[dict]:

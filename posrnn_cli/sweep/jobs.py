@@ -274,12 +274,43 @@ def limit_threads(n: Optional[int]) -> None:
 
 def execute(job: Job) -> dict:
     """Run one job in this process (a worker, a SLURM task, or the caller): the ``run`` of its
-    kind in the experiment registry, under the job's thread limit whatever its kind."""
+    kind in the experiment registry, under the job's thread limit whatever its kind (a pack of
+    runs trained as one ensemble: ``run_pack``)."""
+    from .packing import PACK_KIND
+
+    if job.kind == PACK_KIND:
+        limit_threads(job_threads(job))
+        return run_pack(job)
     if job.kind not in JOB_KINDS:
         raise PosrnnError(f"unknown job kind {job.kind!r}; known: {', '.join(JOB_KINDS)}")
     limit_threads(job_threads(job))
     with locked(Path(job.run_dir)):
         return resolve(JOB_KINDS[job.kind].run)(job)
+
+
+def run_pack(job: Job) -> dict:
+    """Train a pack's unfinished runs as one ensemble (a run to be replaced trains solo), then do
+    each member's own job (``run_train``: evaluation, which finds its run finished)."""
+    from contextlib import ExitStack
+
+    from ..engine.ensemble import train_ensemble
+
+    members = [job_from_dict(d) for d in job.options["members"]]
+    with ExitStack() as stack:
+        for m in members:  # every member's directory held for the whole pack, as ``execute`` holds a run's
+            stack.enter_context(locked(Path(m.run_dir)))
+        states = {m.label: _state(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
+        together = [m for m in members if states[m.label] in ("new", "resume")]
+        for m in members:
+            if states[m.label] == "replace":
+                ensure_trained(m)
+        if together:
+            train_ensemble([m.run_config() for m in together], [Path(m.run_dir) for m in together],
+                           keep_checkpoints=together[0].options.get("keep_checkpoints", "all"))
+        results = {m.label: resolve(JOB_KINDS[m.kind].run)(m) for m in members}
+    for m in together:
+        results[m.label]["training"] = f"trained as one of an ensemble of {len(together)}"
+    return {"members": results}
 
 
 def validate(jobs: list[Job]) -> None:

@@ -39,7 +39,7 @@ from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, lo
 
 #: short key → config key, and how a cell's value shows in its directory name (``common.keys``)
 SHORT, ABBREV = keys.SHORT, keys.ABBREV
-PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power", "headline"}
+PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power", "headline", "ensemble"}
 
 
 @dataclass

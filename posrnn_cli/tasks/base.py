@@ -233,7 +233,8 @@ class Task(abc.ABC):
         """(loss, predictions (B, K)) of one training step's forward: the model's outputs at the
         output-phase steps, ``loss`` over them; the predictions carry no gradient."""
         out = model(batch.inputs, batch.out_index, batch.query)
-        return self.loss(out.float(), batch), self.predict(out.detach())
+        loss = self.loss(out if out.dtype in (torch.float32, torch.float64) else out.float(), batch)  # bf16 → fp32
+        return loss, self.predict(out.detach())
 
     def predict(self, out: Tensor) -> Tensor:
         return out.argmax(-1)  # (B, K)
