@@ -12,7 +12,7 @@ import numpy as np
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
 from .tables import TableSet
 from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
 
@@ -31,9 +31,10 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float = 0.95) -> Outcome:
-    """Run the claim's test kind, its intervals read at ``level``, its comparisons traced."""
-    t_tok, l_tok = _TRACE.set(trace), _LEVEL.set(level)
+def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Optional[frozenset] = None) -> Outcome:
+    """Run the claim's test kind, its comparisons traced; with ``rejected`` (Holm's second
+    reading), every comparison not in it reads "across"."""
+    t_tok, l_tok = _TRACE.set(trace), _REJECTED.set(rejected)
     b_tok = _BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
     try:
         return TESTS[claim["kind"]](claim, ts)
@@ -41,28 +42,44 @@ def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float 
         return e.outcome
     finally:
         _TRACE.reset(t_tok)
-        _LEVEL.reset(l_tok)
+        _REJECTED.reset(l_tok)
         _BUDGET_VARIES.reset(b_tok)
+
+
+def holm_rejected(comparisons: list[tuple[tuple, float]], alpha: float = 0.05) -> frozenset:
+    """Holm's step-down over k comparisons (key, two-sided p): the smallest p is tested at
+    alpha/k, the next at alpha/(k − 1), …, stopping at the first that is not rejected; returns
+    the keys rejected."""
+    k, out = len(comparisons), set()
+    for i, (key, p) in enumerate(sorted(comparisons, key=lambda c: c[1])):
+        if not p < alpha / (k - i):
+            break
+        out.add(key)
+    return frozenset(out)
 
 
 def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
     """"Not reproduced" needs only one of the test's k comparisons against the claim, so it must
-    hold after Holm's correction across them: its first step, every interval at 1 − 0.05/k, must
-    still give "not reproduced" (Holm's later steps cannot add a first rejection). "Reproduced"
-    needs every comparison (an intersection–union test) and takes no correction."""
-    k = sum(1 for e in trace if e[0] == "side")
+    hold after Holm's correction across them: the comparisons are ordered by p and tested at
+    0.05/k, 0.05/(k − 1), … until one is not rejected (``holm_rejected``); the test is read
+    again with the rejected comparisons decided as at 95% and every other one open ("across"),
+    and must still give "not reproduced". A gate (a baseline effect a cell needs) is an
+    intersection with its cell's comparison and stays at 95%. "Reproduced" needs every
+    comparison (an intersection–union test) and takes no correction."""
+    sides = [(_key(e[1], e[2]), e[1].p_value(e[2])) for e in trace if e[0] == "side"]
+    k = len(sides)
     if out.verdict != NOT_REPRODUCED or k < 2:
         return out
-    level = 1 - 0.05 / k
+    rejected = holm_rejected(sides)
     try:
-        again = _test(claim, ts, level=level).verdict
+        again = _test(claim, ts, rejected=rejected).verdict
     except _NotMeasured:
         again = NOT_MEASURED
+    steps = f"Holm's step-down across the test's {k} comparisons ({len(rejected)} rejected, the first at {0.05 / k:.2%})"
     if again == NOT_REPRODUCED:
-        return Outcome(out.verdict, out.measured, f"{out.reason} (holds after Holm's correction across the test's "
-                       f"{k} comparisons)", out.details, out.n_seeds)
-    return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after Holm's correction across the "
-                   f"test's {k} comparisons (intervals at {level:.2%})", out.details, out.n_seeds)
+        return Outcome(out.verdict, out.measured, f"{out.reason} (holds after {steps})", out.details, out.n_seeds)
+    return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after {steps}", out.details,
+                   out.n_seeds)
 
 
 def _seeds_needed(trace: list, verdict: str) -> Optional[dict]:
