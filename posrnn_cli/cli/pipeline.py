@@ -219,13 +219,16 @@ def plot(
 
 
 def _power_of(params: Path, name: Optional[str]) -> Optional[dict]:
-    """The ``power:`` section of profile ``name`` in ``params`` (None: no such profile or section)."""
+    """The ``power:`` section of profile ``name`` in ``params``, if it was stated before the
+    profile's results (``scorecard.design``); None otherwise, or with no such profile or section."""
+    from ..analysis.scorecard.design import design_as_stated
     from ..common.profiles import profiles_of, read_params
 
     if name is None or not Path(params).is_file():
         return None
     prof = profiles_of(read_params(params), params).get(name)
-    return prof.get("power") if isinstance(prof, dict) else None
+    power = prof.get("power") if isinstance(prof, dict) else None
+    return design_as_stated(power, name, Path(params).resolve().parent, Path(params).name)[0]
 
 
 def scorecard(
