@@ -50,7 +50,7 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
              "decide: a null claim's interval too wide for its margin, or an open result of a claim to which the "
              "profile's design (its `power:` in params.yaml, stated before the runs) gives fewer seeds than its "
              "pilot says the claim needs. *Not testable*: the measure starts at its ceiling before "
-             "training. *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
+             "training, or every compared arm scores at or below its floor (chance, or what position alone reaches). *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
              "the seeds at which the interval would clear its bound if the effect and spread stayed as observed, "
              "and the seeds for 80% power (seeds.md lists them all).", ""]
     for section, title_s in SECTIONS.items():

@@ -9,10 +9,12 @@ from typing import Any, Optional
 
 import numpy as np
 
+from posrnn_cli.common import floors
 from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.tables import is_number
 from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
 from .tables import TableSet
 from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
 
@@ -105,12 +107,48 @@ def _seeds_needed(trace: list, verdict: str) -> Optional[dict]:
     return {"now": now, "clear": worst(clear), "power80": worst(power)}
 
 
+def _row_floor(row: dict) -> Optional[float]:
+    task, V = row.get("task"), row.get("vocab_size")
+    if not isinstance(task, str) or not is_number(V):
+        return None
+    num = (lambda c: int(row[c]) if is_number(row.get(c)) else None)
+    return floors.floor_line(task, int(V), num("length"), num("pairs"), row.get("filler") or "random")
+
+
+def _at_floor(out: Outcome, trace: list) -> Optional[Outcome]:
+    """``not testable`` when every arm a token-accuracy test compared scores (its mean over
+    seeds) at or below its floor line (``common.floors``: chance, or what position alone
+    reaches): no difference between such arms shows anything the task asks for."""
+    if (out.details or {}).get("metric") != "token_accuracy":
+        return None
+    rows = list({id(r): r for e in trace if e[0] in ("side", "gate") for r in e[1].rows}.values())
+    if not rows:
+        return None
+    found = []
+    for r in rows:
+        line, acc = _row_floor(r), r.get("token_accuracy")
+        if line is None or not is_number(acc) or acc > line:
+            return None
+        found.append((r, acc, line))
+    cells = dict.fromkeys(f"{r.get('task')} {r.get('model')} {r.get('pe')} V={r.get('vocab_size')}: {acc:.3f} against "
+                          f"{line:.3f}" for r, acc, line in found)
+    r0 = found[0][0]
+    words = floors.floor_words(r0["task"], int(r0["vocab_size"]), *(int(r0[c]) if is_number(r0.get(c)) else None
+                                                                    for c in ("length", "pairs")))
+    reason = (f"every compared arm's token accuracy is at or below its floor ({words}): "
+              + "; ".join(cells) + ": no arm shows what the task asks for, so no comparison of them can")
+    return Outcome(NOT_TESTABLE, out.measured, reason, {**out.details, "floor": [
+        {"row": f"{r.get('model')} {r.get('pe')} V={r.get('vocab_size')}", "token_accuracy": acc, "floor": line}
+        for r, acc, line in found]}, out.n_seeds)
+
+
 def _run(claim: dict, ts: TableSet) -> dict:
     """One test on one view of the tables: verdict, measured, reason, details, n_seeds, and the
     seeds an open verdict needs."""
     trace: list = []
     try:
-        out = _holm(claim, ts, _test(claim, ts, trace), trace)
+        out = _test(claim, ts, trace)
+        out = _at_floor(out, trace) or _holm(claim, ts, out, trace)
     except _NotMeasured as e:
         return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0,
                 "seeds_needed": None}
