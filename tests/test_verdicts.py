@@ -41,6 +41,31 @@ def test_seeds_to_clear_and_for_power():
     assert stats.seeds_for_power(0.015, 0.011, power=0.5) <= stats.seeds_to_clear(0.015, 0.011)
     assert stats.seeds_to_clear(0.0, 0.1) is None and stats.seeds_to_clear(1e-6, 1.0) is None  # out of reach
     assert stats.seeds_to_narrow(0.02, 0.02) == 7
+    # at a Holm step's level (0.05/2) more seeds are needed
+    assert stats.seeds_for_power(0.015, 0.011, alpha=0.025) > stats.seeds_for_power(0.015, 0.011)
+
+
+def test_seeds_are_given_both_ways_after_the_claims_multiplicity_rule(tmp_path):
+    """Sinusoidal is behind the random form (p about 0.04) and the learnable comparison is open:
+    the data point against the claim. Rejecting takes the random comparison through Holm's first
+    step (0.05/2): 4 seeds; reproducing is out of reach at these effects."""
+    row = score(tmp_path, "forms_sin_beats_fixed", forms=[ev("lstm", "sinusoidal", 16384, [0.80, 0.81, 0.82]),
+                                                          ev("lstm", "random", 16384, [0.83, 0.85, 0.84]),
+                                                          ev("lstm", "learnable", 16384, [0.78, 0.83, 0.80])])
+    needs = row["at_regime"]["seeds_needed"]
+    assert at(row) == INC and needs["toward"] == "reject" and needs["reproduce"] is None
+    assert needs["reject"] == 4 and needs["clear"] == 4
+    assert "the data point to rejecting: about 4" in report.readme_block([row], "x")
+
+
+def test_the_committed_seeds_tables_give_both_ways():
+    """forms_sin_beats_fixed's lite data point against the paper: 4 seeds reject it (not the 135
+    that reproducing would need at the paper's direction). The gap contrast's difference is
+    counted even where gap a is undecided today: s4d_dual_pe_resilient in beyond needs 6."""
+    lite = (ROOT / "results" / "lite" / "scorecard" / "seeds.md").read_text()
+    assert "| `forms_sin_beats_fixed` | indication | inconclusive | 3 | against it | — | 4 (4) |" in lite
+    beyond = (ROOT / "results" / "beyond" / "scorecard" / "seeds.md").read_text()
+    assert "| `s4d_dual_pe_resilient` | indication | inconclusive | 3 | toward the claim | 6 (9) | — |" in beyond
 
 
 # ---- underpowered, not testable, inconclusive with its seeds -------------------------------------
@@ -52,8 +77,9 @@ def test_an_inconclusive_claim_says_how_many_seeds_it_needs(tmp_path):
     needs = row["at_regime"]["seeds_needed"]
     lead = [0.02, -0.01, 0.04]
     sd = float(__import__("numpy").std(lead, ddof=1))
-    assert needs == {"now": 3, "clear": stats.seeds_to_clear(sum(lead) / 3, sd),
-                     "power80": stats.seeds_for_power(sum(lead) / 3, sd)}
+    n, p80 = stats.seeds_to_clear(sum(lead) / 3, sd), stats.seeds_for_power(sum(lead) / 3, sd)
+    assert needs == {"now": 3, "toward": "reproduce", "reproduce": n, "reproduce80": p80, "reject": None,
+                     "reject80": None, "clear": n, "power80": p80}
     # decided: nothing needed
     rows[0] = ev("gru", "sinusoidal", 256, [0.60, 0.61, 0.62])
     row = score(tmp_path, "fig2_pe_ahead_largest_v", fig2=rows)

@@ -27,28 +27,42 @@ def _open_rows(rows: list[dict]) -> list[tuple[dict, str, dict]]:
     return [(r, scope, r[scope]) for r in rows for scope in SCOPES if r[scope]["verdict"] in OPEN]
 
 
+def _way_cell(n: dict, way: str) -> str:
+    if n.get(way) is None:
+        return "—"
+    p = n.get(f"{way}80")
+    return f"{n[way]:,} ({f'{p:,}' if p is not None else 'over 1,000'})"
+
+
+#: how the seeds table says which way the data point
+TOWARD = {"reproduce": "toward the claim", "reject": "against it", None: "neither, within 1,000"}
+
+
 def seeds_markdown(rows: list[dict], name: str) -> str:
     """Markdown: every open verdict (inconclusive, underpowered) of a profile with the seeds it
-    has and the seeds it would need, widest first."""
+    has, which way the data point, and the seeds to reproduce and to reject, fewest first within
+    the way the data point."""
     lines = [f"# Seeds each open claim needs: {name}", "",
-             "For every claim whose verdict is open (inconclusive, or underpowered), the seeds at which each "
-             "undecided interval of its test would clear its bound (and each power guard narrow below its "
-             "margin) if the mean and spread over seeds stayed as observed — about 50% power — and the seeds "
-             "for 80% power (two-sided t test at 5%). An SD from 3 seeds has a 95% range of roughly 0.5× to "
-             "6× itself: read these as rough. `posrnn scorecard NAME --seeds` prints this table.", "",
-             "| claim | scope | verdict | seeds now | to clear | 80% power |", "|---|---|---|---|---|---|"]
+             "For every claim whose verdict is open (inconclusive, or underpowered), the seeds per arm at which "
+             "the test would read *reproduced*, and those at which it would read *not reproduced*, if every "
+             "comparison's mean and spread over seeds stayed as observed (about 50% power), each under the claim's "
+             "multiplicity rule (reproduced: every comparison at 95%; not reproduced: Holm's step-down across the "
+             "test's comparisons), with the seeds for 80% power in brackets (a rejection's at Holm's first step, "
+             "0.05/k). With every effect held, the data point one way: the other reads — (not at the observed "
+             "effects, or over 1,000). An SD from 3 seeds has a 95% range of roughly 0.5× to 6× itself: read these "
+             "as rough. `posrnn scorecard NAME --seeds` prints this table.", "",
+             "| claim | scope | verdict | seeds now | the data point | to reproduce | to reject |",
+             "|---|---|---|---|---|---|---|"]
     found = _open_rows(rows)
     def order(item: tuple) -> tuple:
         n = item[2]["seeds_needed"] or {}
         return (n.get("clear") is None, n.get("clear") or 0, item[0]["id"])
-    for r, scope, x in sorted(found, key=order, reverse=True):
+    for r, scope, x in sorted(found, key=order):
         n = x.get("seeds_needed") or {}
-        clear = "over 1,000" if n.get("clear") is None else f"{n['clear']:,}"
-        power = "over 1,000" if n.get("power80") is None else f"{n['power80']:,}"
-        lines.append(f"| `{r['id']}` | {SCOPE_SHORT[scope]} | {x['verdict']} | {n.get('now', '—')} | {clear} | "
-                     f"{power} |")
+        lines.append(f"| `{r['id']}` | {SCOPE_SHORT[scope]} | {x['verdict']} | {n.get('now', '—')} | "
+                     f"{TOWARD.get(n.get('toward'))} | {_way_cell(n, 'reproduce')} | {_way_cell(n, 'reject')} |")
     if not found:
-        lines.append("| (no open verdict) | | | | | |")
+        lines.append("| (no open verdict) | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +147,8 @@ def _needs_cell(r: dict) -> str:
         if n:
             if n.get("clear") is None:
                 return ">1000"
-            return f"{n['clear']:,}/" + (f"{n['power80']:,}" if n.get("power80") is not None else ">1000")
+            way = "+" if n.get("toward") == "reproduce" else "−"
+            return f"{way}{n['clear']:,}/" + (f"{n['power80']:,}" if n.get("power80") is not None else ">1000")
     return ""
 
 
@@ -169,8 +184,8 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
         for r in (r for r in rows if r["section"] == section):
             t.add_row(r["id"], _verdict_cell(r["at_regime"]), _verdict_cell(r["indication"]), _needs_cell(r))
         parts.append(t)
-    legend = ("*: partial (a named model not measured). seeds: for an open verdict, the seeds at which its "
-              "interval would clear its bound / the seeds for 80% power, if the spread stays as measured "
-              "(>1000: out of reach).")
+    legend = ("*: partial (a named model not measured). seeds: for an open verdict, the way the data point "
+              "(+ to reproduce, − to reject) and the seeds that reach it / the seeds for 80% power, if the effects "
+              "and spreads stay as measured (>1000: out of reach); the other way: posrnn scorecard NAME --seeds.")
     parts.append(Text(legend + (f" {detail_hint}" if detail_hint else ""), style="dim"))
     return Group(*parts)

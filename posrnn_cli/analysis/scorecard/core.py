@@ -84,6 +84,9 @@ _TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("_TRACE"
 #: on Holm's second reading: the comparisons (``_key``) its step-down rejected; every other
 #: comparison against a bound reads "across". ``None``: every interval read at 95%
 _REJECTED: contextvars.ContextVar[Optional[frozenset]] = contextvars.ContextVar("_REJECTED", default=None)
+#: while the seeds an open verdict needs are worked out (``seeds.py``): the side each comparison
+#: (``_key``; ``("width",) + _key`` for a power guard) would take at a larger seed count
+_FORCE: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("_FORCE", default=None)
 #: the budget columns a claim compares on purpose (its ``budget_varies``): arms may differ in those
 _BUDGET_VARIES: contextvars.ContextVar[tuple] = contextvars.ContextVar("_BUDGET_VARIES", default=())
 
@@ -381,7 +384,8 @@ def _side(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
     if rejected is not None and not gate and _key(sd, bound) not in rejected:
         side = "across"
     _trace("gate" if gate else "side", sd, bound, side)
-    return side
+    force = _FORCE.get()
+    return force.get(_key(sd, bound), side) if force is not None else side
 
 
 def _fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:

@@ -12,10 +12,10 @@ import numpy as np
 from posrnn_cli.common import floors
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.tables import is_number
-from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _FORCE, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
 from .tables import TableSet
+from .seeds import combine_needs, seeds_both_ways
 from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
 
 
@@ -33,10 +33,12 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Optional[frozenset] = None) -> Outcome:
+def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Optional[frozenset] = None,
+          force: Optional[dict] = None) -> Outcome:
     """Run the claim's test kind, its comparisons traced; with ``rejected`` (Holm's second
-    reading), every comparison not in it reads "across"."""
-    t_tok, l_tok = _TRACE.set(trace), _REJECTED.set(rejected)
+    reading), every comparison not in it reads "across"; with ``force``, the comparisons it
+    names take the sides it gives (the seeds an open verdict needs, ``seeds.py``)."""
+    t_tok, l_tok, f_tok = _TRACE.set(trace), _REJECTED.set(rejected), _FORCE.set(force)
     b_tok = _BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
     try:
         return TESTS[claim["kind"]](claim, ts)
@@ -45,6 +47,7 @@ def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Opt
     finally:
         _TRACE.reset(t_tok)
         _REJECTED.reset(l_tok)
+        _FORCE.reset(f_tok)
         _BUDGET_VARIES.reset(b_tok)
 
 
@@ -84,27 +87,12 @@ def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
                    out.n_seeds)
 
 
-def _seeds_needed(trace: list, verdict: str) -> Optional[dict]:
-    """For an open verdict: the seeds at which every undecided comparison of the test would
-    clear its bound (and every power guard narrow), if the effects and spreads stayed as observed,
-    and the seeds for 80% power. ``None`` in a field: beyond reach (over 1,000 seeds)."""
+def _seeds_needed(claim: dict, ts: TableSet, trace: list, verdict: str) -> Optional[dict]:
+    """For an open verdict: the seeds to reproduce and to reject, and which way the data point
+    (``seeds.seeds_both_ways``)."""
     if verdict not in OPEN:
         return None
-    clear: list[Optional[int]] = []
-    power: list[Optional[int]] = []
-    for kind, sd, bound, state in trace:
-        if kind in ("side", "gate") and state == "across":
-            clear.append(seeds_to_clear(sd.mean - bound, sd.sd))
-            power.append(seeds_for_power(sd.mean - bound, sd.sd))
-        elif kind == "width" and not state:
-            n = seeds_to_narrow(sd.sd, bound)
-            clear.append(n)
-            power.append(n)
-    if not clear:
-        return None
-    worst = (lambda xs: None if any(x is None for x in xs) else max(xs))
-    now = max((e[1].n for e in trace), default=0)
-    return {"now": now, "clear": worst(clear), "power80": worst(power)}
+    return seeds_both_ways(lambda tr, force: _test(claim, ts, tr, force=force).verdict, trace)
 
 
 def _row_floor(row: dict) -> Optional[float]:
@@ -158,7 +146,7 @@ def _run(claim: dict, ts: TableSet) -> dict:
                   f"reads {verdict}: {reason})")
         verdict = TOO_FEW_SEEDS
     return {"verdict": verdict, "measured": out.measured, "reason": reason, "details": _plain(out.details),
-            "n_seeds": out.n_seeds, "seeds_needed": _seeds_needed(trace, verdict)}
+            "n_seeds": out.n_seeds, "seeds_needed": _seeds_needed(claim, ts, trace, verdict)}
 
 
 def _combine(per_model: dict[str, dict]) -> dict:
@@ -179,17 +167,7 @@ def _combine(per_model: dict[str, dict]) -> dict:
     if missing:
         reason += " || partial: " + "; ".join(f"{m.upper()} not measured ({per_model[m]['reason']})" for m in missing)
     return {"verdict": verdict, "measured": measured_text, "reason": reason, "partial": bool(missing),
-            "missing": missing, "models": per_model, "seeds_needed": _max_needs(needs) if verdict in OPEN else None}
-
-
-def _max_needs(needs: list[dict]) -> Optional[dict]:
-    """The seeds every model of a claim needs: the largest of each field (None: out of reach)."""
-    if not needs:
-        return None
-    def most(key: str) -> Optional[int]:
-        vals = [n[key] for n in needs]
-        return None if any(v is None for v in vals) else max(vals)
-    return {"now": most("now"), "clear": most("clear"), "power80": most("power80")}
+            "missing": missing, "models": per_model, "seeds_needed": combine_needs(needs) if verdict in OPEN else None}
 
 
 def _regime_text(regime: dict) -> str:
