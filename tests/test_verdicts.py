@@ -480,3 +480,36 @@ def test_the_cpu_profiles_decide_at_least_as_many_papers_claims_as_today():
                     decided.add(r["id"])
     assert len(claims) == 51
     assert len(decided) >= DECIDED_TODAY, sorted(claims - decided)
+
+
+# ---- each claim across the profiles ------------------------------------------------------------------
+def _one(cid, at_v, ind_v="not measured", partial=False):
+    x = lambda v: {"verdict": v, "partial": partial}
+    return {"id": cid, "at_regime": x(at_v), "indication": x(ind_v)}
+
+
+def test_across_marks_claims_two_profiles_decide_differently():
+    scored = {"a": [_one("c1", NM, NR), _one("c2", R), _one("c3", INC), _one("c4", NM)],
+              "b": [_one("c1", R, partial=True), _one("c2", R), _one("c3", R), _one("c4", NM)]}
+    rows = {e["id"]: e for e in report.across(scored)}
+    assert rows["c1"]["disagree"] and rows["c1"]["cells"] == {"a": NR, "b": R + "*"}
+    assert not rows["c2"]["disagree"] and not rows["c3"]["disagree"]  # open against decided is no disagreement
+    assert "c4" not in rows  # measured nowhere
+    assert "| `c1` | not reproduced | reproduced* | **≠** |" in report.across_markdown(scored)
+
+
+def test_scorecard_across_marks_dual_disturbant_not_target():
+    result = CliRunner().invoke(app, ["scorecard", "--across", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {e["id"]: e for e in json.loads(result.output)}
+    x = rows["dual_disturbant_not_target"]
+    assert x["disagree"] and x["cells"]["lite"] == NR and x["cells"]["lite_seeds"] == R + "*"
+    assert not rows["fig2_gru_pe_95"]["disagree"]
+
+
+def test_the_results_page_shows_the_profiles_side_by_side():
+    import yaml
+    names = list(yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"])
+    block = report.readme_block_in((ROOT / "docs" / "results.md").read_text(), report.ACROSS)
+    assert block == report.across_markdown(report.committed_scorecards(ROOT, names)), \
+        "run: posrnn scorecard --across --page docs/results.md"

@@ -17,7 +17,8 @@ from typing import Optional
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
-from .scorecard import NOT_MEASURED, OPEN, REGIME_WORDS, SCOPES, SECTIONS, count_lines, seeds_text, summarize
+from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
+                        count_lines, seeds_text, summarize)
 
 #: how the seeds table and the README name the two scopes
 SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
@@ -123,6 +124,11 @@ def readme_block_in(text: str, name: str) -> Optional[str]:
 def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
     """Rewrite ``name``'s block in ``readme`` (atomically); True when it changed. A README with
     no block for the profile is refused: where the block goes is the README's choice."""
+    return update_block(readme, name, readme_block(rows, name))
+
+
+def update_block(readme: Path, name: str, block: str) -> bool:
+    """Rewrite the block ``name`` in ``readme`` with ``block`` (atomically); True when it changed."""
     readme = Path(readme)
     try:
         text = readme.read_text()
@@ -131,7 +137,7 @@ def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
     if readme_block_in(text, name) is None:
         raise PosrnnError(f"{readme} has no results block for {name}; add the two lines "
                           f"'<!-- results:{name} -->' and '<!-- /results:{name} -->' where it should go")
-    new = _block_re(name).sub(lambda _: readme_block(rows, name), text, count=1)
+    new = _block_re(name).sub(lambda _: block, text, count=1)
     if new == text:
         return False
     atomic_write_text(readme, new)
@@ -189,3 +195,108 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
               "and spreads stay as measured (>1000: out of reach); the other way: posrnn scorecard NAME --seeds.")
     parts.append(Text(legend + (f" {detail_hint}" if detail_hint else ""), style="dim"))
     return Group(*parts)
+
+
+# ---- across profiles: each claim's verdict in every profile ------------------------------------------
+#: the verdicts that decide a claim; two profiles disagree when they decide it differently
+DECIDED = (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED)
+#: the name of the results page's block that holds the table across profiles
+ACROSS = "across"
+
+
+def _shown(r: dict) -> tuple[str, Optional[str]]:
+    """What one profile says of a claim: its verdict at the regime where measured, else its
+    indication ("—" when neither is measured); and the decided word, if any."""
+    for scope in SCOPES:
+        x = r[scope]
+        if x["verdict"] != NOT_MEASURED:
+            text = x["verdict"] + ("*" if x.get("partial") else "")
+            return text, x["verdict"] if x["verdict"] in DECIDED else None
+    return "—", None
+
+
+def across(scored: dict[str, list[dict]]) -> list[dict]:
+    """One entry a claim measured in any profile: ``cells`` (profile → what it says), and
+    ``disagree`` (True where two profiles decide it differently)."""
+    ids = list(dict.fromkeys(r["id"] for rows in scored.values() for r in rows))
+    by_profile = {p: {r["id"]: r for r in rows} for p, rows in scored.items()}
+    out = []
+    for cid in ids:
+        cells, decided = {}, set()
+        for p, rows in by_profile.items():
+            text, word = _shown(rows[cid]) if cid in rows else ("—", None)
+            cells[p] = text
+            if word:
+                decided.add(word)
+        if any(c != "—" for c in cells.values()):
+            out.append({"id": cid, "cells": cells, "disagree": len(decided) > 1})
+    return out
+
+
+def across_markdown(scored: dict[str, list[dict]]) -> str:
+    """The results page's block: one line a claim, one column a profile, disagreements marked."""
+    names = list(scored)
+    entries = across(scored)
+    n = sum(e["disagree"] for e in entries)
+    out = [f"<!-- results:{ACROSS} -->",
+           f"*Generated from `results/NAME/scorecard/scorecard.json` of {', '.join(names)} by `posrnn scorecard "
+           f"--across --page docs/results.md`; a test fails when this block differs from the scorecards.*", "",
+           "Each profile's verdict at the claim's regime where it measured one, else its indication off the regime; "
+           f"*: partial. **≠** marks a claim two profiles decide differently ({n} of {len(entries)} claims measured).",
+           "", f"| claim | {' | '.join(names)} |  |", "|---|" + "---|" * len(names) + "---|"]
+    for e in entries:
+        out.append(f"| `{e['id']}` | " + " | ".join(e["cells"][p] for p in names) +
+                   f" | {'**≠**' if e['disagree'] else ''} |")
+    out.append(f"<!-- /results:{ACROSS} -->")
+    return "\n".join(out)
+
+
+#: the terminal's short verdicts, so that five profiles fit 80 columns
+SHORT = {"reproduced": "R", "not reproduced": "NR", "direction only": "DO", "inconclusive": "inc",
+         "underpowered": "up", "not testable": "NT", "too few seeds": "few"}
+
+
+def _short(cell: str) -> str:
+    star = cell.endswith("*")
+    word = cell.rstrip("*")
+    return SHORT.get(word, word) + ("*" if star else "")
+
+
+def across_lines(scored: dict[str, list[dict]]):
+    """The table across profiles for a terminal."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    t.add_column("claim", overflow="fold", no_wrap=True)
+    for p in scored:
+        t.add_column(p, overflow="fold")
+    t.add_column("", no_wrap=True)
+    for e in across(scored):
+        t.add_row(e["id"], *(Text(_short(e["cells"][p]), style="dim" if e["cells"][p] == "—" else "") for p in scored),
+                  Text("≠", style="bold red") if e["disagree"] else "")
+    legend = ("Each profile's verdict at the regime where measured, else its indication: " +
+              ", ".join(f"{v} {k}" for k, v in SHORT.items()) + "; *: partial; ≠: two profiles decide the claim "
+              "differently. In words: posrnn scorecard --across --json, or docs/results.md.")
+    return Group(t, Text(legend, style="dim"))
+
+
+def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
+    """The committed scorecards (``results/NAME/scorecard/scorecard.json``) of the profiles that
+    have one, in ``profiles``' order."""
+    import json
+
+    out = {}
+    for p in profiles:
+        path = Path(root) / "results" / p / "scorecard" / "scorecard.json"
+        if path.is_file():
+            try:
+                out[p] = json.loads(path.read_text())["rows"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise PosrnnError(f"{path} is not a scorecard; rewrite it with posrnn scorecard {p} --results "
+                                  f"results/{p}/tables --out results/{p}/scorecard") from None
+    if not out:
+        raise PosrnnError(f"no profile has a committed scorecard under {Path(root) / 'results'}; run dvc repro first")
+    return out

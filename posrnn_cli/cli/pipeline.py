@@ -240,6 +240,7 @@ def scorecard(
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
+    across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's across block).")] = False,
     json_out: JsonOpt = False,
 ):
     """Every claim of the papers against what a profile measured, with a verdict.
@@ -252,6 +253,8 @@ def scorecard(
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
+    if across:
+        return _across(params, readme, quiet, json_out)
     name = profile if profile is not None or results is not None else _profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
@@ -279,6 +282,25 @@ def scorecard(
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
+
+
+def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> None:
+    """``posrnn scorecard --across``: every profile's committed verdict of each claim."""
+    from ..analysis.report import ACROSS, across, across_lines, across_markdown, committed_scorecards, update_block
+    from ..common.profiles import profiles_of, read_params
+
+    names = list(profiles_of(read_params(params), params))
+    scored = committed_scorecards(Path(params).resolve().parent, names)
+    if page is not None:
+        changed = update_block(page, ACROSS, across_markdown(scored))
+        if not quiet:
+            typer.echo(f"{page}: the across block {'rewritten' if changed else 'already up to date'}")
+    if quiet:
+        return
+    if json_out:
+        typer.echo(json.dumps(across(scored)))
+    else:
+        console().print(across_lines(scored))
 
 
 def register(app: typer.Typer) -> None:
