@@ -513,3 +513,68 @@ def test_the_results_page_shows_the_profiles_side_by_side():
     block = report.readme_block_in((ROOT / "docs" / "results.md").read_text(), report.ACROSS)
     assert block == report.across_markdown(report.committed_scorecards(ROOT, names)), \
         "run: posrnn scorecard --across --page docs/results.md"
+
+
+# ---- no open result written as a negative ---------------------------------------------------------------
+#: phrases that state an effect's absence (or a fall) in words; beside an open verdict they say
+#: more than the data do
+NULL_WORDS = re.compile(r"did not help|does not help|do not help|no help|not help\b|\b(?:are|is|were|was|stay|stayed) "
+                        r"level\b|level with\b|no effect|does not stand in|did not make up|fell as|falls from|"
+                        r"made no difference|no better than", re.I)
+#: a paper's section cited (docs/papers.md numbers the versions 000–004): the paper's words, not a result here
+PAPER_CITED = re.compile(r"\b00[0-4],? (?:and 00[0-4] )?(?:§|App\.)")
+_BLOCK = re.compile(r"<!-- results:([\w-]+) -->.*?<!-- /results:\1 -->", re.S)
+
+
+def _verdicts_by_claim() -> dict:
+    import yaml
+    names = list(yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"])
+    out: dict = {}
+    for rows in report.committed_scorecards(ROOT, names).values():
+        for r in rows:
+            for scope in sc.SCOPES:
+                if r[scope]["verdict"] != NM:
+                    out.setdefault(r["id"], set()).add(r[scope]["verdict"])
+    return out
+
+
+def unsupported_sentences(text: str, verdicts: dict) -> list[str]:
+    """Sentences outside the generated blocks that state an effect's absence (``NULL_WORDS``, not
+    in quotation marks, not the papers' finding cited to its section) without naming a claim (in
+    backticks) that every profile measuring it decides."""
+    prose = _BLOCK.sub(" ", text)
+    bad = []
+    for sentence in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", prose)):
+        if not NULL_WORDS.search(re.sub(r'"[^"]*"', "", sentence)) or PAPER_CITED.search(sentence):
+            continue  # no effect stated, or the papers' own finding, cited to its section
+        ids = [i for i in re.findall(r"`([a-z0-9_]+)`", sentence) if i in verdicts]
+        if not ids or any(v not in (R, NR, sc.DIRECTION_ONLY) for i in ids for v in verdicts[i]):
+            bad.append(sentence)
+    return bad
+
+
+def test_a_negative_beside_an_open_verdict_is_caught():
+    verdicts = {"beyond_pe_helps_mqar": {NT}, "beyond_mamba_vanilla_keeps_fr": {NR}, "lm_no_gain": {INC}}
+    assert unsupported_sentences("In MQAR, PE did not help the GRU.", verdicts)
+    assert unsupported_sentences("PE did not help it (`beyond_pe_helps_mqar`).", verdicts)
+    assert unsupported_sentences("The two arms are level (`lm_no_gain`).", verdicts)
+    assert not unsupported_sentences("Mamba's drop made no difference (`beyond_mamba_vanilla_keeps_fr`).", verdicts)
+    block = "<!-- results:findings-x -->\n- **inconclusive**: PE does not help.\n<!-- /results:findings-x -->"
+    assert not unsupported_sentences(block, verdicts)  # generated from the scorecard, checked apart
+    assert not unsupported_sentences("Doubling the batch did not help (003 §4.2).", verdicts)  # the paper's finding
+
+
+def test_no_readme_or_docs_sentence_states_an_effect_the_verdicts_do_not_support():
+    verdicts = _verdicts_by_claim()
+    # docs/papers.md says what the papers claim, section by section: no result of this project
+    for path in [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "papers.md")]:
+        assert not unsupported_sentences(path.read_text(), verdicts), path.name
+
+
+@pytest.mark.parametrize("page, profile, brief", [("README.md", "beyond", True), ("README.md", "beyond2", True),
+                                                  ("docs/results.md", "beyond", False),
+                                                  ("docs/results.md", "beyond2", False)])
+def test_the_findings_sentences_are_the_scorecards(page, profile, brief):
+    rows = json.loads((ROOT / "results" / profile / "scorecard" / "scorecard.json").read_text())["rows"]
+    block = report.readme_block_in((ROOT / page).read_text(), (report.BRIEF if brief else report.FINDINGS) + profile)
+    assert block == report.findings_block(rows, profile, brief=brief), f"run: posrnn scorecard {profile} --page {page}"

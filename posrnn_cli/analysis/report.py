@@ -111,6 +111,70 @@ def readme_block(rows: list[dict], name: str) -> str:
     return "\n".join(out)
 
 
+#: the prefix of a profile's findings block (the README's and the results page's sentences)
+FINDINGS = "findings-"
+
+
+def _short_measured(text: str, limit: int = 320) -> str:
+    """A measured string without its per-seed lists and seed note, cut at ``limit``."""
+    text = re.sub(r" \(per seed [^)]*\)", "", text)
+    text = re.sub(r"; seeds [0-9 |]*[0-9]", "", text).replace(" || ", "; ")
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+#: the prefix of a profile's brief findings block (the README's: verdict and claim only)
+BRIEF = "brief-"
+
+
+def finding(r: dict, scope: str = "at_regime", brief: bool = False) -> str:
+    """One sentence about a claim, generated from its scorecard row: the verdict first, then the
+    claim in the paper's (or hypothesis's) words, then what was measured, or why it could not be
+    read, or the seeds an open verdict needs."""
+    x = r[scope]
+    verdict = x["verdict"] + (" (partial)" if x.get("partial") else "")
+    head = f"- **{verdict}**: {r['claim'].rstrip('.')} (`{r['id']}`)."
+    if brief:
+        return head
+    if x["verdict"] in ("not testable", "too few seeds"):
+        reason = x["reason"].rstrip(".")
+        return f"{head} {reason[:1].upper()}{reason[1:]}."
+    tail = f" Measured: {_short_measured(x['measured'])}."
+    needs = seeds_text(x.get("seeds_needed"))
+    return head + tail + (f" Seeds: {needs}." if needs else "")
+
+
+def findings_block(rows: list[dict], name: str, section: str = "beyond", brief: bool = False) -> str:
+    """A profile's findings in sentences, one a claim measured at its regime in ``section``
+    (``brief``: the verdict and the claim, no measurement)."""
+    tag = (BRIEF if brief else FINDINGS) + name
+    out = [f"<!-- results:{tag} -->",
+           f"*Generated from `results/{name}/scorecard/scorecard.json` by `posrnn scorecard {name} --page FILE`; "
+           f"a test fails when these sentences differ from the scorecard.*", ""]
+    out += [finding(r, brief=brief) for r in rows if r["section"] == section and r["at_regime"]["verdict"] != NOT_MEASURED]
+    out.append(f"<!-- /results:{tag} -->")
+    return "\n".join(out)
+
+
+def page_blocks(rows: list[dict], name: str) -> dict[str, str]:
+    """Every block a page may hold for profile ``name``: its results block and its findings."""
+    return {name: readme_block(rows, name), FINDINGS + name: findings_block(rows, name),
+            BRIEF + name: findings_block(rows, name, brief=True)}
+
+
+def update_page(page: Path, rows: list[dict], name: str) -> list[str]:
+    """Rewrite each of ``name``'s blocks that ``page`` holds; the names of those that changed.
+    A page with none of them is refused."""
+    try:
+        text = Path(page).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
+    blocks = {k: v for k, v in page_blocks(rows, name).items() if readme_block_in(text, k) is not None}
+    if not blocks:
+        raise PosrnnError(f"{page} has no results block for {name}; add the two lines "
+                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->' where it should go")
+    return [k for k, block in blocks.items() if update_block(page, k, block)]
+
+
 def _block_re(name: str) -> re.Pattern:
     return re.compile(rf"<!-- results:{re.escape(name)} -->.*?<!-- /results:{re.escape(name)} -->", re.S)
 

@@ -236,7 +236,7 @@ def scorecard(
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
     seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
-    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (docs/results.md) from the scorecard.", show_default=False)] = None,
+    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's blocks in FILE (docs/results.md, README.md: its results block, its findings) from the scorecard.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
@@ -249,7 +249,7 @@ def scorecard(
     the seeds an open verdict needs. --detail (or scorecard.md, with --out) adds the claim, the
     measured values with their 95% CIs and seeds, and the reasons; the tests are declared in
     advance in posrnn_cli/analysis/claims.yaml."""
-    from ..analysis.report import scorecard_lines, seeds_markdown, update_readme, write_seeds
+    from ..analysis.report import scorecard_lines, seeds_markdown, update_page, write_seeds
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
@@ -268,9 +268,9 @@ def scorecard(
     if out is not None:
         write_seeds(rows, out, label)
     if readme is not None:
-        changed = update_readme(readme, rows, label)
+        changed = update_page(readme, rows, label)
         if not quiet:
-            typer.echo(f"{readme}: results block for {label} {'rewritten' if changed else 'already up to date'}")
+            typer.echo(f"{readme}: results blocks for {label} {'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
     if quiet:
         return
     if seeds:
