@@ -578,3 +578,20 @@ def test_the_findings_sentences_are_the_scorecards(page, profile, brief):
     rows = json.loads((ROOT / "results" / profile / "scorecard" / "scorecard.json").read_text())["rows"]
     block = report.readme_block_in((ROOT / page).read_text(), (report.BRIEF if brief else report.FINDINGS) + profile)
     assert block == report.findings_block(rows, profile, brief=brief), f"run: posrnn scorecard {profile} --page {page}"
+
+
+def test_the_second_round_is_committed_before_any_of_its_runs():
+    """lite_round2 is a design: every commit that touches its results descends from the commit
+    that stated it (none yet), the pattern of the beyond hypotheses' test."""
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+    if git("rev-parse", "--is-shallow-repository") != "false":
+        pytest.skip("no full git history: the order of commits cannot be read")
+    stated = git("log", "--format=%H", "--reverse", "-S", "  lite_round2:", "--", "params.yaml").splitlines()
+    if not stated:
+        pytest.skip("the design is not committed yet")
+    for commit in git("log", "--format=%H", "--", "results/lite_round2").splitlines():
+        assert commit != stated[0]
+        assert subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", stated[0], commit]).returncode == 0
