@@ -236,13 +236,16 @@ def plot(
 
 
 def _power_of(params: Path, name: Optional[str]) -> Optional[dict]:
-    """The ``power:`` section of profile ``name`` in ``params`` (None: no such profile or section)."""
+    """The ``power:`` section of profile ``name`` in ``params``, if it was stated before the
+    profile's results (``scorecard.design``); None otherwise, or with no such profile or section."""
+    from ..analysis.scorecard.design import design_as_stated
     from ..common.profiles import profiles_of, read_params
 
     if name is None or not Path(params).is_file():
         return None
     prof = profiles_of(read_params(params), params).get(name)
-    return prof.get("power") if isinstance(prof, dict) else None
+    power = prof.get("power") if isinstance(prof, dict) else None
+    return design_as_stated(power, name, Path(params).resolve().parent, Path(params).name)[0]
 
 
 def scorecard(
@@ -250,10 +253,11 @@ def scorecard(
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
     seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
-    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (docs/results.md) from the scorecard.", show_default=False)] = None,
+    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's blocks in FILE (docs/results.md, README.md: its results block, its findings) from the scorecard.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
+    across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's across block).")] = False,
     json_out: JsonOpt = False,
 ):
     """Every claim of the papers against what a profile measured, with a verdict.
@@ -262,10 +266,12 @@ def scorecard(
     the seeds an open verdict needs. --detail (or scorecard.md, with --out) adds the claim, the
     measured values with their 95% CIs and seeds, and the reasons; the tests are declared in
     advance in posrnn_cli/analysis/claims.yaml."""
-    from ..analysis.report import check_scorecard_out, scorecard_lines, seeds_markdown, update_readme, write_seeds
+    from ..analysis.report import check_scorecard_out, scorecard_lines, seeds_markdown, update_page, write_seeds
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
+    if across:
+        return _across(params, readme, quiet, json_out)
     name = profile if profile is not None or results is not None else _profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
@@ -281,9 +287,9 @@ def scorecard(
     if out is not None:
         write_seeds(rows, out, label)
     if readme is not None:
-        changed = update_readme(readme, rows, label)
+        changed = update_page(readme, rows, label)
         if not quiet:
-            typer.echo(f"{readme}: results block for {label} {'rewritten' if changed else 'already up to date'}")
+            typer.echo(f"{readme}: results blocks for {label} {'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
     if quiet:
         return
     if seeds:
@@ -295,6 +301,25 @@ def scorecard(
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
+
+
+def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> None:
+    """``posrnn scorecard --across``: every profile's committed verdict of each claim."""
+    from ..analysis.report import ACROSS, across, across_lines, across_markdown, committed_scorecards, update_block
+    from ..common.profiles import profiles_of, read_params
+
+    names = list(profiles_of(read_params(params), params))
+    scored = committed_scorecards(Path(params).resolve().parent, names)
+    if page is not None:
+        changed = update_block(page, ACROSS, across_markdown(scored))
+        if not quiet:
+            typer.echo(f"{page}: the across block {'rewritten' if changed else 'already up to date'}")
+    if quiet:
+        return
+    if json_out:
+        typer.echo(json.dumps(across(scored)))
+    else:
+        console().print(across_lines(scored))
 
 
 def register(app: typer.Typer) -> None:

@@ -23,6 +23,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..common import floors
 from ..common.config import TaskConfig, check_bounds
 from ..common.errors import PosrnnError
 from .scores import sequence_scores
@@ -180,6 +181,18 @@ class Task(abc.ABC):
     def space_size(self) -> float:
         """How many distinct samples the task can draw (for the held-out check)."""
         return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
+
+    # ---- floors: common/floors.py declares every task's lines once -----------------------
+    @property
+    def chance_line(self) -> Optional[float]:
+        """Token accuracy of a guess that reads nothing of the input (None: no line declared)."""
+        return floors.chance_line(self.name, self.V, self.L, self.cfg.pairs)
+
+    @property
+    def position_line(self) -> Optional[float]:
+        """The best token accuracy from position alone, where the task has one (else None)."""
+        filler = getattr(self.cfg, "filler", None) or "random"
+        return floors.position_line(self.name, self.V, self.L, self.cfg.pairs, filler)
 
     # ---- validation ----------------------------------------------------------------
     def check(self) -> None:
