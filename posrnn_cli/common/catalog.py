@@ -46,8 +46,11 @@ CORES: dict[str, Entry] = {
     "mamba": Entry("selective SSM block Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
     "xlstm": Entry("xLSTM[1:1]: mLSTM + sLSTM block, 4 heads (H multiple of 4)", "xLSTM", "#bcbd22"),
-    "rglru": Entry("RG-LRU (Griffin/Hawk): real-gated linear recurrence", "RG-LRU", "#64b5cd"),
-    "gated_deltanet": Entry("Gated DeltaNet: gated delta rule per head (--heads)", "Gated DeltaNet", "#ccb974"),
+    "rglru": Entry("RG-LRU (Griffin/Hawk): real-gated linear recurrence alone", "RG-LRU", "#64b5cd"),
+    "hawk": Entry("Hawk's recurrent block: conv + RG-LRU, GeLU gate branch", "Hawk", "#4c9fa8"),
+    "gated_deltanet": Entry("Gated DeltaNet's recurrence alone, per head (--heads)", "Gated DeltaNet", "#ccb974"),
+    "gated_deltanet_layer": Entry("Gated DeltaNet's full layer: convs, gate, norm (--heads)", "Gated DeltaNet layer",
+                                  "#a08c3c"),
     "transformer": Entry("causal Transformer (--layers, --heads), no built-in PE", "Transformer"),
 }
 

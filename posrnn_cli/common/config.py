@@ -82,7 +82,7 @@ class ModelConfig:
     layers: int = bounded(1, 1, 2**16)  # transformer blocks
     heads: int = bounded(8, 1, 2**16)  # transformer attention heads
     state_size: int = bounded(64, 1, 2**16)  # S4D state N
-    conv: bool = True  # mamba: the short causal convolution before the SSM (False: the SSM reads its input directly)
+    conv: bool = True  # mamba, gated_deltanet_layer, hawk, xlstm: the short causal convolution (False: the identity in its place)
     frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property
