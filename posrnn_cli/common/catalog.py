@@ -52,6 +52,10 @@ CORES: dict[str, Entry] = {
     "gated_deltanet_layer": Entry("Gated DeltaNet's full layer: convs, gate, norm (--heads)", "Gated DeltaNet layer",
                                   "#a08c3c"),
     "transformer": Entry("causal Transformer (--layers, --heads), no built-in PE", "Transformer"),
+    "linear_transformer": Entry("causal linear Transformer: attention without softmax (fast weights)",
+                                "linear Transformer", "#6a3d9a"),
+    "noncausal_transformer": Entry("non-causal Transformer: unmasked attention (--layers, --heads)",
+                                   "non-causal Transformer", "#b15928"),
 }
 
 PE_FORMS: dict[str, Entry] = {

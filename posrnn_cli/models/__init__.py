@@ -87,6 +87,8 @@ class CoreSpec:
     recurrent_view: bool = True
     #: the core has a short causal convolution that ``model.conv: false`` (``--no-conv``) replaces by the identity
     conv: bool = False
+    #: output t reads inputs ≤ t only (False: the non-causal Transformer, refused where targets are fed back)
+    causal: bool = True
 
 
 CORES: dict[str, CoreSpec] = {
@@ -104,6 +106,11 @@ CORES: dict[str, CoreSpec] = {
                                      _check_gated_deltanet, recurrent_view=False, conv=True),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
+    "linear_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads, attention="linear"),
+                                   _check_transformer, recurrent_view=False),
+    "noncausal_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads,
+                                                                         attention="noncausal"),
+                                      _check_transformer, recurrent_view=False, causal=False),
 }
 catalog.check_keys("core", catalog.CORES, CORES)
 
@@ -147,6 +154,9 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
     """The model for ``cfg.model`` on ``task`` (sizes from the task). Uses the global RNG for init."""
     m = cfg.model
     check_model_config(m, task.output_start)
+    if not CORES[m.name].causal and cfg.task.autoregressive:
+        raise PosrnnError(f"{m.name} sees every position, so fed-back targets (--autoregressive) would reach the "
+                          f"steps that predict them; drop --autoregressive or use a causal core")
     encoder = InputEncoder(task.n_input_ids, m, PE_FORMS[m.pe], task.max_steps,
                            continuous_dim=task.cfg.dim if task.continuous else None, output_start=task.output_start)
     core = CORES[m.name].build(encoder.out_dim, m)
