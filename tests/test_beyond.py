@@ -86,7 +86,12 @@ def _git(*args: str) -> str:
 
 
 #: the first hypothesis of each beyond set, and the results that score it
-STATED_FIRST = [("beyond_pe_helps_mamba_vocab", "results/beyond"), ("beyond_pe_helps_xlstm_vocab", "results/beyond2")]
+STATED_FIRST = [("beyond_pe_helps_mamba_vocab", "results/beyond"), ("beyond_pe_helps_xlstm_vocab", "results/beyond2"),
+                ("beyond_map_pe_helps_mamba_with_conv", "results/beyond_map"),
+                ("beyond_map_pe_conv_add_xlstm", "results/beyond_map"),
+                ("beyond_map_pe_conv_add_xlstm", "results/beyond_map_paper"),
+                ("kind: permutation_split", "results/beyond3"),
+                ("model: noncausal_transformer, pe: none", "results/beyond3")]
 
 
 @pytest.mark.parametrize("claim, results", STATED_FIRST)
@@ -118,3 +123,33 @@ def test_beyond_paper_mirrors_the_paper_profiles_gru_cells():
         assert {c["vocab"] for c in mirror["fig2"]["cells"] if c["model"] == model} == gru
     assert [c["hidden"] for c in mirror["fig2"]["cells"] if c["model"] == "gru"] == [512] * len(gru)
     assert mirror["dual"]["rarity"] == paper["dual"]["rarity"] and mirror["dual"]["checkpoint_initial"]
+
+
+MAP_CORES = {"mamba", "gated_deltanet_layer", "hawk", "xlstm"}
+
+
+@pytest.mark.parametrize("profile, gru_h", [("beyond_map", 64), ("beyond_map_paper", 512)])
+def test_the_map_crosses_pe_conv_and_three_vocabularies_for_each_core_on_matched_parameters(profile, gru_h):
+    pytest.importorskip("mambapy", reason="the mamba core needs mambapy (make setup installs it)")
+    pytest.importorskip("xlstm", reason="the xlstm core needs the xlstm package (make setup installs it)")
+    jobs = plan(PARAMS, profile, ["mamba_conv"])
+    arms: dict = defaultdict(set)
+    budgets, sizes, gru = set(), {}, {}
+    for j in jobs:
+        c = j.config
+        V = c["task"]["vocab_size"]
+        arms[(c["model"]["name"], c["model"]["conv"], c["model"]["pe"], V)].add(c["train"]["seed"])
+        budgets.add((c["task"]["name"], c["task"]["length"], c["train"]["iterations"], c["train"]["batch_size"]))
+        if c["model"]["pe"] == "sinusoidal" and c["model"]["conv"]:
+            sizes[(c["model"]["name"], V)] = _core_parameters(j)
+            gru.setdefault(V, _core_parameters(j, name="gru", hidden_size=gru_h, embed_size=None, conv=True))
+    models = {a[0] for a in arms}
+    vocabs = {a[3] for a in arms}
+    assert models == MAP_CORES and len(vocabs) >= 3
+    assert set(arms) == {(m, conv, pe, V) for m in models for conv in (True, False) for pe in ("none", "sinusoidal")
+                         for V in vocabs}
+    assert len({frozenset(s) for s in arms.values()}) == 1 and len(next(iter(arms.values()))) >= 3
+    (task, length, _, _), = budgets
+    assert task == "reverse" and length >= 12  # the map's hypotheses read L ≥ 12 cells only
+    for (model, V), n in sizes.items():
+        assert abs(n / gru[V] - 1) < 0.02, f"{profile} {model} V={V}: {n:,} core parameters, the GRU {gru[V]:,}"

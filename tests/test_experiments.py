@@ -186,7 +186,7 @@ def test_mamba_conv_and_mqar_run_end_to_end_at_micro_size_and_their_hypotheses_a
     run_sweep(params, "t", new, SweepOptions(workers=2))
     tables = aggregate(tmp_path / "runs" / "t", tmp_path / "results" / "tables", n_resamples=20)
     assert {(r["conv"], r["pe"]) for r in tables["mamba_conv"]} == {(c, p) for c in (True, False) for p in ("none", "sinusoidal")}
-    assert {(r["task"], r["pairs"], r["vocab_size"]) for r in tables["mqar"]} == {("mqar", 2, 8), ("mqar", 2, 16)}
+    assert {(r["task"], r["pairs"], r["vocab_size"]) for r in tables["mqar"]} == {("mqar", 2, 10), ("mqar", 2, 16)}
     for name in new:
         assert read_json(tmp_path / "results" / "metrics" / f"{name}.json")[name]
     drawn = {p.name for p in draw_all(tmp_path / "results" / "tables", tmp_path / "figs")}

@@ -78,7 +78,7 @@ def test_the_placement_is_seeded_and_follows_the_power_law_over_the_whole_region
 
 
 def test_the_test_set_is_distinct_and_never_trained_on():
-    task = mqar(V=8, L=8, P=2, n_test=256)
+    task = mqar(V=10, L=8, P=2, n_test=256)
     test = task.test_set()
     assert len(hash_rows(test.key).unique()) == 256
     held = HeldOut(test)

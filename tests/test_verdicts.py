@@ -400,9 +400,10 @@ def test_a_readme_that_differs_from_the_scorecard_is_caught_and_rewritten(tmp_pa
 def test_implementation_checks_are_labelled():
     rows = json.loads((ROOT / "results" / "lite" / "scorecard" / "scorecard.json").read_text())["rows"]
     impl = {r["id"] for r in rows if r["implementation"]}
-    assert impl == {"irie_one_layer_invariant", "irie_two_layers_sensitive"}
+    assert impl == {"irie_one_layer_invariant", "irie_two_layers_sensitive", "irie_noncausal_needs_pe",
+                    "irie_linear_transformer_same"}
     md = (ROOT / "results" / "lite" / "scorecard" / "scorecard.md").read_text()
-    assert md.count("a check of the implementation, not a finding") == 2
+    assert md.count("a check of the implementation, not a finding") == 4
     assert "irie_two_layers_sensitive` (implementation check)" in report.readme_block(rows, "lite")
 
 

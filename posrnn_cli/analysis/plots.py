@@ -264,9 +264,14 @@ def draw_mqar(t: dict, path: Path) -> None:
 
 
 def draw_mamba_conv(t: dict, path: Path) -> None:
-    rows = sorted(t["mamba_conv"], key=lambda r: (r["vocab_size"], not r.get("conv", True), _pe_key(r["pe"])))
-    fig_bars(rows, path, f"Mamba with and without its convolution, reverse ({_setting(rows[0])})",
-             label=lambda r: f"{'conv' if r.get('conv', True) else 'no conv'} {pe_label(r['pe'])}\nV {r['vocab_size']}")
+    """Mamba ± its convolution; with several cores (the map), cores × {PE, conv} × V."""
+    rows = sorted(t["mamba_conv"], key=lambda r: (_model_key(r["model"]), r["vocab_size"], not r.get("conv", True),
+                                                  _pe_key(r["pe"])))
+    several = len({r["model"] for r in rows}) > 1
+    title = ("Cores with and without their short convolution" if several else "Mamba with and without its convolution")
+    fig_bars(rows, path, f"{title}, reverse ({_setting(rows[0])})",
+             label=lambda r: (f"{model_label(r['model'])}\n" if several else "")
+             + f"{'conv' if r.get('conv', True) else 'no conv'} {pe_label(r['pe'])}\nV {r['vocab_size']}")
 
 
 def draw_dual(t: dict, path: Path) -> None:

@@ -46,14 +46,16 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "delay": RunOption("task.delay", "copy: T blank steps between input and output.", metavar="N"),
     "dim": RunOption("task.dim", "continuous: tokens are unit vectors in R^dim.", metavar="N"),
     "pairs": RunOption("task.pairs", "mqar: key-value pairs P (--length ≥ 4P, --vocab-size ≥ 2P+2).", metavar="N"),
+    "filler": RunOption("task.filler", "mqar: the query region's other steps: random (ids of 0 … V−1, the Zoology "
+                        "harness's default) or zero (id 0, its random_non_queries=False).", metavar="random|zero"),
     "autoregressive": RunOption("task.autoregressive", "reverse/sort: feed back the previous target (training) or "
                                 "prediction (eval).", flag="--autoregressive/--no-autoregressive"),
     "layers": RunOption("model.layers", "transformer: causal self-attention blocks.", metavar="N"),
-    "heads": RunOption("model.heads", "transformer, gated_deltanet: heads (divides H).", metavar="N"),
+    "heads": RunOption("model.heads", "transformer, gated_deltanet(_layer): heads (divides H).", metavar="N"),
     "state_size": RunOption("model.state_size", "s4d: state order N (even); mamba: d_state. Not given, a new mamba "
                             "run on a CPU takes 4 (its step grows with d_state), on CUDA the default.", metavar="N"),
-    "conv": RunOption("model.conv", "mamba: keep the short causal convolution before the SSM (--no-conv: the SSM "
-                      "reads its input directly).", flag="--conv/--no-conv"),
+    "conv": RunOption("model.conv", "mamba, gated_deltanet_layer, hawk, xlstm: keep the short causal convolution "
+                      "(--no-conv: the identity in its place).", flag="--conv/--no-conv"),
     "iterations": RunOption("train.iterations", "Training iterations.", metavar="N"),
     "batch_size": RunOption("train.batch_size", "Batch size (per process under torchrun).", metavar="N"),
     "lr": RunOption("train.lr", "Peak learning rate of Adam.", metavar="X"),

@@ -63,6 +63,7 @@ class TaskConfig:
     delay: int = bounded(60, 0, 10**6)  # copy: T blank steps between input and output phase
     dim: int = bounded(64, 2, 2**16, why="R^1 holds only two unit vectors: not an infinite vocabulary")  # continuous: tokens are unit vectors in R^dim
     pairs: Optional[int] = bounded(None, 1, 10**6, none="none; mqar needs it")  # mqar: P key-value pairs (the Zoology harness's num_kv_pairs)
+    filler: str = "random"  # mqar: the query region's other steps: "random" ids of 0 … V−1 (the Zoology harness's random_non_queries) or "zero" (id 0)
     autoregressive: bool = False  # output-phase input = previous target / prediction
     n_test: int = bounded(1024, 1, 10**7)  # held-out test sequences (per cell for grids)
     test_seed: int = bounded(1234, 0, 2**63 - 1)  # the test set's own seed, shared by every run of a task
@@ -82,7 +83,7 @@ class ModelConfig:
     layers: int = bounded(1, 1, 2**16)  # transformer blocks
     heads: int = bounded(8, 1, 2**16)  # transformer attention heads
     state_size: int = bounded(64, 1, 2**16)  # S4D state N
-    conv: bool = True  # mamba: the short causal convolution before the SSM (False: the SSM reads its input directly)
+    conv: bool = True  # mamba, gated_deltanet_layer, hawk, xlstm: the short causal convolution (False: the identity in its place)
     frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property

@@ -47,6 +47,7 @@ KEYS: tuple[Key, ...] = (
     # columns some tables add
     Key("task.dim", "dim", "d", column="dim", flags=("dim",)),
     Key("task.pairs", "pairs", "p", column="pairs", flags=("pairs",), shown_when_set=True),
+    Key("task.filler", "filler", "fill", column="filler", flags=("filler",), shown_when_set=True),
     Key("model.heads", "heads", "heads", column="heads", flags=("heads",)),
     Key("model.embed_size", "embed", "e", column="embed_size", flags=("embed_size",)),
     # the rest of the config

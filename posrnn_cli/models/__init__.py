@@ -26,6 +26,8 @@ from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model
 from .gated_deltanet import GatedDeltaNetCore
+from .gdn_layer import GatedDeltaNetLayer
+from .hawk import HawkCore
 from .mamba import MambaCore, require_mambapy
 from .mingru import MinGRUCore
 from .rglru import RGLRUCore
@@ -83,6 +85,10 @@ class CoreSpec:
     #: the core exposes ``initial_state`` (z_1), ``state_after`` (the state after a prefix) and
     #: ``output_from_state`` (the last output from a state and the inputs after it): gradient stability, 003 §4.3
     recurrent_view: bool = True
+    #: the core has a short causal convolution that ``model.conv: false`` (``--no-conv``) replaces by the identity
+    conv: bool = False
+    #: output t reads inputs ≤ t only (False: the non-causal Transformer, refused where targets are fed back)
+    causal: bool = True
 
 
 CORES: dict[str, CoreSpec] = {
@@ -90,13 +96,21 @@ CORES: dict[str, CoreSpec] = {
     "gru": CoreSpec(lambda d, m: RecurrentCore("gru", d, m.hidden_size)),
     "lstm": CoreSpec(lambda d, m: RecurrentCore("lstm", d, m.hidden_size)),
     "s4d": CoreSpec(lambda d, m: S4DCore(d, m.hidden_size, m.state_size), _check_s4d),
-    "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size, conv=m.conv), _check_mamba),
+    "mamba": CoreSpec(lambda d, m: MambaCore(d, m.hidden_size, m.state_size, conv=m.conv), _check_mamba, conv=True),
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
-    "xlstm": CoreSpec(lambda d, m: XLSTMCore(d, m.hidden_size), _check_xlstm),
+    "xlstm": CoreSpec(lambda d, m: XLSTMCore(d, m.hidden_size, conv=m.conv), _check_xlstm, conv=True),
     "rglru": CoreSpec(lambda d, m: RGLRUCore(d, m.hidden_size)),
+    "hawk": CoreSpec(lambda d, m: HawkCore(d, m.hidden_size, conv=m.conv), recurrent_view=False, conv=True),
     "gated_deltanet": CoreSpec(lambda d, m: GatedDeltaNetCore(d, m.hidden_size, m.heads), _check_gated_deltanet),
+    "gated_deltanet_layer": CoreSpec(lambda d, m: GatedDeltaNetLayer(d, m.hidden_size, m.heads, conv=m.conv),
+                                     _check_gated_deltanet, recurrent_view=False, conv=True),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
+    "linear_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads, attention="linear"),
+                                   _check_transformer, recurrent_view=False),
+    "noncausal_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads,
+                                                                         attention="noncausal"),
+                                      _check_transformer, recurrent_view=False, causal=False),
 }
 catalog.check_keys("core", catalog.CORES, CORES)
 
@@ -134,8 +148,10 @@ def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> No
     if m.pe_mode not in catalog.PE_MODES:
         raise PosrnnError(f"unknown --pe-mode {m.pe_mode!r}; choose one of: {', '.join(catalog.PE_MODES)}")
     check_bounds(m, "model")
-    if not m.conv and m.name != "mamba":
-        raise PosrnnError(f"--no-conv (model.conv: false) applies to the mamba core only, not {m.name}; drop it")
+    if not m.conv and not CORES[m.name].conv:
+        with_conv = ", ".join(n for n, c in CORES.items() if c.conv)
+        raise PosrnnError(f"--no-conv (model.conv: false) applies to the cores with a short convolution ({with_conv}), "
+                          f"not {m.name}; drop it")
     CORES[m.name].check(m)
     PE_FORMS[m.pe].check(m, output_start)
 
@@ -144,6 +160,9 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
     """The model for ``cfg.model`` on ``task`` (sizes from the task). Uses the global RNG for init."""
     m = cfg.model
     check_model_config(m, task.output_start)
+    if not CORES[m.name].causal and cfg.task.autoregressive:
+        raise PosrnnError(f"{m.name} sees every position, so fed-back targets (--autoregressive) would reach the "
+                          f"steps that predict them; drop --autoregressive or use a causal core")
     encoder = InputEncoder(task.n_input_ids, m, PE_FORMS[m.pe], task.max_steps,
                            continuous_dim=task.cfg.dim if task.continuous else None, output_start=task.output_start)
     core = CORES[m.name].build(encoder.out_dim, m)

@@ -20,7 +20,9 @@ A_log and dt_bias are initialised as there (A ~ U[0, 16], dt log-uniform in [0.0
 are not weight-decayed. The d^{−½} is the kernels' default query scale (the paper writes
 o_t = S_t q_t; a constant before W_o changes the initial scale only). As the RG-LRU core is the
 recurrence alone, the layer's short causal convolutions on q, k, v (SiLU applied directly, as the
-layer does when they are off), its output RMSNorm and SiLU output gate are left out.
+layer does when they are off), its output RMSNorm and SiLU output gate and its wider value head
+(d_v = 2·d) are left out: this is the recurrence-only form (the ``gated_deltanet`` core); the
+full layer is ``models/gdn_layer.py`` (the ``gated_deltanet_layer`` core).
 
 The training path (``forward``) is the reference sequential recurrence over T: the chunked
 parallel form (the paper's WY representation) exists in maintained implementations only as
@@ -48,6 +50,14 @@ def l2_normalise(x: Tensor) -> Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + EPS)
 
 
+def decay_parameters(heads: int) -> tuple[nn.Parameter, nn.Parameter]:
+    """A_log and dt_bias, one per head, initialised as the released layer does (A ~ U[0, 16], dt
+    log-uniform in [0.001, 0.1], dt_bias = softplus⁻¹(dt)); neither is weight-decayed."""
+    A_log = _no_weight_decay(nn.Parameter(torch.log(torch.empty(heads).uniform_(0, 16))))
+    dt = torch.exp(torch.rand(heads) * (math.log(0.1) - math.log(0.001)) + math.log(0.001)).clamp_min(1e-4)
+    return A_log, _no_weight_decay(nn.Parameter(dt + torch.log(-torch.expm1(-dt))))
+
+
 class GatedDeltaNetCore(SteppedView, nn.Module):
     """One gated-delta-rule layer: (B, T, in_dim) → (B, T, H); ``heads`` must divide H."""
 
@@ -58,9 +68,7 @@ class GatedDeltaNetCore(SteppedView, nn.Module):
         self.in_dim, self.H, self.heads, self.d = in_dim, hidden_size, heads, hidden_size // heads
         self.qkv = nn.Linear(in_dim, 3 * hidden_size, bias=False)  # [W_q; W_k; W_v]
         self.ab = nn.Linear(in_dim, 2 * heads, bias=False)  # [w_α; w_β] per head
-        self.A_log = _no_weight_decay(nn.Parameter(torch.log(torch.empty(heads).uniform_(0, 16))))
-        dt = torch.exp(torch.rand(heads) * (math.log(0.1) - math.log(0.001)) + math.log(0.001)).clamp_min(1e-4)
-        self.dt_bias = _no_weight_decay(nn.Parameter(dt + torch.log(-torch.expm1(-dt))))  # softplus⁻¹(dt)
+        self.A_log, self.dt_bias = decay_parameters(heads)
         self.out = nn.Linear(hidden_size, hidden_size, bias=False)  # W_o
 
     def inputs(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:

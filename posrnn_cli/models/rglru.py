@@ -10,9 +10,10 @@ on width H (eqs. 1–4 of §2.4):
 
 with ``a_t`` computed in log space, ``log a_t = −c·softplus(−Λ)·r_t``, and ``√(1 − a_t²)`` as
 ``√(−expm1(2 log a_t))``. Λ is initialised so that ``a^c`` is uniform in [0.9, 0.999], as the
-paper says. The core is the RG-LRU layer alone, as the GRU core is the cell alone: Hawk's
-recurrent block around it (the GeLU gating branch, the width-4 temporal convolution, the output
-projection, the residual and the norm) is not part of it.
+paper says. The core is the RG-LRU layer alone, as the GRU core is the cell alone (the
+recurrence-only form, registered as ``rglru``): Hawk's recurrent block around it (the GeLU gating
+branch, the width-4 temporal convolution, the output projection) is the ``hawk`` core
+(``models/hawk.py``); the residual, the norm and the MLP block are in neither.
 
 One detail follows the authors' released code (``recurrentgemma``) where the paper is silent:
 the derivative of the square root is capped at 1000 (their ``SqrtBoundDerivative``: where
@@ -67,6 +68,29 @@ class SqrtBoundedGrad(torch.autograd.Function):
         return grad / torch.sqrt((4 * u).clamp_min(1 / MAX_SQRT_GRADIENT**2))
 
 
+def initial_lambda(H: int) -> nn.Parameter:
+    """Λ = logit(a) with a^c ~ U[0.9, 0.999] (Griffin §2.4)."""
+    a = torch.empty(H).uniform_(0.9, 0.999) ** (1 / C)
+    return nn.Parameter(torch.log(a) - torch.log1p(-a))
+
+
+def lru_coefficients(gates: nn.Linear, Lambda: Tensor, xt: Tensor) -> tuple[Tensor, Tensor]:
+    """a_t and b_t = √(1 − a_t²) ⊙ i_t ⊙ x̃_t of the RG-LRU's ``h_t = a_t h_{t−1} + b_t`` from its
+    input x̃ (..., H), its gates ``[W_a; W_x] x̃ + [b_a; b_x]`` and Λ: 2 × (..., H)."""
+    r, i = torch.sigmoid(gates(xt)).chunk(2, dim=-1)
+    log_a = -C * F.softplus(-Lambda) * r  # log a_t = c·r_t·log σ(Λ)
+    return torch.exp(log_a), SqrtBoundedGrad.apply(-torch.expm1(2 * log_a)) * (i * xt)
+
+
+def linear_recurrence(a: Tensor, b: Tensor) -> Tensor:
+    """h_t = a_t ⊙ h_{t−1} + b_t from h_0 = 0, a sequential loop over dim 1: (B, T, H) ×2 → (B, T, H)."""
+    h, out = b[:, 0], [b[:, 0]]  # h_1 = b_1 (h_0 = 0)
+    for t in range(1, a.shape[1]):
+        h = torch.addcmul(b[:, t], a[:, t], h)
+        out.append(h)
+    return torch.stack(out, 1)
+
+
 class RGLRUCore(SteppedView, nn.Module):
     """A projection D → H, then one RG-LRU layer: (B, T, in_dim) → all hidden states (B, T, H)."""
 
@@ -77,24 +101,15 @@ class RGLRUCore(SteppedView, nn.Module):
         self.in_dim, self.H = in_dim, hidden_size
         self.proj = nn.Linear(in_dim, hidden_size)  # x̃ = W x + b
         self.gates = nn.Linear(hidden_size, 2 * hidden_size)  # [W_a; W_x] x̃ + [b_a; b_x]
-        a = torch.empty(hidden_size).uniform_(0.9, 0.999) ** (1 / C)  # a^c ~ U[0.9, 0.999]
-        self.Lambda = nn.Parameter(torch.log(a) - torch.log1p(-a))  # Λ = logit(a)
+        self.Lambda = initial_lambda(hidden_size)  # Λ = logit(a), a^c ~ U[0.9, 0.999]
 
     def coefficients(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """a_t and b_t = √(1 − a_t²) ⊙ i_t ⊙ x̃_t of ``h_t = a_t h_{t−1} + b_t``:
         (..., in_dim) → 2 × (..., H)."""
-        xt = self.proj(x)
-        r, i = torch.sigmoid(self.gates(xt)).chunk(2, dim=-1)
-        log_a = -C * F.softplus(-self.Lambda) * r  # log a_t = c·r_t·log σ(Λ)
-        return torch.exp(log_a), SqrtBoundedGrad.apply(-torch.expm1(2 * log_a)) * (i * xt)
+        return lru_coefficients(self.gates, self.Lambda, self.proj(x))
 
     def forward(self, x: Tensor) -> Tensor:
-        a, b = self.coefficients(x)  # (B T H) each
-        h, out = b[:, 0], [b[:, 0]]  # h_1 = b_1 (h_0 = 0)
-        for t in range(1, x.shape[1]):
-            h = torch.addcmul(b[:, t], a[:, t], h)
-            out.append(h)
-        return torch.stack(out, 1)  # (B T H)
+        return linear_recurrence(*self.coefficients(x))  # (B T H)
 
     # ---- the recurrent view -------------------------------------------------------------------
     @property

@@ -33,6 +33,16 @@ convolution window. Each window keeps the last 3 inputs that the width-4 convolu
 zeros). All are flattened into z (``state_dim``); ``initial_state`` gives z_1, ``state_after``
 the state after a prefix, and ``output_from_state`` runs the package's ``step`` from a state
 over the inputs after it, so ∂h_T/∂z_1 is taken through the recurrent step itself.
+
+``model.conv = False`` (``--no-conv``) takes the mLSTM's convolution out (``NoConv``, the
+identity in its place, the SiLU after it kept; the package's ``conv1d_kernel_size = 0`` fails to
+build in 2.0.6): q, k and the
+learnable skip then read the up-projected input of their own step only, and the mLSTM's window
+leaves the state. The sLSTM's convolution stays: it feeds only the sLSTM's input and forget
+gates, whose recurrence carries x_{t−1} into step t with or without it (and the package's
+``conv1d_kernel_size = 0`` there would drop the SiLU too, not the convolution alone).
+What differs from the reference model: the width projection D → H in front, the up-projection
+rounded to a multiple of 4, one block of each kind, no embedding or head of the package's.
 """
 
 from __future__ import annotations
@@ -67,6 +77,20 @@ def check_hidden_size(H: int) -> None:
                           f"got {H}")
 
 
+class NoConv(nn.Module):
+    """The identity in the mLSTM's convolution's place, for its forward and its step (whose
+    window it passes through untouched)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+    def step(self, x: Tensor, conv_state=None):
+        return x, conv_state
+
+    def reset_parameters(self) -> None:
+        return None
+
+
 def _stack_config(xlstm, H: int):
     m = xlstm.mLSTMBlockConfig(mlstm=xlstm.mLSTMLayerConfig(conv1d_kernel_size=KERNEL, qkv_proj_blocksize=4,
                                                             num_heads=HEADS, round_proj_up_to_multiple_of=4))
@@ -81,12 +105,14 @@ def _stack_config(xlstm, H: int):
 class XLSTMCore(SteppedView, nn.Module):
     """A projection D → H, then xLSTM[1:1] at width H: (B, T, in_dim) → (B, T, H)."""
 
-    def __init__(self, in_dim: int, hidden_size: int):
+    def __init__(self, in_dim: int, hidden_size: int, conv: bool = True):
         super().__init__()
         xlstm = require_xlstm()
         check_hidden_size(hidden_size)
         self.proj = nn.Linear(in_dim, hidden_size, bias=False)
         self.stack = xlstm.xLSTMBlockStack(_stack_config(xlstm, hidden_size))
+        if not conv:
+            self.stack.blocks[0].xlstm.conv1d = NoConv()
         for name, p in self.stack.named_parameters():
             if "weight" not in name or "norm" in name:  # the package's no-decay group (xLSTMLMModel)
                 p._optim = {"weight_decay": 0.0}
@@ -95,7 +121,7 @@ class XLSTMCore(SteppedView, nn.Module):
         self.inner, self.dh = mlstm.config._inner_embedding_dim, mlstm.config._inner_embedding_dim // HEADS
         #: (name, shape without the batch) of each piece of z, in order
         self._parts = [("C", (HEADS, self.dh, self.dh)), ("n", (HEADS, self.dh, 1)), ("m", (HEADS, 1, 1)),
-                       ("mconv", (KERNEL - 1, self.inner)), ("s", (slstm.config.num_states, hidden_size)),
+                       ("mconv", ((KERNEL - 1) * conv, self.inner)), ("s", (slstm.config.num_states, hidden_size)),
                        ("sconv", (KERNEL - 1, hidden_size))]
 
     def _fit_context(self, T: int) -> None:
@@ -118,7 +144,7 @@ class XLSTMCore(SteppedView, nn.Module):
         writes into the window it is given)."""
         widths = [torch.Size(shape).numel() for _, shape in self._parts]
         # one split, not a slice per part: a slice's backward writes a zero gradient the width of z
-        pieces = {name: p.reshape(-1, *shape) for (name, shape), p in zip(self._parts, z.split(widths, dim=1))}
+        pieces = {name: p.reshape(z.shape[0], *shape) for (name, shape), p in zip(self._parts, z.split(widths, dim=1))}
 
         def window(w: Tensor) -> Tensor:  # the oldest row, which the step discards, as zeros
             return torch.cat([w.new_zeros(w.shape[0], 1, w.shape[2]), w], 1)

@@ -113,6 +113,7 @@ class Task(abc.ABC):
     supports_variable_length = False  # task.min_length
     supports_rarity = False  # task.rarity
     supports_pairs = False  # task.pairs
+    supports_filler = False  # task.filler
     holds_out = True  # draw a test set and keep it out of training (False: separate splits)
     #: inputs x_1…x_L then L query steps, targets read at the queries, one L for every sample
     #: and no fed-back outputs: what the stability triplets and the bench build batches for
@@ -206,6 +207,8 @@ class Task(abc.ABC):
             raise PosrnnError(f"--rarity (dual frequency) is not defined for task {self.name!r}; drop it")
         if c.pairs is not None and not self.supports_pairs:
             raise PosrnnError(f"--pairs (key-value pairs) is not defined for task {self.name!r}; drop it")
+        if c.filler != "random" and not self.supports_filler:
+            raise PosrnnError(f"--filler is not defined for task {self.name!r}; drop it")
         space = self.space_size()
         if space < 2 * c.n_test:
             raise PosrnnError(

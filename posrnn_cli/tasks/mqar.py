@@ -6,14 +6,15 @@ are P key-value pairs ``k_1 v_1 … k_P v_P`` (P = ``task.pairs``): the keys are
 ``1 … V/2−1`` (the harness keeps id 0 for "empty"), the values P distinct ids of ``V/2 … V−1``.
 The rest, steps 2P … T−1, is the query region: each key appears in it exactly once, on an even
 offset from 2P; the model is read at that step and must output the key's value. The other steps
-of the region hold random ids of ``0 … V−1`` (the harness's ``random_non_queries``), which may
-repeat a key: they are read nowhere.
+of the region hold random ids of ``0 … V−1`` (the harness's ``random_non_queries``, its default),
+which may repeat a key, or with ``task.filler = "zero"`` (``--filler zero``, the harness's
+``random_non_queries = False``) id 0, which no key is: they are read nowhere.
 
 Where the keys go follows the harness: the region's S = (T − 2P)/2 even slots are drawn without
 replacement with P(slot i) ∝ i^(a−1), i = 1 … S, a = ``POWER_A`` = 0.01 (most queries come soon
 after the pairs, a few far), and the j-th slot drawn takes the j-th pair's key. The harness asks
-for an even T and for T ≥ 4P (the region at least as long as the pairs); so does this task. (It
-also asserts V > T, which nothing in the draw needs; this task does not.)
+for an even T, for T ≥ 4P (the region at least as long as the pairs) and for V > T; so does this
+task.
 ``task.pairs`` has no default: an mqar run names it (the harness's default is 4), other tasks
 refuse it.
 
@@ -35,6 +36,8 @@ from .base import Batch, Task
 #: the power law's exponent a over the query slots (the harness's ``train_power_a`` and
 #: ``test_power_a``): P(slot i) ∝ i^(a−1); 1 would be uniform
 POWER_A = 0.01
+#: what fills the query region's other steps (``task.filler``): random ids, or id 0
+FILLERS = ("random", "zero")
 
 
 class MQARTask(Task):
@@ -43,6 +46,7 @@ class MQARTask(Task):
 
     name = "mqar"
     supports_pairs = True
+    supports_filler = True
 
     @property
     def P(self) -> int:
@@ -75,13 +79,19 @@ class MQARTask(Task):
         if L % 2 or L < 4 * P:
             raise PosrnnError(f"mqar needs an even --length of at least 4·pairs = {4 * P} (P pairs, then a query region "
                               f"as long), got {L}: set --length {max(4 * P, L + L % 2)} or lower --pairs")
+        if V <= L:
+            raise PosrnnError(f"mqar asks for a vocabulary larger than the sequence, as the Zoology harness does "
+                              f"(V > L): --vocab-size {V} ≤ --length {L}; raise --vocab-size above {L}")
+        if self.cfg.filler not in FILLERS:
+            raise PosrnnError(f"unknown --filler {self.cfg.filler!r}; choose one of: {', '.join(FILLERS)}")
         super().check()
 
     def space_size(self) -> float:
-        """Ordered keys × ordered values × the random ids beside the queries (a lower bound)."""
+        """Ordered keys × ordered values × the random ids beside the queries (a lower bound; no
+        random ids under zero filler)."""
         K, P, V = self.V // 2 - 1, self.P, self.V
         log = (math.lgamma(K + 1) - math.lgamma(K - P + 1) + math.lgamma(V // 2 + 1) - math.lgamma(V // 2 - P + 1)
-               + (self.L - 3 * self.P) * math.log(V))
+               + (self.L - 3 * self.P) * math.log(V) * (self.cfg.filler == "random"))
         return math.inf if log > 700 else math.exp(log)
 
     def slot_weights(self, device) -> torch.Tensor:
@@ -102,7 +112,10 @@ class MQARTask(Task):
         keys = torch.rand(n, half - 1, generator=gen, device=device).argsort(dim=1)[:, :P] + 1  # (B P) of 1…V/2−1
         values = torch.rand(n, half, generator=gen, device=device).argsort(dim=1)[:, :P] + half  # (B P) of V/2…V−1
         slot = self.draw_slots(n, gen, device)  # (B P): where key j is asked
-        inputs = torch.randint(V, (n, L), generator=gen, device=device)  # (B T) the random ids
+        if self.cfg.filler == "zero":
+            inputs = torch.zeros(n, L, dtype=torch.long, device=device)  # (B T) id 0 wherever no pair or query is
+        else:
+            inputs = torch.randint(V, (n, L), generator=gen, device=device)  # (B T) the random ids
         inputs[:, 0:2 * P:2], inputs[:, 1:2 * P:2] = keys, values
         at = 2 * P + 2 * slot  # (B P) steps of the queries
         inputs.scatter_(1, at, keys)

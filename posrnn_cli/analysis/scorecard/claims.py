@@ -17,8 +17,8 @@ from posrnn_cli.common.tables import is_number
 from .core import CLAIMS_PATH, Outcome, TABLES, _as_list
 from .tables import TableSet
 from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
-from .contrasts import check_gap_contrast, check_robust, check_stability_decay
-from .exact import check_permutation_invariant, check_permutation_sensitive
+from .contrasts import check_additive, check_gap_contrast, check_robust, check_stability_decay
+from .exact import check_permutation_invariant, check_permutation_sensitive, check_permutation_split
 
 
 # ---- claims: loading and validation ---------------------------------------------------------
@@ -148,6 +148,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          [("select", True, _check_filter)]),
     Kind("permutation_sensitive", check_permutation_sensitive,
          [("select", True, _check_filter), ("min_share", True, _number(0, 1))]),
+    Kind("permutation_split", check_permutation_split,
+         [("select", True, _check_filter), ("one", True, _check_filter), ("many", True, _check_filter),
+          ("min_share", True, _number(0, 1))]),
+    Kind("additive", check_additive,
+         [("a", True, _side_param), ("b", True, _side_param), ("margin", True, _number(0)), _MATCH, _METRIC]),
 )}
 #: views of KINDS, by name: the function, and the parameter schema
 TESTS: dict[str, Callable[[dict, TableSet], Outcome]] = {k: v.test for k, v in KINDS.items()}

@@ -31,10 +31,9 @@ def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, S
     return out
 
 
-def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
-    """A difference of differences on the same seeds: side ``a``'s gap (plus − minus) is shown
-    (interval above 0) and exceeds side ``b``'s gap at the same cell (the interval of gap a −
-    gap b above 0)."""
+def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
+    """Side a's and side b's gaps paired by cell: [((key, gap a, row), (key, gap b, row))], and
+    the columns the sides' filters set (left out of a cell's label)."""
     p = claim["params"]
     a_sets, b_sets = _side_gaps(claim, ts, p["a"]), _side_gaps(claim, ts, p["b"])
     if len(a_sets) != len(b_sets):
@@ -61,6 +60,15 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
                 comps.append((g, other))
     if not comps:
         raise _NotMeasured(f"no cell of side a pairs with side b on {', '.join(p.get('match') or ['their shared cell columns'])}")
+    return comps, filt_cols
+
+
+def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
+    """A difference of differences on the same seeds: side ``a``'s gap (plus − minus) is shown
+    (interval above 0) and exceeds side ``b``'s gap at the same cell (the interval of gap a −
+    gap b above 0)."""
+    p = claim["params"]
+    comps, filt_cols = _paired_gaps(claim, ts)
     out, sds = [], []
     for (ka, ga, row), (kb, gb, _) in comps:
         diff = ga - gb
@@ -77,6 +85,35 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
              f"{_fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
     details = {"metric": p.get("metric", "token_accuracy"), "comparisons": [
         {"cell": cell, "gap_a": _sd_dict(ga), "gap_b": _sd_dict(gb), "difference": _sd_dict(diff), "verdict": v}
+        for cell, ga, gb, diff, v in out]}
+    return _measured(verdict, parts, reason, details, sds)
+
+
+def check_additive(claim: dict, ts: TableSet) -> Outcome:
+    """Two effects add up: side ``a``'s gap and side ``b``'s gap (one effect measured with and
+    without the other) differ by less than ``margin`` at every cell — the interval of gap a −
+    gap b (their interaction, paired by seed) inside ±margin. Not reproduced where that interval
+    lies wholly beyond the margin; inconclusive otherwise."""
+    p = claim["params"]
+    margin = float(p["margin"])
+    comps, filt_cols = _paired_gaps(claim, ts)
+    out, sds = [], []
+    for (_, ga, row), (_, gb, _) in comps:
+        diff = ga - gb
+        lo_side, hi_side = _side(diff, -margin), _side(diff, margin)
+        v = (REPRODUCED if lo_side == "above" and hi_side == "below" else
+             NOT_REPRODUCED if hi_side == "above" or lo_side == "below" else INCONCLUSIVE)
+        out.append((_label(row, skip=filt_cols), ga, gb, diff, v))
+        sds += [ga, gb, diff]
+    verdict = _worst(x[-1] for x in out)
+    reason = {REPRODUCED: f"the interaction's interval lies inside ±{margin:g} in every cell",
+              INCONCLUSIVE: f"the interaction's interval crosses ±{margin:g} in some cell",
+              NOT_REPRODUCED: f"the interaction's interval lies beyond ±{margin:g} in some cell"}[verdict]
+    la, lb = p["a"].get("label", "a"), p["b"].get("label", "b")
+    parts = [f"{cell}: {la} {_fmt_sd(ga, sign=True)}; {lb} {_fmt_sd(gb, sign=True)}; interaction "
+             f"{_fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
+    details = {"metric": p.get("metric", "token_accuracy"), "margin": margin, "comparisons": [
+        {"cell": cell, "gap_a": _sd_dict(ga), "gap_b": _sd_dict(gb), "interaction": _sd_dict(diff), "verdict": v}
         for cell, ga, gb, diff, v in out]}
     return _measured(verdict, parts, reason, details, sds)
 

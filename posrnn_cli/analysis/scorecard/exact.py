@@ -58,3 +58,21 @@ def check_permutation_sensitive(claim: dict, ts: TableSet) -> Outcome:
         verdict, reason = NOT_REPRODUCED, "no sequence told apart in some row or seed"
     return Outcome(verdict, _irie_measured(rows), reason, {"min_share": need, "rows": _irie_details(rows)},
                    _irie_seeds(rows))
+
+
+def check_permutation_split(claim: dict, ts: TableSet) -> Outcome:
+    """Irie's split: the ``one`` rows (one layer) are permutation invariant as
+    ``check_permutation_invariant`` reads them, and the ``many`` rows (two or more layers)
+    permutation sensitive as ``check_permutation_sensitive`` does (``min_share``), both within
+    ``select``. Reproduced if both hold; direction only if the ``many`` rows are told apart on
+    every seed below ``min_share``; not reproduced otherwise."""
+    p = claim["params"]
+    one = check_permutation_invariant({**claim, "params": {"select": {**p["select"], **p["one"]}}}, ts)
+    many = check_permutation_sensitive({**claim, "params": {"select": {**p["select"], **p["many"]},
+                                                            "min_share": p["min_share"]}}, ts)
+    verdicts = {one.verdict, many.verdict}
+    verdict = (NOT_REPRODUCED if NOT_REPRODUCED in verdicts else DIRECTION_ONLY if DIRECTION_ONLY in verdicts
+               else REPRODUCED)
+    reason = f"one layer: {one.reason}; several: {many.reason}"
+    details = {"one": one.details, "many": many.details}
+    return Outcome(verdict, f"{one.measured}; {many.measured}", reason, details, min(one.n_seeds, many.n_seeds))
