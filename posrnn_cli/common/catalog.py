@@ -45,7 +45,7 @@ CORES: dict[str, Entry] = {
     "s4d": Entry("diagonal SSM S4D (state: model.state_size)", "S4D"),
     "mamba": Entry("selective SSM Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
-    "xlstm": Entry("xLSTM[1:1]: mLSTM + sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22"),
+    "xlstm": Entry("xLSTM[1:1]: mLSTM+sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22"),
     "rglru": Entry("RG-LRU (Griffin/Hawk): its recurrence alone", "RG-LRU", "#64b5cd"),
     "hawk": Entry("Hawk's block: conv + RG-LRU, GeLU gate branch", "Hawk", "#4c9fa8"),
     "gated_deltanet": Entry("Gated DeltaNet's recurrence alone (--heads)", "Gated DeltaNet", "#ccb974"),
