@@ -43,7 +43,7 @@ class Pack:
 def solo_reason(job: Job) -> Optional[str]:
     """Why ``job`` can never join an ensemble, or None when it can."""
     if job.kind not in PACKABLE_KINDS:
-        return f"a {job.kind} job, not a training run"
+        return f"its job kind ({job.kind}) has no ensemble path"
     cfg = job.config or {}
     model, task = cfg.get("model", {}), cfg.get("task", {})
     if model.get("name") not in catalog.ENSEMBLE_CORES:
