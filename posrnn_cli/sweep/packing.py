@@ -110,9 +110,9 @@ def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
         device, rows = str(prof.get("device", "auto")), measured_rows()
         if device == "cpu" or not rows:
             return 1
-        from .cost import gpu_kind  # torch: only once something was measured
+        import torch  # only once something was measured: the visible GPU's kind (none: no measured K applies)
 
-        return default_k(device, rows, gpu_kind()[0])
+        return default_k(device, rows, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise PosrnnError(f"profile {profile!r}: ensemble must be the most runs per ensemble, a positive number "
                           f"(1: no packing), got {k!r}")
