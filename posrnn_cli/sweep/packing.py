@@ -43,7 +43,7 @@ class Pack:
 def solo_reason(job: Job) -> Optional[str]:
     """Why ``job`` can never join an ensemble, or None when it can."""
     if job.kind not in PACKABLE_KINDS:
-        return f"a {job.kind} job, not a training run"
+        return f"its job kind ({job.kind}) has no ensemble path"
     cfg = job.config or {}
     model, task = cfg.get("model", {}), cfg.get("task", {})
     if model.get("name") not in catalog.ENSEMBLE_CORES:
@@ -110,9 +110,9 @@ def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
         device, rows = str(prof.get("device", "auto")), measured_rows()
         if device == "cpu" or not rows:
             return 1
-        from ..common.machine import gpu_kind  # torch: only once something was measured
+        import torch  # only once something was measured: the visible GPU's kind (none: no measured K applies)
 
-        return default_k(device, rows, gpu_kind()[0])
+        return default_k(device, rows, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise PosrnnError(f"profile {profile!r}: ensemble must be the most runs per ensemble, a positive number "
                           f"(1: no packing), got {k!r}")
