@@ -110,8 +110,10 @@ def test_the_paper_profile_dry_run_prints_its_disk_use(monkeypatch):
     """The figure docs/pipeline.md quotes; the LSTM at V = 16,384, H = 512 is the largest checkpoint
     (227 MB without PE, 239 MB with the sinusoidal form concatenated: 19.9 M parameters × 12 bytes)."""
     monkeypatch.chdir(ROOT)
-    r = CliRunner().invoke(app, ["sweep", "--dry-run", "--profile", "paper"])
+    r = CliRunner().invoke(app, ["sweep", "--dry-run", "--profile", "paper"], terminal_width=200)
     assert r.exit_code == 0, r.output
+    assert max(map(len, r.output.splitlines())) <= 100  # a summary, not the 1,341-row table (--verbose)
+    assert "fig2/gru-v32-none-s111" not in r.output and "packing: " in r.output and "  all " in r.output
     line = next(ln for ln in r.output.splitlines() if ln.startswith("expected disk use"))
     assert line.endswith("GB") and 20 < float(line.split()[-2]) < 500
     assert "dual" in r.output and "(largest checkpoint 239.3 MB)" in r.output
