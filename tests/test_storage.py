@@ -167,6 +167,8 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run"], env={"COLUMNS": "200"})
     assert "skip (finished; trained by other code; --retrain-stale retrains)" in r.output
     assert "skip (finished; trained by unknown code)" in r.output
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--verbose"], env={"COLUMNS": "200"})
+    assert "fig2/gru-v4-none-s1" in r.output  # --verbose names them
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--retrain-stale"],
                            env={"COLUMNS": "200"})
     assert "retrain (trained by other code)" in r.output
@@ -174,7 +176,7 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     out = io.StringIO()
     done = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), out=out)
     assert {o.result["training"] for o in done} == {"skipped (finished)"}
-    assert ("1 run(s) were trained by other code than this (--dry-run names them; --retrain-stale retrains them); "
+    assert ("1 run(s) were trained by other code than this (--dry-run --verbose names them; --retrain-stale retrains them); "
             "1 by unknown code") in out.getvalue()
     assert {p: p.read_bytes() for p in (a / "checkpoints").iterdir()} == before  # kept as it was
 
