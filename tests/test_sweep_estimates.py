@@ -91,3 +91,21 @@ def test_the_error_is_stated_against_the_last_repro_at_this_step():
     assert lines[0] == "  on 2 cores, one run per core: about 100 min of wall time for training"
     assert f"{scaled:,.0f} min at this machine's 38.3 ms" in lines[1] and "44 min 39 s" in lines[1]
     assert lines[1].endswith(f"{100 / scaled - 1:+.0%} of it")
+
+
+def test_a_core_that_cannot_be_timed_here_falls_back_on_configuration_a_and_says_so(tmp_path):
+    from posrnn_cli.common.errors import PosrnnError
+
+    jobs = plan(scratch(tmp_path, fig2=GRID), "t", ["fig2"], runs_root=tmp_path / "runs")
+
+    def time_core(cfg):
+        if cfg.model.name == "lstm":
+            raise PosrnnError("no encoded corpus here")
+        return 3.0
+
+    rate = cost.profile_rate({"device": "cpu", "threads": 1}, calibrate=lambda t: (10.0, 2e9), jobs=jobs,
+                             time_core=time_core)
+    assert set(rate.cores) == {"gru"} and "lstm could not be timed here" in rate.source
+    _, secs = cost.summary(jobs, rate)
+    lstm = next(j for j in jobs if j.config["model"]["name"] == "lstm")
+    assert secs[lstm.label] == pytest.approx(500 * cost.flops_per_iteration(lstm.run_config()) / 2e9)

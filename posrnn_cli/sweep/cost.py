@@ -175,9 +175,12 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
                f"thread(s) ({flops / 1e9:.2f} GFLOP/s), scaled to each run by its FLOP count")
         return Rate(where, "CPU-minutes", src, flops, flops, step_ms=ms)
     each = ", ".join(f"{core} {c_ms:.1f} ms" for core, (c_ms, _) in cores.items())
+    untimed = sorted({j.config["model"]["name"] for j in jobs if trains(j.kind) and j.config} - set(cores))
+    rest = (f"; {', '.join(untimed)} could not be timed here (its task could not be built): priced by configuration A's "
+            f"{flops / 1e9:.2f} GFLOP/s" if untimed else "")
     src = (f"calibrated here just now: each core's training step at a representative size of its runs ({each}; "
            f"{threads} thread(s)), scaled within a core by each run's FLOPs; calibration step (configuration A) "
-           f"{ms:.1f} ms")
+           f"{ms:.1f} ms{rest}")
     return Rate(where, "CPU-minutes", src, flops, flops, cores=cores, step_ms=ms)
 
 
@@ -187,11 +190,16 @@ def core_rates(jobs: list[Job], threads: int, time_core: Optional[Callable[[RunC
     at its representative size (``calibrate.representatives``) on ``threads`` threads."""
     from .calibrate import on_cpu, representatives, time_step
 
+    from ..common.errors import PosrnnError
+
     cfgs = [j.run_config() for j in jobs if trains(j.kind) and j.config]
     out = {}
     for core, cfg in representatives(cfgs, flops_per_iteration).items():
         cfg = on_cpu(cfg, threads)
-        out[core] = ((time_core or time_step)(cfg), flops_per_iteration(cfg))
+        try:
+            out[core] = ((time_core or time_step)(cfg), flops_per_iteration(cfg))
+        except (PosrnnError, OSError):  # e.g. a language model whose data is not prepared here
+            continue  # priced by configuration A's FLOP rate, which the source line then names
     return out
 
 
