@@ -74,6 +74,8 @@ def test_the_dry_run_shows_the_packing(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["sweep", "fig2", "--dry-run", "--ensemble", "4"], terminal_width=200)
     assert r.exit_code == 0, r.output
     assert "packing: 2 run(s) in 1 ensemble(s), 2 run(s) solo" in r.output
+    assert "solo, 2 run(s): the s4d core has no ensemble path" in r.output and "ensemble of 2" not in r.output
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--dry-run", "--ensemble", "4", "--verbose"], terminal_width=200)
     assert "ensemble of 2: fig2/gru-v6-none-s1, fig2/gru-v6-none-s2" in r.output
     assert "solo: fig2/s4d-v6-none-s1 (the s4d core has no ensemble path)" in r.output
     assert "packing" not in CliRunner().invoke(app, ["sweep", "fig2", "--dry-run"], terminal_width=200).output

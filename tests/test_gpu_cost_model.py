@@ -17,7 +17,8 @@ from posrnn_cli.common.config import resolve_config
 from posrnn_cli.models.head import HEAD_CHUNK_TOKENS
 from posrnn_cli.sweep import cost
 from posrnn_cli.sweep.gpu_model import GATES, Work, row_work
-from posrnn_cli.sweep.gpu_plan import pack_ms, seed_packs
+from posrnn_cli.sweep.gpu_plan import pack_ms, priced_packs
+from posrnn_cli.sweep.plan import Job
 from posrnn_cli.sweep.lm_tokens import lm_tokens
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -84,11 +85,23 @@ def test_cores_without_sequential_steps_get_no_floor():
     assert model.ms_per_iter(rnn) > 1536 * 0.09
 
 
-def test_seeds_are_packed_and_nothing_else():
-    runs = [(f"r{s}{v}", {"task": {"vocab_size": v}, "train": {"seed": s}}) for v in (8, 16) for s in range(7)]
-    packs = seed_packs(runs, k=5)
-    assert [len(p) for p in packs] == [5, 2, 5, 2]
-    assert all(len({lbl[-1:] if lbl.endswith("8") else lbl[-2:] for lbl in p}) == 1 for p in packs)
+def test_the_priced_packs_are_the_sweeps_and_other_cores_stay_solo():
+    """The dry run prices the packs ``packing.pack`` makes (seeds of one shape, up to k); a core
+    without an ensemble path is priced solo, with the packer's reason."""
+    from posrnn_cli.sweep.packing import pack
+
+    def job(core, v, s):
+        return Job("fig2", f"{core}-v{v}-s{s}", "train", f"runs/{core}{v}{s}",
+                   {"model": {"name": core}, "task": {"vocab_size": v}, "train": {"seed": s}})
+
+    jobs = [job(c, v, s) for c in ("gru", "s4d") for v in (8, 16) for s in range(7)]
+    packs = priced_packs(jobs, 5)
+    assert [[j.label for j in p.jobs] for p in packs] == [[j.label for j in p.jobs] for p in pack(jobs, 5)]
+    gru = [p for p in packs if p.jobs[0].config["model"]["name"] == "gru"]
+    assert [len(p.jobs) for p in gru] == [5, 2, 5, 2]
+    assert all(len({j.config["task"]["vocab_size"] for j in p.jobs}) == 1 for p in gru)
+    s4d = [p for p in packs if p.jobs[0].config["model"]["name"] == "s4d"]
+    assert len(s4d) == 14 and all(p.solo and p.reason == "the s4d core has no ensemble path" for p in s4d)
     model = _model()
     w = row_work(next(r for r in cost.load_table() if r["model"] == "gru"))
     solo = model.ms_per_iter(replace(w, amp=True, cuda_graph=True))

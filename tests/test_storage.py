@@ -110,8 +110,10 @@ def test_the_paper_profile_dry_run_prints_its_disk_use(monkeypatch):
     """The figure docs/pipeline.md quotes; the LSTM at V = 16,384, H = 512 is the largest checkpoint
     (227 MB without PE, 239 MB with the sinusoidal form concatenated: 19.9 M parameters × 12 bytes)."""
     monkeypatch.chdir(ROOT)
-    r = CliRunner().invoke(app, ["sweep", "--dry-run", "--profile", "paper"])
+    r = CliRunner().invoke(app, ["sweep", "--dry-run", "--profile", "paper"], terminal_width=200)
     assert r.exit_code == 0, r.output
+    assert max(map(len, r.output.splitlines())) <= 100  # a summary, not the 1,341-row table (--verbose)
+    assert "fig2/gru-v32-none-s111" not in r.output and "packing: " in r.output and "  all " in r.output
     line = next(ln for ln in r.output.splitlines() if ln.startswith("expected disk use"))
     assert line.endswith("GB") and 20 < float(line.split()[-2]) < 500
     assert "dual" in r.output and "(largest checkpoint 239.3 MB)" in r.output
@@ -165,6 +167,8 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run"], env={"COLUMNS": "200"})
     assert "skip (finished; trained by other code; --retrain-stale retrains)" in r.output
     assert "skip (finished; trained by unknown code)" in r.output
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--verbose"], env={"COLUMNS": "200"})
+    assert "fig2/gru-v4-none-s1" in r.output  # --verbose names them
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--retrain-stale"],
                            env={"COLUMNS": "200"})
     assert "retrain (trained by other code)" in r.output
@@ -172,7 +176,7 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     out = io.StringIO()
     done = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), out=out)
     assert {o.result["training"] for o in done} == {"skipped (finished)"}
-    assert ("1 run(s) were trained by other code than this (--dry-run names them; --retrain-stale retrains them); "
+    assert ("1 run(s) were trained by other code than this (--dry-run --verbose names them; --retrain-stale retrains them); "
             "1 by unknown code") in out.getvalue()
     assert {p: p.read_bytes() for p in (a / "checkpoints").iterdir()} == before  # kept as it was
 

@@ -121,7 +121,10 @@ def test_cpu_calibration_times_configuration_a():
 
 
 def test_dry_run_prints_the_estimate_beside_the_disk(tmp_path, monkeypatch):
+    from posrnn_cli.sweep import calibrate
+
     monkeypatch.setattr(cost, "calibrate_cpu", lambda threads: (10.0, 2e9))
+    monkeypatch.setattr(calibrate, "time_step", lambda cfg: 5.0)
     params = scratch(tmp_path, fig2=GRID)
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"])
     assert r.exit_code == 0, r.output
@@ -133,3 +136,44 @@ def test_dry_run_prints_the_estimate_beside_the_disk(tmp_path, monkeypatch):
     params = scratch(tmp_path, device="cuda", fig2=GRID)
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"])
     assert r.exit_code == 0 and "GPU-hours" in r.output and "(assumption" in r.output, r.output
+
+
+PACKED = {"cells": [{"model": "gru", "vocab": 8}, {"model": "s4d", "vocab": 8}], "pe": ["none"],
+          "seeds": [1, 2, 3, 4, 5, 6, 7], "length": 6, "hidden": 16, "iterations": 500, "batch": 32, "warmup": 5}
+
+
+def test_the_gpu_view_prices_the_sweeps_own_packs(tmp_path, monkeypatch):
+    """The packed column is the packs ``packing.pack`` makes (7 GRU seeds: 5 + 2; S4D solo, its
+    reason counted), each priced by ``pack_ms``; each column says what it rests on."""
+    from posrnn_cli.sweep.gpu_plan import pack_ms
+    from posrnn_cli.sweep.packing import pack
+
+    jobs = plan(scratch(tmp_path, device="cuda", fig2=PACKED), "t", ["fig2"], runs_root=tmp_path / "runs")
+    monkeypatch.setattr(cost, "gpu_kind", lambda: ("NVIDIA H100 80GB HBM3", True))
+    rate = cost.profile_rate({"device": "cuda"})
+    text, _ = cost.summary(jobs, rate, "t")
+    packs = pack(jobs, 5)
+    assert sorted(len(p.jobs) for p in packs) == [1] * 7 + [2, 5]
+    want = sum(p.jobs[0].run_config().train.iterations * pack_ms(rate.model, cost.run_work(p.jobs[0].run_config()),
+                                                                 len(p.jobs)) for p in packs) / 1000 / 3600
+    row = next(ln for ln in text.splitlines() if ln.split()[:1] == ["fig2"])
+    assert row.split()[-1] == cost.amount(want)
+    assert "packing: 7 run(s) in 2 ensemble(s), 7 run(s) solo (the sweep's packer" in text
+    assert "solo, 7 run(s): the s4d core has no ensemble path" in text
+    assert "priced from the measured rows" in text and "packed: the sweep's packs" in text
+    assert "(assumption, not measured on a GPU)" in text
+    text3, _ = cost.summary(jobs, rate, "t", ensemble=3)  # --ensemble 3: the packs that sweep would run
+    assert "packing: 6 run(s) in 2 ensemble(s), 8 run(s) solo" in text3 and "--ensemble 3" in text3
+
+
+def test_the_dry_run_summary_fits_100_columns_and_lists_runs_with_verbose(tmp_path, monkeypatch):
+    monkeypatch.setattr(cost, "gpu_kind", lambda: ("H100", False))
+    params = scratch(tmp_path, device="cuda", fig2=PACKED)
+    args = ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"]
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert max(map(len, r.output.splitlines())) <= 100, r.output
+    assert "fig2/gru-v8-none-s1" not in r.output and "14 train" in r.output and "--verbose lists each run" in r.output
+    assert any(ln.startswith("      ") for ln in r.output.splitlines())  # long lines wrapped, indented under their own
+    r = CliRunner().invoke(app, args + ["--verbose"], terminal_width=200)
+    assert r.exit_code == 0 and "fig2/gru-v8-none-s1" in r.output and "fig2/s4d-v8-none-s7" in r.output

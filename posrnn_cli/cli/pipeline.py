@@ -50,7 +50,8 @@ def sweep(
     runs_per_gpu: Annotated[Optional[int], typer.Option(metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
     ensemble: Annotated[Optional[int], typer.Option(metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs and what would happen to each; run nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen to the runs, their disk use and compute (an estimate); run nothing.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="With --dry-run: also list each run, what would happen to it, and each ensemble.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and exit.")] = False,
     partition: Annotated[Optional[str], typer.Option(metavar="NAME", help="slurm: partition. [default: the profile's]", show_default=False)] = None,
     gpus_per_task: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: GPUs per run. [default: the profile's]", show_default=False)] = None,
@@ -94,22 +95,24 @@ def sweep(
         err.exit_code = 130
         raise err from None
     if dry_run:
-        _print_plan(params, name, outcomes, retrain_stale, json_out)
+        _print_plan(params, name, outcomes, retrain_stale, json_out, verbose, ensemble)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))
 
 
-def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, json_out: bool) -> None:
-    """A dry run's plan: each run and what would happen to it, the disk its checkpoints take and
-    the estimated compute (as JSON with --json)."""
+def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, json_out: bool, verbose: bool = False,
+                ensemble: Optional[int] = None) -> None:
+    """A dry run's plan: what would happen to the runs (each, with --verbose), the disk their
+    checkpoints take and the estimated compute, wrapped to 100 columns (as JSON with --json)."""
     from ..common.profiles import load_profile
     from ..sweep import cost
     from ..sweep.storage import summary
 
-    disk, est = summary([o.job for o in outcomes])
-    rate = cost.profile_rate(load_profile(params, name))
-    compute, secs = cost.summary([o.job for o in outcomes], rate)
+    jobs = [o.job for o in outcomes]
+    disk, est = summary(jobs)
+    rate = cost.profile_rate(load_profile(params, name), jobs=jobs)
+    compute, secs = cost.summary(jobs, rate, name, ensemble)
     if json_out:
         typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir, "code": o.result.get("code"),
                                 "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
@@ -118,22 +121,45 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
                                 "estimate_device": rate.device, **({"pack": o.result["pack"]} if "pack" in o.result else {})}
                                for o in outcomes]))
         return
-    from rich.table import Table
+    whats = [f"wait (task {o.log} in flight)" if o.status == "in flight"
+             else _would(o.status, o.result.get("code"), retrain_stale) for o in outcomes]
+    if verbose:
+        from rich.table import Table
 
-    t = Table(title=f"sweep plan: profile {name}, {len(outcomes)} run(s)")
-    for col in ("run", "would", "directory"):
-        t.add_column(col, overflow="fold")
-    for o in outcomes:
-        t.add_row(o.job.label, f"wait (task {o.log} in flight)" if o.status == "in flight"
-                  else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
-    console().print(t)
-    _print_packing(outcomes)
-    typer.echo(disk)
-    typer.echo(compute)
+        t = Table(title=f"sweep plan: profile {name}, {len(outcomes)} run(s)")
+        for col in ("run", "would", "directory"):
+            t.add_column(col, overflow="fold")
+        for o, what in zip(outcomes, whats):
+            t.add_row(o.job.label, what, o.job.run_dir)
+        console().print(t)
+    counts: dict[str, int] = {}
+    for what in whats:
+        counts[what] = counts.get(what, 0) + 1
+    _echo_wrapped(f"sweep plan: profile {name}, {len(outcomes):,} run(s)"
+                  + ("" if verbose else " (--verbose lists each run, --json gives every field)"))
+    for what, n in counts.items():
+        _echo_wrapped(f"  {n:>6,} {what}")
+    _print_packing(outcomes, verbose, rate.model is None)
+    _echo_wrapped(disk)
+    _echo_wrapped(compute)
 
 
-def _print_packing(outcomes: list) -> None:
-    """The packing table of a dry run with ``--ensemble`` K > 1 (``sweep.packing``)."""
+WIDTH = 100  # the dry run's summary fits this many columns
+
+
+def _echo_wrapped(text: str) -> None:
+    """Each line of ``text`` wrapped at word boundaries to ``WIDTH`` columns, continued lines
+    indented under their own."""
+    import textwrap
+
+    for line in text.splitlines():
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+        typer.echo(textwrap.fill(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False) if line else line)
+
+
+def _print_packing(outcomes: list, verbose: bool, counts: bool = True) -> None:
+    """The packing of a dry run with ``--ensemble`` K > 1 (``sweep.packing``): each ensemble with
+    --verbose; the counts only where the compute estimate does not state them (a CPU's)."""
     from ..sweep.packing import Pack, describe
 
     seen, packs = set(), []
@@ -142,8 +168,8 @@ def _print_packing(outcomes: list) -> None:
         if p is not None and p["runs"][0] not in seen:
             seen.add(p["runs"][0])
             packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"]))
-    for line in describe(packs) if packs else []:
-        typer.echo(line)
+    for line in describe(packs, each=verbose) if packs and (verbose or counts) else []:
+        _echo_wrapped(line)
 
 
 def _would(state: str, code: Optional[str], retrain_stale: bool) -> str:

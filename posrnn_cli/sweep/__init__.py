@@ -80,8 +80,8 @@ def stale_note(outcomes: list[JobOutcome]) -> Optional[str]:
     other, unknown = codes.count("other"), codes.count("unknown")
     if not other and not unknown:
         return None
-    first = (f"{other} run(s) were trained by other code than this (--dry-run names them; --retrain-stale retrains "
-             f"them)") if other else ""
+    first = (f"{other} run(s) were trained by other code than this (--dry-run --verbose names them; --retrain-stale "
+             f"retrains them)") if other else ""
     then = (f"{unknown} {'by' if other else 'run(s) were trained by'} unknown code (trained before runs recorded it; "
             f"kept as they are)") if unknown else ""
     return "; ".join(p for p in (first, then) if p)

@@ -10,16 +10,21 @@ Jobs that do not train (stability, data preparation) are not estimated.
 
 The rate that turns FLOPs into time:
 
-* **CPU**: calibrated on the spot: a few seconds of training steps of ``posrnn bench``'s
-  configuration A (GRU, V = 32, L = 8, H = E = 64, B = 128) on the profile's threads per run,
-  its FLOP/s then applied to every run. A run of another size runs at another efficiency, so
-  this is most accurate near A's size (lite's).
+* **CPU**: calibrated on the spot, per core (``calibrate``): about two seconds of training steps
+  of each core the plan runs, at a representative size of its runs, on the profile's threads per
+  run; a run then costs its core's step × its FLOPs over the representative's. A CPU step is not
+  FLOP-proportional across cores (Mamba's and xLSTM's are far slower per FLOP than the GRU's), so
+  one rate for all would err by 3× either way. ``posrnn bench``'s configuration A (GRU, V = 32,
+  L = 8, H = E = 64, B = 128) is timed too: it is the calibration step docs/results.md states
+  beside every measured repro, and the estimate states its error against the last one of its
+  profile (``measured_repros.json``) at this machine's step. Without a plan, A's FLOP rate prices
+  every run (the old, FLOP-proportional model).
 * **GPU**: ``gpu_model.GpuModel``: the recurrence and the output head priced apart, each from
   the measured rows of ``gpu_ms_per_iter.json`` that match it under the same switches, with a
   per-step floor per core; stated assumptions where no row reaches (module ``gpu_model``). The
   dry run prints each experiment's GPU-hours in fp32, under ``amp`` + ``cuda_graph``, and with
-  runs that differ only in their seed packed into one batched model (``seed_packs``; its speed-up
-  an assumption, not measured on a GPU), and the peak memory of the largest run against the
+  runs that differ only in their seed packed into one batched model (the sweep's own packs,
+  ``packing.pack``; the speed-up an assumption, not measured on a GPU), and the peak memory of the largest run against the
   device's, refusing a plan whose run cannot fit. The language model is priced at its real
   token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
 """
@@ -28,9 +33,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import statistics
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -39,14 +42,14 @@ from ..common.experiments import trains
 from ..common.memory import human
 from ..models.head import HEAD_CHUNK_TOKENS
 from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
-from .gpu_plan import PACK_NOTE, amount, SWITCHES, check_fits, experiment_lines, pack_ms, peak_bytes, seed_packs
+from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms, peak_bytes,
+                       priced_packs)
 from ..common.machine import ASSUMED_GPU, gpu_kind
+from .calibrate import CALIBRATION, flops_per_iteration  # noqa: F401 - cost's names for them
 from .plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
-#: ``posrnn bench``'s configuration A, the CPU calibration
-CALIBRATION = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64,
-               "train.batch_size": 128, "train.device": "cpu", "task.n_test": 256}
+
 
 
 @dataclass
@@ -59,48 +62,19 @@ class Rate:
     flops_per_s_amp: float  # under train.amp (bf16)
     measured: tuple = ()  # rows of the table for this device kind
     model: Optional[GpuModel] = None  # a GPU's: the measured rows and the assumptions priced from them
-
-
-def flops_per_iteration(cfg: RunConfig) -> float:
-    """Forward + backward FLOPs of one training step of ``cfg`` (the module docstring's model)."""
-    import torch
-
-    from ..models import build_model
-    from .storage import _task_shape
-
-    task = _task_shape(cfg)
-    with torch.device("meta"):
-        model = build_model(cfg, task)
-    T, K, B = task.max_steps, cfg.task.length, cfg.train.batch_size
-    if hasattr(model.core, "forward_flops"):
-        return 3.0 * (model.core.forward_flops(T) + 2 * cfg.model.hidden_size * task.n_outputs * K) * B
-    embed = sum(p.numel() for n, p in model.named_parameters() if "embed" in n)
-    return 6.0 * (sum(p.numel() for p in model.parameters()) - embed) * T * B
+    cores: dict = field(default_factory=dict)  # a CPU's: core → (ms per iteration, FLOPs per iteration) as timed
+    step_ms: Optional[float] = None  # a CPU's: configuration A's step here (the calibration step)
 
 
 def calibrate_cpu(threads: int, seconds: float = 2.0) -> tuple[float, float]:
     """(ms per iteration, FLOP/s) of configuration A's training step on this CPU, timed for
-    about ``seconds`` after a short warm-up."""
-    import torch
-
-    from ..bench import fast_loop
+    about ``seconds`` after a short warm-up (``calibrate.time_step``)."""
     from ..common.config import resolve_config
-    from ..engine.device import setup_threads
-    from ..tasks import HeldOut, build_task
+    from .calibrate import time_step
 
     cfg = resolve_config(options={**CALIBRATION, "train.threads": threads})
-    setup_threads(threads)
-    task = build_task(cfg.task)
-    _, step = fast_loop(cfg, task, HeldOut(task.test_set()), torch.device("cpu"))
-    for _ in range(3):
-        step()
-    times, t_end = [], time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(times) < 5:
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    s = statistics.median(times)
-    return 1000 * s, flops_per_iteration(cfg) / s
+    ms = time_step(cfg, seconds)
+    return ms, flops_per_iteration(cfg) / ms * 1000
 
 
 def load_table(path: Path = TABLE) -> list[dict]:
@@ -162,6 +136,9 @@ def run_seconds(cfg: RunConfig, rate: Rate, work: Optional[Work] = None) -> floa
         w = run_work(cfg) if work is None else work
         return cfg.train.iterations * rate.model.ms_per_iter(w) / 1000
     f = flops_per_iteration(cfg) if work is None else work.total_flops
+    if cfg.model.name in rate.cores:  # the core's own timed step, scaled within the core by FLOPs
+        ms, at = rate.cores[cfg.model.name]
+        return cfg.train.iterations * ms * f / at / 1000
     return cfg.train.iterations * f / (rate.flops_per_s_amp if cfg.train.amp else rate.flops_per_s)
 
 
@@ -173,9 +150,12 @@ def run_steps(cfg: RunConfig) -> int:
 
 
 def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, float]]] = None,
-                 table: Optional[list[dict]] = None) -> Rate:
-    """The rate for a profile's device: ``calibrate(threads) -> (ms/iter, FLOP/s)`` on a CPU
-    (default: ``calibrate_cpu``), the table or the assumed share of peak on a GPU."""
+                 table: Optional[list[dict]] = None, jobs: Optional[list[Job]] = None,
+                 time_core: Optional[Callable[[RunConfig], float]] = None) -> Rate:
+    """The rate for a profile's device. On a CPU: ``calibrate(threads) -> (ms/iter, FLOP/s)`` of
+    configuration A (default: ``calibrate_cpu``) and, given the plan's ``jobs``, each core's step
+    at its representative size, ``time_core(cfg) -> ms`` (default: ``calibrate.time_step``). On a
+    GPU: the table or the assumed share of peak."""
     from .bench import machine
 
     device = str(prof.get("device", "auto"))
@@ -188,15 +168,64 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
         return gpu_rate(kind, seen, load_table() if table is None else table)
     threads = int(prof.get("threads") or 1)
     ms, flops = (calibrate or calibrate_cpu)(threads)
-    src = (f"calibrated here just now: posrnn bench's configuration A at {ms:.1f} ms/iteration on {threads} "
-           f"thread(s) ({flops / 1e9:.2f} GFLOP/s), scaled to each run by its FLOP count")
-    return Rate(f"{machine()}, {threads} thread(s) per run", "CPU-minutes", src, flops, flops)
+    where = f"{machine()}, {threads} thread(s) per run"
+    cores = core_rates(jobs or [], threads, time_core)
+    if not cores:
+        src = (f"calibrated here just now: posrnn bench's configuration A at {ms:.1f} ms/iteration on {threads} "
+               f"thread(s) ({flops / 1e9:.2f} GFLOP/s), scaled to each run by its FLOP count")
+        return Rate(where, "CPU-minutes", src, flops, flops, step_ms=ms)
+    each = ", ".join(f"{core} {c_ms:.1f} ms" for core, (c_ms, _) in cores.items())
+    untimed = sorted({j.config["model"]["name"] for j in jobs if trains(j.kind) and j.config} - set(cores))
+    rest = (f"; {', '.join(untimed)} could not be timed here (its task could not be built): priced by configuration A's "
+            f"{flops / 1e9:.2f} GFLOP/s" if untimed else "")
+    src = (f"calibrated here just now: each core's training step at a representative size of its runs ({each}; "
+           f"{threads} thread(s)), scaled within a core by each run's FLOPs; calibration step (configuration A) "
+           f"{ms:.1f} ms{rest}")
+    return Rate(where, "CPU-minutes", src, flops, flops, cores=cores, step_ms=ms)
 
 
-def summary(jobs: list[Job], rate: Rate) -> tuple[str, dict[str, Optional[float]]]:
+def core_rates(jobs: list[Job], threads: int, time_core: Optional[Callable[[RunConfig], float]] = None
+               ) -> dict[str, tuple[float, float]]:
+    """core → (ms per iteration, FLOPs per iteration) of each core the training ``jobs`` run, timed
+    at its representative size (``calibrate.representatives``) on ``threads`` threads."""
+    from .calibrate import on_cpu, representatives, time_step
+
+    from ..common.errors import PosrnnError
+
+    cfgs = [j.run_config() for j in jobs if trains(j.kind) and j.config]
+    out = {}
+    for core, cfg in representatives(cfgs, flops_per_iteration).items():
+        cfg = on_cpu(cfg, threads)
+        try:
+            out[core] = ((time_core or time_step)(cfg), flops_per_iteration(cfg))
+        except (PosrnnError, OSError):  # e.g. a language model whose data is not prepared here
+            continue  # priced by configuration A's FLOP rate, which the source line then names
+    return out
+
+
+def repro_lines(cpu_seconds: float, rate: Rate, profile: Optional[str]) -> list[str]:
+    """The estimate as wall time on the measured machine's cores, and its error against the last
+    measured repro of ``profile`` scaled to this machine's calibration step (``measured_repros.json``)."""
+    from .calibrate import last_repro
+
+    r = last_repro(profile) if profile and rate.step_ms else None
+    if r is None:
+        return [f"  no measured repro of {profile} is recorded to check this estimate against"] if profile else []
+    est = cpu_seconds / 60 / r["cores"]
+    scaled = r["wall_minutes"] * rate.step_ms / r["calibration_ms"]
+    return [f"  on {r['cores']} cores, one run per core: about {est:,.0f} min of wall time for training",
+            f"  last measured repro of {profile}: {r['wall']} at a {r['calibration_ms']:.2f} ms calibration step "
+            f"({r['machine']}, {r['date']}), {scaled:,.0f} min at this machine's {rate.step_ms:.1f} ms; this "
+            f"estimate is {est / scaled - 1:+.0%} of it"]
+
+
+def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble: Optional[int] = None
+            ) -> tuple[str, dict[str, Optional[float]]]:
     """One line per experiment and a total, in the rate's unit; run label → seconds (None for
-    jobs that do not train). On a GPU, each experiment in fp32, under amp + cuda_graph and
-    packed, and the largest run's peak memory, a plan whose run cannot fit refused."""
+    jobs that do not train). On a CPU, the error against the profile's last measured repro. On a
+    GPU, each experiment in fp32, under amp + cuda_graph and packed (at the sweep's ``ensemble``
+    when above 1, else ``PACK_K``), and the largest run's peak memory, a plan whose run cannot fit
+    refused."""
     per_run: dict[str, Optional[float]] = {}
     works: dict[str, tuple[Job, RunConfig, Work]] = {}
     shapes: dict[str, Work] = {}
@@ -222,34 +251,38 @@ def summary(jobs: list[Job], rate: Rate) -> tuple[str, dict[str, Optional[float]
         for exp, secs in per_exp.items():
             lines.append(f"  {exp:<10} {len(secs):>4} run(s), {amount(sum(secs) / scale):>12} {rate.unit} "
                          f"(longest run {amount(max(secs) / scale)})")
+        lines += repro_lines(total, rate, profile)
     else:
-        lines += gpu_lines(works, rate)
+        lines += gpu_lines(works, rate, ensemble if ensemble and ensemble > 1 else PACK_K)
     return "\n".join(lines), per_run
 
 
-def variant_seconds(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel) -> dict[str, dict[str, float]]:
-    """Each experiment's seconds in fp32, under amp + cuda_graph, and packed."""
+def variant_seconds(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel, packs: list
+                    ) -> dict[str, dict[str, float]]:
+    """Each experiment's seconds in fp32, under amp + cuda_graph, and in ``packs`` (``priced_packs``)."""
     per_exp: dict[str, dict[str, float]] = {}
     for job, cfg, w in works.values():
         by = per_exp.setdefault(job.experiment, {"fp32": 0.0, "amp": 0.0, "packed": 0.0})
         for key, sw in (("fp32", SWITCHES["fp32"]), ("amp", SWITCHES["amp + cuda_graph"])):
             by[key] += cfg.train.iterations * model.ms_per_iter(replace(w, amp=sw[0], cuda_graph=sw[1])) / 1000
-    for pack in seed_packs([(label, cfg.to_dict()) for label, (_, cfg, _) in works.items()]):
-        job, cfg, w = works[pack[0]]
-        per_exp[job.experiment]["packed"] += cfg.train.iterations * pack_ms(model, w, len(pack)) / 1000
+    for p in packs:
+        job, cfg, w = works[p.jobs[0].label]
+        per_exp[job.experiment]["packed"] += cfg.train.iterations * pack_ms(model, w, len(p.jobs)) / 1000
     return per_exp
 
 
-def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate) -> list[str]:
+def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int = PACK_K) -> list[str]:
     """The GPU view: per experiment three prices, the assumptions used, the LM's tokens and the
     largest run's peak memory (refused in one line where it cannot fit)."""
     from .gpu_model import device_bytes
 
-    per_exp = variant_seconds(works, rate.model)
+    packs = priced_packs([job for job, _, _ in works.values()], k)
+    per_exp = variant_seconds(works, rate.model, packs)
     runs: dict[str, int] = {}
     for job, _, _ in works.values():
         runs[job.experiment] = runs.get(job.experiment, 0) + 1
-    lines = experiment_lines(per_exp, runs)
+    src = "measured rows" if rate.measured else "no measured row"
+    lines = experiment_lines(per_exp, runs, src) + pack_lines(packs, k)
     lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {PACK_NOTE}"]
     lm = [(cfg, w) for job, cfg, w in works.values() if cfg.task.name == "lm"]
     if lm:

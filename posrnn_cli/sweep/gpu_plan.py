@@ -3,13 +3,13 @@
 device's, and the one-line refusal of a plan whose run cannot fit.
 
 Packing (an ensemble of same-shape runs trained as one batched model) has not been measured on
-a GPU: its price here is an assumption, labelled so. ``seed_packs`` is the one place the dry run
-groups runs into packs, so that a packer that knows more can take its place.
+a GPU: its price here is an assumption, labelled so. The packs priced are the sweep's own:
+``packing.pack`` groups the runs exactly as ``posrnn sweep --ensemble K`` would train them, and a
+run whose core has no ensemble path is priced solo, its reason counted in ``pack_lines``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Optional
 
@@ -22,9 +22,8 @@ PACK_K = 5
 #: a pack's recurrence over one run's: n members cost n / min(n, this) runs' recurrence. The low end
 #: of the 3.3–6× estimated for 8 GRU members at V = 32 in bf16 inside one CUDA graph; an assumption
 PACK_RECURRENCE_SPEEDUP = 3.3
-PACK_NOTE = (f"packed: runs that differ only in their seed, in packs of up to {PACK_K}, under amp + cuda_graph; a pack's "
-             f"recurrence costs n / min(n, {PACK_RECURRENCE_SPEEDUP:g}) runs', its head n runs' (assumption, not measured "
-             f"on a GPU); cores other than Elman, GRU and LSTM are not packed")
+PACK_NOTE = (f"packed: under amp + cuda_graph, a pack's recurrence costs n / min(n, {PACK_RECURRENCE_SPEEDUP:g}) "
+             f"runs', its head n runs' (assumption, not measured on a GPU)")
 SWITCHES = {"fp32": (False, False), "amp + cuda_graph": (True, True)}
 
 
@@ -33,14 +32,21 @@ def amount(x: float) -> str:
     return f"{x:,.1f}" if x >= 1 or x == 0 else f"{x:.2g}"
 
 
-def seed_packs(labels_configs: list[tuple[str, dict]], k: int = PACK_K) -> list[list[str]]:
-    """Run labels grouped into packs of at most ``k`` runs whose configs differ only in
-    ``train.seed``, in the plan's order."""
-    groups: dict[str, list[str]] = {}
-    for label, cfg in labels_configs:
-        key = json.dumps({**cfg, "train": {**cfg.get("train", {}), "seed": None}}, sort_keys=True, default=str)
-        groups.setdefault(key, []).append(label)
-    return [g[i : i + k] for g in groups.values() for i in range(0, len(g), k)]
+def priced_packs(jobs: list, k: int = PACK_K) -> list:
+    """The sweep's packs of ``jobs`` at up to ``k`` runs (``packing.pack``: runs that differ only in
+    ``train.seed``, in the plan's order; a run whose core or kind has no ensemble path alone)."""
+    from .packing import pack
+
+    return pack(jobs, k)
+
+
+def pack_lines(packs: list, k: int) -> list[str]:
+    """The packing priced, in counts (``packing.describe``), and where it comes from."""
+    from .packing import describe
+
+    head, *rest = describe(packs)
+    return [f"  {head} (the sweep's packer, sweep/packing.py, at up to {k} runs an ensemble, as `posrnn sweep "
+            f"--ensemble {k}` would train them)"] + [f"  {line}" for line in rest]
 
 
 def pack_ms(model: GpuModel, work: Work, n: int) -> float:
@@ -76,19 +82,22 @@ def check_fits(label: str, need: float, have: float, chunked: bool) -> None:
                       f"processes under torchrun{head}")
 
 
-def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int], unit_s: float = 3600.0) -> list[str]:
-    """One line per experiment: its runs and GPU-hours in fp32, amp + cuda_graph, and packed;
-    then the synthetic tasks and the language model apart."""
-    head = f"  {'experiment':<12} {'runs':>5} {'fp32':>10} {'amp+graph':>10} {'packed':>10}   (GPU-hours)"
-    lines = [head]
-    parts: dict[str, dict[str, float]] = {"synthetic tasks": {}, "language model": {}}
+def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int], source: str = "measured rows",
+                     unit_s: float = 3600.0) -> list[str]:
+    """One line per experiment: its runs and GPU-hours in fp32, amp + cuda_graph, and packed; the
+    synthetic tasks, the language model and all of them apart; then what each column rests on."""
+    cols = ("fp32", "amp", "packed")
+    lines = [f"  {'experiment':<18} {'runs':>6} {'fp32':>10} {'amp+graph':>10} {'packed':>10}   (GPU-hours)"]
+    parts: dict[str, dict[str, float]] = {"synthetic tasks": {}, "language model": {}, "all": {}}
+    n = {"synthetic tasks": 0, "language model": 0, "all": 0}
     for exp, by in per_exp.items():
-        lines.append(f"  {exp:<12} {runs[exp]:>5} " + " ".join(f"{amount(by[k] / unit_s):>10}" for k in ("fp32", "amp", "packed")))
-        part = parts["language model" if exp == "lm" else "synthetic tasks"]
-        for k, v in by.items():
-            part[k] = part.get(k, 0.0) + v
+        lines.append(f"  {exp:<18} {runs[exp]:>6,} " + " ".join(f"{amount(by[k] / unit_s):>10}" for k in cols))
+        for name in ("language model" if exp == "lm" else "synthetic tasks", "all"):
+            n[name] += runs[exp]
+            for k, v in by.items():
+                parts[name][k] = parts[name].get(k, 0.0) + v
     for name, by in parts.items():
         if by:
-            lines.append(f"  {name:<18} " + ", ".join(f"{label} {amount(by[k] / unit_s)}" for k, label in
-                                                    (("fp32", "fp32"), ("amp", "amp + cuda_graph"), ("packed", "packed"))) + " GPU-hours")
-    return lines
+            lines.append(f"  {name:<18} {n[name]:>6,} " + " ".join(f"{amount(by[k] / unit_s):>10}" for k in cols))
+    return lines + [f"  fp32, amp+graph: each run alone, priced from the {source} (source above) and the assumptions "
+                    f"below; packed: the sweep's packs (below), priced by an assumption, not measured on a GPU"]

@@ -43,7 +43,7 @@ class Pack:
 def solo_reason(job: Job) -> Optional[str]:
     """Why ``job`` can never join an ensemble, or None when it can."""
     if job.kind not in PACKABLE_KINDS:
-        return f"its job kind ({job.kind}) has no ensemble path"
+        return f"its job kind, {job.kind}, is not packed (only {' and '.join(PACKABLE_KINDS)} runs are)"
     cfg = job.config or {}
     model, task = cfg.get("model", {}), cfg.get("task", {})
     if model.get("name") not in catalog.ENSEMBLE_CORES:
@@ -146,11 +146,18 @@ def unpack_outcomes(outcomes: list[JobOutcome]) -> list[JobOutcome]:
     return out
 
 
-def describe(packs: list[Pack]) -> list[str]:
-    """The dry run's packing table: each ensemble with its runs, then each solo run and why."""
+def describe(packs: list[Pack], each: bool = False) -> list[str]:
+    """The dry run's packing: the counts, the runs solo counted by reason; with ``each``, every
+    ensemble with its runs and every solo run with its reason."""
     ens = [p for p in packs if not p.solo]
-    lines = [f"packing: {sum(len(p.jobs) for p in ens)} run(s) in {len(ens)} ensemble(s), "
-             f"{len(packs) - len(ens)} run(s) solo"]
-    lines += [f"  ensemble of {len(p.jobs)}: {', '.join(j.label for j in p.jobs)}" for p in ens]
-    lines += [f"  solo: {p.jobs[0].label} ({p.reason})" for p in packs if p.solo]
+    why: dict[str, int] = {}
+    for p in packs:
+        if p.solo:
+            why[p.reason] = why.get(p.reason, 0) + 1
+    lines = [f"packing: {sum(len(p.jobs) for p in ens):,} run(s) in {len(ens):,} ensemble(s), "
+             f"{len(packs) - len(ens):,} run(s) solo"]
+    lines += [f"  solo, {n:,} run(s): {reason}" for reason, n in sorted(why.items(), key=lambda rn: (-rn[1], rn[0]))]
+    if each:
+        lines += [f"  ensemble of {len(p.jobs)}: {', '.join(j.label for j in p.jobs)}" for p in ens]
+        lines += [f"  solo: {p.jobs[0].label} ({p.reason})" for p in packs if p.solo]
     return lines
