@@ -23,7 +23,6 @@ from posrnn_cli.engine.train import train
 from posrnn_cli.sweep import jobs
 from posrnn_cli.sweep.plan import Job
 
-from conftest import tiny_train  # noqa: E402
 from fabricate import scored_run
 
 
@@ -32,16 +31,13 @@ def invoke(*args: str):
 
 
 def test_compare_refuses_per_sequence_scores_copied_from_another_run(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    for run, lr in ((a, "0.01"), (b, "0.02")):
-        assert invoke("train", *tiny_train(lr=lr), "--out", run).exit_code == 0
-        assert invoke("eval", run, "--device", "cpu").exit_code == 0
+    a, b = (scored_run(tmp_path / n, cfg(s), scores(s)) for n, s in (("a", 1), ("b", 2)))  # evaluated, as eval writes
     assert invoke("compare", a, b, "--device", "cpu").exit_code == 0
     shutil.copy(b / "eval_sequences.npz", a / "eval_sequences.npz")
     r = invoke("compare", a, b, "--device", "cpu")
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code != 0 and len(lines) == 1, r.output
-    assert "eval_sequences.npz" in lines[0] and "posrnn eval" in lines[0]
+    assert "eval_sequences.npz scores another checkpoint" in lines[0] and "posrnn eval" in lines[0]
 
 
 # ---- stability ----------------------------------------------------------------------------------------
