@@ -27,11 +27,15 @@ $(VENV)/.installed: pyproject.toml
 # and signals at random moments, the DVC pipeline end to end, SLURM preemption, the bare-venv GPU
 # check); `make test-all` runs them too.
 PYTEST = PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest
+# Both cores: two pytest-xdist workers, each taking whole test files (--dist loadfile), so a
+# module's fixtures and the files its tests share stay in one process; the 25 slowest tests are
+# listed at the end, where a growing suite shows first.
+XDIST = -n 2 --dist loadfile --durations=25
 test: setup
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow" $(XDIST)
 
 test-all: setup
-	$(PYTEST)
+	$(PYTEST) $(XDIST)
 
 test-slow: setup
 	$(PYTEST) -m slow

@@ -4,13 +4,19 @@ about posrnn's GPU paths, in one unattended command, most important first.
 Stages, in order, each in its own process under its own time box (so a hang or a cut-off
 loses that stage only), the JSON and the markdown rewritten (atomically) after each:
 
-1. ``tests``: ``pytest -m gpu tests/test_gpu.py`` (each test skips with one line off CUDA);
-2. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
+1. ``tests``: ``pytest -m gpu tests/test_gpu.py tests/test_lm_head.py`` (each test skips with one
+   line off CUDA);
+2. ``ensemble``: the ensemble path's CUDA equivalence tests and ``posrnn bench --ensemble`` for
+   K = 1 … 16, eager and ``amp`` + ``cuda_graph`` (``gpu_check_ensemble``);
+3. ``bench``: ``posrnn bench`` at the size's configuration, eager (beside the reference
    loop), ``amp``, and ``amp`` + ``cuda_graph``; a fast path the device refuses is recorded
    with its one-line reason;
-3. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
+4. ``train``: a short real training of one fig2 cell: its loss curve and iterations/s, read
    from the run's ``metrics.jsonl`` (so a time-out keeps the curve logged until then);
-4. ``concurrent``: aggregate throughput of k training processes on the device.
+5. ``concurrent``: aggregate throughput of k training processes on the device;
+6. ``lm_step`` and ``cost_cells`` (``gpu_cost_check.py``): one step of the papers' language
+   model on a synthetic corpus (time and peak memory), and three unlike cells' ms/iteration,
+   each beside the cost model's prediction.
 
 Sizes: ``paper`` (the paper's configuration, for one H100/H200, about 8 minutes in all) and
 ``micro`` (seconds on a CPU: what CI runs so that the check cannot rot). Every figure row
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -35,19 +42,21 @@ from pathlib import Path
 from typing import Optional
 
 from .common.io import atomic_write_json, atomic_write_text
+from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 
 PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size", "512"]
 SIZES = {
     "paper": {
         "bench": [*PAPER_CELL, "--iters", "30", "--warmup-iters", "5", "--stability-triplets", "0"],
         # fig2's largest LSTM cell with fig2's settings, shortened: a few thousand iterations
-        "train": [*PAPER_CELL, "--iterations", "2000", "--warmup", "100", "--seed", "111", "--log-every", "50",
-                  "--checkpoint-every", "2000"],
+        "train": [*PAPER_CELL, "--iterations", "1000", "--warmup", "100", "--seed", "111", "--log-every", "50",
+                  "--checkpoint-every", "1000"],
         # fig2's smallest cell (GRU, V = 32) at the paper's L, H and batch: (config, k values, iterations, warm-up)
         "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
                         "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
-        # seconds: each stage's box, most important first; ~470 s in all
-        "boxes": {"tests": 130, "bench_eager": 60, "bench_amp": 40, "bench_amp_graph": 40, "train": 130, "concurrent": 70},
+        # seconds: each stage's box, most important first; 470 s in all
+        "boxes": {"tests": 70, "ensemble": 130, "bench_eager": 40, "bench_amp": 25, "bench_amp_graph": 25, "train": 65,
+                  "concurrent": 25, "lm_step": 40, "cost_cells": 50},
     },
     "micro": {
         "bench": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
@@ -58,7 +67,8 @@ SIZES = {
                   "--log-every", "20", "--checkpoint-every", "60"],
         "concurrent": ({"model.name": "gru", "task.vocab_size": 8, "task.length": 5, "model.hidden_size": 8,
                         "train.batch_size": 16, "task.n_test": 64, "train.threads": 1}, [1, 2], 3, 1),
-        "boxes": {"tests": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60, "concurrent": 90},
+        "boxes": {"tests": 120, "ensemble": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60,
+                  "concurrent": 90, "lm_step": 60, "cost_cells": 90},
     },
 }
 BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
@@ -141,7 +151,8 @@ def parse_pytest(output: str) -> list[dict]:
 
 
 def stage_tests(device: str, box: float, root: Path) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_gpu.py",
+           "tests/test_lm_head.py"]
     r = run_boxed(cmd, box, cwd=root)
     tests = parse_pytest(r["output"])
     status = "timed out" if r["timed_out"] else ("passed" if r["rc"] == 0 else "failed")
@@ -228,6 +239,21 @@ def stage_concurrent(device: str, size: dict, box: float) -> dict:
     return res
 
 
+COST_STAGES = ("lm_step", "cost_cells")
+
+
+def stage_cost(name: str, size: str, device: str, box: float) -> dict:
+    """A cost-model stage of ``gpu_cost_check`` in its own process: its figures as they came."""
+    r = run_boxed([sys.executable, "-c", "import sys; from posrnn_cli.gpu_cost_check import run; run(*sys.argv[1:])",
+                   name, size, device], box)
+    rows = [json.loads(ln.split(" ", 1)[1]) for ln in r["output"].splitlines() if ln.startswith("COSTCHECK {")]
+    status = "timed out" if r["timed_out"] else ("ok" if r["rc"] == 0 else "failed")
+    res = {"status": status, "seconds": r["seconds"], "result": rows}
+    if status == "failed":
+        res["error"] = (r["output"].strip().splitlines() or ["no output"])[-1][:400]
+    return res
+
+
 # ---- the report ----------------------------------------------------------------------------------
 BENCH_FIGURES = (("train_ms_per_iter", "ms / iteration", ".2f"), ("train_tflops", "TFLOP/s", ".3f"),
                  ("train_peak_share", "share of dense peak", ".3f"), ("train_peak_memory_mb", "peak memory, MiB", ",.0f"),
@@ -255,6 +281,7 @@ def figures(stages: dict) -> list[tuple[str, str, str]]:
             continue
         rows += [(name, label, _fmt(st["result"].get(key), spec)) for key, label, spec in BENCH_FIGURES
                  if key in st["result"]]
+    rows += ensemble_figures(stages.get("ensemble"))
     st = stages.get("train")
     if st is not None:
         c = st["curve"]
@@ -269,7 +296,9 @@ def figures(stages: dict) -> list[tuple[str, str, str]]:
     for c in (st or {}).get("result") or []:
         rows.append(("concurrent", f"{c['k']} runs: it / s in all (× k = 1)",
                      f"{c['aggregate_it_per_s']:.1f} ({_fmt(c['speedup_vs_1'], '.2f')}×)"))
-    return rows
+    from .gpu_cost_check import figure_rows
+
+    return rows + [r for name in COST_STAGES if name in stages for r in figure_rows(name, stages[name])]
 
 
 def markdown(report: dict) -> str:
@@ -336,9 +365,11 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
     write_report(report, out)
     with tempfile.TemporaryDirectory(prefix="posrnn-gpu-check-") as tmp:
         runs = [("tests", lambda b: stage_tests(device, b, root)),
+                ("ensemble", lambda b: stage_ensemble(device, size, b, root, sys.modules[__name__])),
                 *[(n, (lambda n: lambda b: stage_bench(n, device, spec, b))(n)) for n in BENCH_VARIANTS],
                 ("train", lambda b: stage_train(device, spec, b, Path(tmp), out)),
-                ("concurrent", lambda b: stage_concurrent(device, spec, b))]
+                ("concurrent", lambda b: stage_concurrent(device, spec, b)),
+                *[(n, (lambda n: lambda b: stage_cost(n, size, device, b))(n)) for n in COST_STAGES]]
         for name, run in runs:
             left = deadline - time.monotonic()
             if left < MIN_STAGE_S:
@@ -352,13 +383,52 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
     return report
 
 
+#: what the check writes into its --out (the log by tools/gpu_check.sh)
+OUT_NAMES = (JSON_NAME, MD_NAME, CURVE_NAME, "gpu_check.log")
+#: the shortest --budget: every stage its minimum
+MIN_BUDGET_S = 6 * MIN_STAGE_S
+
+
+def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[str]:
+    """Why the options cannot run (one line), or None: a budget below ``MIN_BUDGET_S`` or not a
+    number; an --out that is a link or a file, or that holds a file of the check's names the check
+    did not write (no report of its own beside it), which it would overwrite."""
+    if not math.isfinite(budget) or budget < MIN_BUDGET_S:
+        return f"--budget {budget:g} cannot hold the check: pass at least {MIN_BUDGET_S} seconds ({MIN_STAGE_S} per stage)"
+    if out_checked:
+        return None
+    if out.is_symlink():
+        return f"--out {out} is a symbolic link; the check does not write through links: pass the folder itself"
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a folder; pass a new folder"
+    present = [n for n in OUT_NAMES if (out / n).exists() or (out / n).is_symlink()]
+    if any((out / n).is_symlink() or not (out / n).is_file() for n in present):
+        return f"--out {out} holds a link or a non-file named like the check's files; pass a new folder"
+    if present:
+        try:
+            ours = set(json.loads((out / JSON_NAME).read_text(encoding="utf-8"))) >= {"size", "budget_s", "env", "stages"}
+        except (OSError, ValueError, TypeError, RecursionError):
+            ours = False
+        if not ours:
+            return (f"--out {out} holds {', '.join(present)}, not a report of this check; it is never overwritten: "
+                    f"pass a new folder")
+    return None
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--out", type=Path, default=Path("gpu-check"))
     ap.add_argument("--size", choices=tuple(SIZES), default=None, help="default: paper on cuda, micro on cpu")
     ap.add_argument("--budget", type=float, default=470.0, help="seconds for all the stages")
+    ap.add_argument("--check-args", action="store_true", help="only check the options (tools/gpu_check.sh, before it writes)")
+    ap.add_argument("--out-checked", action="store_true", help=argparse.SUPPRESS)  # the script checked --out before its log
     a = ap.parse_args(argv)
+    problem = check_args(a.out, a.budget, a.out_checked)
+    if problem or a.check_args:
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2 if problem else 0
     if a.device == "cuda":
         import torch
 

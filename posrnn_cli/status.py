@@ -9,7 +9,6 @@ their last iteration), not started, of another config (what --force would replac
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -44,13 +43,10 @@ def _fingerprint(module: str) -> str:
 def is_stale(run_dir: Path, module: str) -> bool:
     """Whether the run's code record names other code than this (``engine.rundir.code_state``
     "other"; a run without a record is not counted stale)."""
-    try:
-        rec = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
-        return False
-    return rec["fingerprint"] != _fingerprint(rec.get("module") or module)
+    from .engine.rundir import code_record
+
+    rec = code_record(run_dir, module)  # None: no record posrnn can use (missing, malformed, no module of posrnn's)
+    return rec is not None and rec[1] != _fingerprint(rec[0])
 
 
 def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None) -> list[ExperimentStatus]:
@@ -75,7 +71,8 @@ def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None)
 
 
 def next_command(profile: str, rows: list[ExperimentStatus], results: Path, active: bool = True) -> tuple[str, str]:
-    """(the command to run next, why): runs of another config or stale code first, then what is
+    """(the command to run next, why): runs of another config or stale code first; on a profile
+    with nothing trained whose results are committed (a fresh clone), reading them; then what is
     not trained, then the tables, then the scorecard. ``active``: whether ``profile`` is the one
     ``dvc repro`` runs."""
     repro = "dvc repro" if active else f"posrnn profile use {profile} && dvc repro"
@@ -86,6 +83,11 @@ def next_command(profile: str, rows: list[ExperimentStatus], results: Path, acti
     stale = " ".join(r.name for r in trained if r.counts["stale"])
     if stale:
         return f"posrnn sweep {stale} -p {profile} --retrain-stale", "runs trained by other code than this"
+    card = Path(results) / profile / "scorecard" / "scorecard.json"
+    if card.is_file() and not any(r.counts["finished"] or r.counts["unfinished"] for r in trained):
+        return (f"posrnn scorecard {profile}",
+                f"nothing trained here yet, but the committed results in results/{profile} are readable now; "
+                f"{repro} re-trains the runs and re-makes them")
     if not all(r.complete for r in trained):
         return repro, f"runs to train; the runs alone: posrnn sweep -p {profile}"
     if not (Path(results) / profile / "tables").is_dir():

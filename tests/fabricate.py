@@ -24,7 +24,8 @@ from posrnn_cli.common.provenance import config_digest, eval_digest, file_sha256
 def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequences.npz", summary: dict = None) -> Path:
     """``run`` with ``cfg`` as config.yaml, a checkpoint file at its last step and ``scores`` as
     its per-sequence file, stamped; for ``eval_sequences.npz`` also the eval.json beside it
-    (holding ``summary`` too: what a task's report adds)."""
+    (holding ``summary`` too: what a task's report adds), for ``extend_sequences.npz`` the
+    extend.json recording its length and sha256."""
     run.mkdir(parents=True, exist_ok=True)
     (run / "config.yaml").write_text(dump_yaml(cfg))
     step = cfg.train.iterations
@@ -41,6 +42,9 @@ def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequen
                   **{k: float(np.mean(v)) for k, v in scores.items() if k != "group"}, **(summary or {})}
         result["digest"] = eval_digest(result)
         (run / "eval.json").write_text(json.dumps(result))
+    elif name == "extend_sequences.npz":  # the summary records the per-sequence file, as extend-vocab writes it
+        (run / "extend.json").write_text(json.dumps({"n_sequences": len(next(iter(scores.values()))),
+                                                     "sequences_sha256": file_sha256(run / name)}))
     return run
 
 

@@ -167,6 +167,26 @@ def test_status_counts_each_experiments_runs_and_names_the_next_command(tmp_path
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
+def test_status_on_a_fresh_clone_names_the_committed_results_before_any_run(monkeypatch):
+    """Nothing trained, the profile's scorecard committed: read it now; dvc repro re-makes it."""
+    monkeypatch.chdir(ROOT)
+    r = runner.invoke(app, ["status", "--profile", "lite", "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    if any(e["counts"]["finished"] or e["counts"]["unfinished"] for e in s["experiments"] if e["trains"]):
+        pytest.skip("this checkout has trained lite runs")
+    assert s["next"] == "posrnn scorecard lite" and "results/lite" in s["why"] and "dvc repro" in s["why"]
+    text = runner.invoke(app, ["status", "--profile", "lite"]).output
+    assert "next: posrnn scorecard lite" in text and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_profile_use_suggests_the_profile_a_typo_meant(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: [lite]\nprofiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n")
+    r = runner.invoke(app, ["profile", "use", "lit", "--params", str(params)])
+    assert r.exit_code != 0 and "did you mean 'lite'?" in r.output and len(r.output.strip().splitlines()) == 1
+
+
 def test_status_imports_no_torch():
     code = ("import sys\nfrom posrnn_cli.cli import run\ntry:\n    run(['status'])\nexcept SystemExit as e:\n"
             "    assert 'torch' not in sys.modules, 'torch imported'\n    sys.exit(e.code)\n")

@@ -128,6 +128,23 @@ def test_compare_seeds_vs_seeds_prints_the_t_interval_over_seeds(runs):
     assert "over 3 seeds" in " ".join(out.split()) and "95% Student t over seeds" in " ".join(out.split())
 
 
+def test_compare_warns_when_the_runs_differ_in_more_than_the_compared_setting(runs, tmp_path):
+    """The tour's trap: one side resumed to a larger budget differs in PE *and* iterations."""
+    a = runs["none", 1]
+    code, out, err = cli("compare", a, runs["sinusoidal", 1], "--device", "cpu")
+    assert code == 0 and "warning" not in out, out  # one setting apart: no warning
+    longer = tmp_path / "pe-longer"
+    args = list(TINY)
+    args[args.index("--iterations") + 1] = "24"
+    assert cli("train", *args, "--pe", "sinusoidal", "--seed", 1, "--out", longer, "--json")[0] == 0
+    code, out, err = cli("compare", a, longer, "--device", "cpu")
+    flat = " ".join(out.split())
+    assert code == 0 and "warning: the runs differ in 2 settings (model.pe, train.iterations)" in flat, out
+    assert all(len(line) <= 80 for line in out.splitlines() if "/" not in line), out  # only run paths may not fold
+    code, js, err = cli("compare", a, longer, "--device", "cpu", "--json")
+    assert "train.iterations" in json.loads(js)[1]["difference"]["warning"]
+
+
 def test_compare_refuses_mismatched_seeds_in_one_line_before_evaluating(runs):
     a = [runs["none", 1], runs["none", 2]]
     b = [runs["sinusoidal", 1], runs["sinusoidal", 3]]

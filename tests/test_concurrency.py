@@ -143,4 +143,4 @@ sys.argv = ["posrnn", "--version"]
                                    "from posrnn_cli.cli import run; run()"])
 def test_ctrl_c_while_the_command_line_loads_is_one_line(start):
     r = subprocess.run([sys.executable, "-c", INTERRUPT_AT_TYPER + start], env=ENV, capture_output=True, text=True)
-    assert r.returncode != 0 and r.stderr == "error: interrupted\n", r.stderr
+    assert r.returncode != 0 and r.stderr == "stopped: interrupted\n", r.stderr

@@ -271,7 +271,7 @@ def test_resume_refuses_a_contradicting_config_and_keeps_files(tmp_path):
         train(tiny(**{"model.hidden_size": 32}), tmp_path / "run", resume=True, progress=False)
     with pytest.raises(PosrnnError, match="already holds a different run"):
         train(tiny(**{"model.hidden_size": 32}), tmp_path / "run", progress=False)
-    with pytest.raises(PosrnnError, match="already holds a run"):
+    with pytest.raises(PosrnnError, match="already holds a posrnn run"):
         train(cfg, tmp_path / "run", progress=False)
     after = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
     assert before == after

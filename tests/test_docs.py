@@ -74,3 +74,31 @@ def test_the_readme_shows_the_test_command_ci_runs():
     assert ci == "make test", ".ci/run no longer ends in `make test`: update the README's Development section"
     blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)
     assert any(ln.split("#")[0].strip() == ci for b in blocks for ln in b.splitlines()), "README.md lost `make test`"
+
+
+# ---- no stale number: figures the docs quote are regenerated from the command they cite ---------------
+def _plan(profile: str):
+    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.common.profiles import load_profile
+    from posrnn_cli.sweep.plan import plan
+
+    prof = load_profile(ROOT / "params.yaml", profile)
+    return plan(ROOT / "params.yaml", profile, [e for e in EXPERIMENTS if e in prof], ROOT / "runs")
+
+
+def test_the_paper_profiles_disk_figures_in_docs_pipeline_are_the_dry_runs():
+    from posrnn_cli.sweep.storage import disk_sentence
+
+    flat = " ".join((ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8").split())
+    assert disk_sentence(_plan("paper"), "paper") in flat
+
+
+def test_lites_run_counts_in_docs_results_are_the_plans():
+    from posrnn_cli.common.experiments import trains
+
+    jobs = [j for j in _plan("lite") if trains(j.kind)]
+    ext = sum(j.experiment == "extend" for j in jobs)
+    lm = sum(j.experiment == "lm" for j in jobs)
+    said = (f"Lite trains {len(jobs)} runs ({len(jobs) - ext - lm} in the main sweep, {ext} extensions, "
+            f"{lm} language models)")
+    assert said in " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").split())

@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli import gpu_check
+from posrnn_cli import gpu_check, gpu_check_ensemble
 
 from conftest import ROOT  # noqa: E402 - the repository
 GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
              "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence", "test_amp_trains_to_the_same_place_as_fp32",
              "test_fused_adam_gives_the_same_run_within_rounding", "test_a_gpu_checkpoint_resumes_on_the_cpu_and_back",
              "test_two_runs_share_the_gpu_with_runs_per_gpu_2",
-             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus"}
+             "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus",
+             *(f"test_the_chunked_head_equals_the_plain_head_in_loss_and_gradients[{c}-dtype{d}-cuda]"
+               for c in (1, 5, 37, 100) for d in (0, 1))}
 
 
 def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -35,7 +37,12 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["finished"] and rep["size"] == "micro" and rep["env"]["device"] == "cpu" and rep["env"]["cuda"] is None
-    assert list(rep["stages"]) == ["tests", "bench_eager", "bench_amp", "bench_amp_graph", "train", "concurrent"]
+    assert list(rep["stages"]) == ["tests", "ensemble", "bench_eager", "bench_amp", "bench_amp_graph", "train",
+                                   "concurrent", "lm_step", "cost_cells"]
+    lm, cells = rep["stages"]["lm_step"], rep["stages"]["cost_cells"]
+    assert lm["status"] == "ok" and lm["result"][0]["ms_per_iter"] > 0 and "synthetic" in lm["result"][0]["corpus"]
+    assert cells["status"] == "ok" and [c["cell"] for c in cells["result"]] == ["recurrence-bound", "head-bound", "long sequence"]
+    assert all(c["ms_per_iter"] > 0 and c["predicted_ms_per_iter"] > 0 for c in cells["result"])
     tests = rep["stages"]["tests"]["tests"]
     assert {t["test"] for t in tests} == GPU_TESTS  # every GPU test collected, each skipped with its reason
     assert all(t["outcome"] == "skipped" and "no CUDA device" in t["reason"] for t in tests)
@@ -219,6 +226,31 @@ def test_every_size_gives_commands_posrnn_accepts():
         r = CliRunner().invoke(app, ["train", "--task", "reverse", *spec["train"], "--device", "cpu", "--out",
                                      "never-written", "--json", "--iterations", "0"])
         assert r.exit_code == 1 and r.output.startswith("error: train.iterations must be at least 1"), (size, r.output)
+        for _, opts in gpu_check_ensemble.CELLS[size]:
+            for variant in gpu_check_ensemble.VARIANTS.values():
+                r = CliRunner().invoke(app, ["bench", *opts, *variant, "--ensemble", gpu_check_ensemble.KS[size], "--device",
+                                             "cpu", "--json", "--iters", "0"])
+                assert r.exit_code == 1 and r.output.startswith("error: --iters must be ≥ 1"), (size, opts, r.output)
         options, ks, iters, warmup = spec["concurrent"]
         assert resolve_config(options=options).model.name == "gru" and ks[0] == 1 and iters >= 1 and warmup >= 0
     assert gpu_check.SIZES["paper"]["concurrent"][1] == [1, 2, 4, 8] and sum(gpu_check.SIZES["paper"]["boxes"].values()) <= 480
+
+
+def test_the_ensemble_stage_runs_at_micro_size_on_the_cpu():
+    """The GPU check's ensemble stage, as CI runs it: the CUDA equivalence tests collected (each
+    skips off CUDA), then bench --ensemble for K = 1, 2 of a GRU, eager (amp +
+    cuda_graph refused in one line off CUDA), and its report rows."""
+    st = gpu_check_ensemble.stage_ensemble("cpu", "micro", 240, ROOT, gpu_check)
+    assert st["status"] == "ok", st
+    assert {t["test"].split("[")[0] for t in st["tests"]} == {
+        "test_cuda_members_equal_their_solo_runs_in_float64", "test_cuda_members_equal_their_solo_runs_in_float32_within_rounding",
+        "test_cuda_a_member_with_a_wrong_seed_fails_the_comparison"}
+    assert all(t["outcome"] == "skipped" and "no CUDA device" in t["reason"] for t in st["tests"])
+    eager = [b for b in st["bench"] if b["variant"] == "eager"]
+    assert [b["cell"] for b in eager] == ["gru V=8"] and all(b["status"] == "ok" for b in eager)
+    assert all([r["k"] for r in b["result"]["rows"]] == [1, 2] and all(r["it_per_s_in_all"] > 0 and r["peak_memory_mb"] > 0
+                                                                    for r in b["result"]["rows"]) for b in eager)
+    graph = [b for b in st["bench"] if b["variant"] == "amp+cuda_graph"]
+    assert all(b["status"] == "refused" and "needs a CUDA device" in b["error"] for b in graph)
+    rows = gpu_check_ensemble.ensemble_figures(st)
+    assert any("K=2: it/s in all" in f for _, f, _ in rows) and all(stage == "ensemble" for stage, _, _ in rows)

@@ -182,7 +182,7 @@ def test_sigint_stops_training_with_a_checkpoint_at_the_current_step(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: SIGINT: stopped at step ") and "--resume" in lines[0], err
+    assert len(lines) == 1 and lines[0].startswith("stopped: SIGINT: stopped at step ") and "--resume" in lines[0], err
     step = int(lines[0].split("stopped at step ")[1].split()[0])
     assert 0 < step < 1500 and step % 1000 and list_checkpoints(run)[-1][0] == step
     # resuming it finishes the same run as never stopping

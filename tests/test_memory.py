@@ -59,3 +59,29 @@ def test_a_stability_analysis_beyond_the_memory_is_refused(tmp_path, monkeypatch
     with pytest.raises(PosrnnError, match=r"this stability analysis needs at least .* \(largest: the triplets' Jacobians"):
         next(stability_values(tmp_path / "run", n_triplets=10**6, device="cpu"))
     assert len(list(stability_values(tmp_path / "run", n_triplets=4, device="cpu"))) == 2
+
+
+@pytest.mark.parametrize("core, sets, width", [("gated_deltanet", {"model.heads": 1}, 16 * 16),
+                                               ("mamba", {"model.state_size": 8}, None)])
+def test_stability_counts_each_cores_real_state_and_names_the_triplets_that_fit(tmp_path, monkeypatch, core, sets, width):
+    """Gated DeltaNet's state is a matrix per head (H² with one head), Mamba's N × its inner width:
+    far beyond the 2H of an LSTM, so an estimate of 2H let runs through that were killed for memory."""
+    from posrnn_cli.engine.stability import stability_values, state_width
+    from posrnn_cli.engine.evaluate import load_run
+    from posrnn_cli.engine.train import train
+
+    cfg = resolve_config(options={"task.vocab_size": 8, "task.length": 5, "task.n_test": 32, "model.name": core,
+                                  "model.hidden_size": 16, "train.iterations": 2, "train.batch_size": 8,
+                                  "train.warmup": 1, "train.device": "cpu", **sets})
+    train(cfg, tmp_path / "run", progress=False)
+    run = load_run(tmp_path / "run", device="cpu")
+    dz = state_width(run.model, run.task.query_id)
+    assert dz > 2 * 16 and (width is None or dz == width)
+    lstm_like = sum(b for b, _, _ in memory.stability_parts(4096, 5, 16))  # what the old estimate counted
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2 * lstm_like)
+    with pytest.raises(PosrnnError, match=rf"this stability analysis needs at least .*16 × {dz:,}.*--triplets [\d,]+ fits") as e:
+        next(stability_values(tmp_path / "run", n_triplets=4096, device="cpu"))
+    fit = int(str(e.value).rsplit("--triplets ", 1)[1].split()[0].replace(",", ""))
+    assert 2 <= fit < 4096
+    assert sum(b for b, _, _ in memory.stability_parts(fit, 5, 16, dz)) <= 2 * lstm_like
+    assert len(list(stability_values(tmp_path / "run", n_triplets=min(fit, 8), device="cpu"))) == 2

@@ -83,5 +83,6 @@ PROFILES = "profiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n"
 def test_profile_use_on_a_block_list_changes_only_the_items_lines(tmp_path, text, names, expected):
     params = tmp_path / "params.yaml"
     params.write_bytes((text + PROFILES.replace("\n", "\r\n" if "\r\n" in text else "\n")).encode())
-    use_profile(params, names)
+    said = use_profile(params, names)
     assert params.read_bytes().decode() == expected + PROFILES.replace("\n", "\r\n" if "\r\n" in text else "\n")
+    assert said == f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"  # not a flow list

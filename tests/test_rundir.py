@@ -16,6 +16,7 @@ import pytest
 
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.io import write_marker
 from posrnn_cli.engine.rundir import LOCK_FILE, prepare_run_dir, run_lock, run_state
 from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import _state
@@ -68,15 +69,19 @@ def test_new_and_files_without_a_config(tmp_path):
     assert st.state == "different" and "no config.yaml" in st.problem
     with pytest.raises(PosrnnError, match="no config.yaml"):
         _state(d, cfg(), force=False)
-    with pytest.raises(PosrnnError, match="already holds a run"):
-        prepare_run_dir(d, cfg(), resume=False, force=False)
+    for force in (False, True):  # no marker, no config: not posrnn's, so never replaced
+        with pytest.raises(PosrnnError, match="holds files posrnn did not write .*--force included"):
+            prepare_run_dir(d, cfg(), resume=False, force=force)
 
 
 def test_an_unreadable_config_is_different_and_never_resumed(tmp_path):
     d = tmp_path / "r"
     d.mkdir()
     (d / "config.yaml").write_text("train: [unclosed\n")
-    assert run_state(d, cfg()).state == "different"
+    assert run_state(d, cfg()).state == "different" and run_state(d, cfg()).foreign  # no marker: another tool's
+    with pytest.raises(PosrnnError, match="did not write \\(its config.yaml is not a posrnn config\\)"):
+        prepare_run_dir(d, cfg(), resume=False, force=True)
+    write_marker(d, "run")  # posrnn's run, its config.yaml damaged since
     assert status(job(d, cfg())) == "different"
     with pytest.raises(PosrnnError, match="not valid YAML"):
         prepare_run_dir(d, cfg(), resume=True, force=False)
@@ -110,15 +115,17 @@ def test_without_flock_a_lock_file_naming_host_and_pid_excludes(tmp_path, monkey
     no_flock(monkeypatch, code)
     with run_lock(tmp_path, "first"):
         text = (tmp_path / LOCK_FILE).read_text()
-        assert text == f"host {socket.gethostname()} pid {os.getpid()}: first\n"
+        assert text == f"host {socket.gethostname()} pid {os.getpid()}: first (pid namespace {os.readlink('/proc/self/ns/pid')})\n"
         assert not (tmp_path / ".lock").exists()  # the flock file is not left behind
         with run_lock(tmp_path, "re-entered"):  # the same process re-enters, as a sweep job training its run does
             pass
         assert (tmp_path / LOCK_FILE).is_file()
     assert not (tmp_path / LOCK_FILE).exists()
     # another live process of this host holds it: one line naming it
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); time.sleep(30)", "posrnn"],
+                             stdout=subprocess.PIPE)  # a posrnn process, by its argv
     try:
+        other.stdout.readline()  # started (its argv is its own, no longer the forking parent's)
         (tmp_path / LOCK_FILE).write_text(f"host {socket.gethostname()} pid {other.pid}: posrnn sweep job x\n")
         with pytest.raises(PosrnnError) as e:
             with run_lock(tmp_path):

@@ -132,6 +132,13 @@ def test_cli_stability_over_checkpoints_of_a_dual_frequency_run(tmp_path):
     assert (run / "stability.png").stat().st_size > 1000
 
 
+def test_stability_of_a_core_at_one_by_construction_says_so(tmp_path):
+    run = small_run(tmp_path, **{"model.name": "mingru", "train.iterations": 4, "train.checkpoint_every": 4, "train.warmup": 1})
+    r = CliRunner().invoke(app, ["stability", str(run), "--triplets", "4", "--device", "cpu"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "mingru's stability is 1 for every pair by construction" in r.output, r.output
+    assert "skipped" not in r.output
+
+
 def test_stability_refuses_runs_it_cannot_analyse(tmp_path):
     run = small_run(tmp_path, **{"task.name": "sort"})
     with pytest.raises(PosrnnError, match="fixed-length reverse"):
@@ -165,6 +172,11 @@ def test_stability_reads_only_the_checkpoints_of_the_schedule(tmp_path, monkeypa
     assert [s for s, _ in list_checkpoints(run)] == list(range(1, 13))
     assert [s for s, _ in scheduled_checkpoints(run)] == [5, 10, 12]
     assert sorted({s for s, *_ in stability_values(run, n_triplets=4, device="cpu")}) == [5, 10, 12]
+    r = CliRunner().invoke(app, ["stability", str(run), "--triplets", "4", "--device", "cpu", "--out",
+                                 str(tmp_path / "s.csv")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "skipped the checkpoints at step 1, 2, 3, 4, 6, 7, 8, 9, 11: off the run's schedule" in r.output
+    assert "by construction" not in r.output  # an LSTM's stability measures something
 
 
 # ---- the target placed at t > 1 (002 §4.3's S4D set-up) -------------------------------------
@@ -258,14 +270,15 @@ def test_a_linear_rnn_jacobian_at_the_target_is_the_remaining_matrix_power():
 
 
 def test_a_target_position_outside_the_sequence_is_one_line_and_writes_nothing(tmp_path):
-    with pytest.raises(PosrnnError, match=r"must lie in 1 … 6"):
-        make_triplets(4, 6, torch.Generator(), (0, 8), (8, 16), target_position=7)
+    for t in (6, 7):  # at t = L (6) no suffix follows the target
+        with pytest.raises(PosrnnError, match=r"must lie in 1 … 5"):
+            make_triplets(4, 6, torch.Generator(), (0, 8), (8, 16), target_position=t)
     run = small_run(tmp_path, **{"task.rarity": 0.25})
     (run / "stability.csv").write_text("model,pe,step,condition,pair,stability,old\n")
-    for bad in ("0", "6"):
+    for bad in ("0", "5", "6"):
         r = CliRunner().invoke(app, ["stability", str(run), "--target-position", bad, "--triplets", "4", "--device", "cpu"])
         assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, r.output
-        assert "must lie in 1 … 5" in r.output and f"got {bad}" in r.output
+        assert "must lie in 1 … 4" in r.output and f"got {bad}" in r.output
         assert (run / "stability.csv").read_text() == "model,pe,step,condition,pair,stability,old\n"
 
 
@@ -298,7 +311,7 @@ def test_the_target_position_is_recorded_by_the_command_the_sweep_and_the_table(
     assert table_stability([tmp_path / "t1"], n_resamples=100) == tables[1]
 
 
-@pytest.mark.parametrize("t, words", [(2, None), (5, "stability.target_position must lie in 1 … 4 (the dual runs' task.length), got 5"),
+@pytest.mark.parametrize("t, words", [(2, None), (4, "stability.target_position must lie in 1 … 3 (before the last token of the dual runs' task.length 4), got 4"),
                                       (0, "stability.target_position must be at least 1, got 0")])
 def test_the_sweep_passes_the_sections_target_position_and_refuses_one_outside_the_runs(tmp_path, t, words):
     from posrnn_cli.sweep.plan import plan

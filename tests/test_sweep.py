@@ -550,6 +550,6 @@ def test_ctrl_c_of_a_slurm_sweep_says_the_array_keeps_running_and_how_to_cancel(
     r = CliRunner().invoke(app, ["sweep", "fig2"])
     assert r.exit_code == 130, r.output
     last = r.output.strip().splitlines()[-1]
-    assert last.startswith("error: interrupted: job array 77 keeps running on SLURM") and "`scancel 77`" in last
+    assert last.startswith("stopped: interrupted: job array 77 keeps running on SLURM") and "`scancel 77`" in last
     assert "run the same command again to reattach" in last
     assert [a["array"] for a in S.read_record(tmp_path / "runs" / "t")] == ["77"]

@@ -40,7 +40,7 @@ from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
 from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
-from ..common.provenance import Proof, check_scores, proven_eval
+from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
 from ..common.stats import hierarchical
 from ..common.tables import COSINE_QUANTILES
 
@@ -129,8 +129,13 @@ def scores(run: Path, keys: tuple, name: str = "eval_sequences.npz") -> tuple[di
     if name == "eval_sequences.npz":
         summary = proven_eval(run, proof)
         n, sha = summary.get("n_test"), summary.get("sequences_sha256")
-    else:
-        summary, n, sha = {}, None, None
+    else:  # an extension: extend.json records the per-sequence file's sha256 and length
+        record = read_json(need(Path(run) / "extend.json", "extension summary"))
+        n, sha = (record.get("n_sequences"), record.get("sequences_sha256")) if isinstance(record, dict) else (None, None)
+        if not isinstance(n, int) or not isinstance(sha, str):
+            raise PosrnnError(f"{Path(run) / 'extend.json'} records no digest of {name} (written by an older posrnn); "
+                              f"redo it: posrnn sweep {Path(run).parent.name} (or dvc repro)")
+        summary = {}
     path = Path(run) / name
     return check_scores(path, arrays(path, keys), keys, proof, n if isinstance(n, int) else None, sha), summary
 
@@ -219,7 +224,7 @@ def table_stability(runs: list[Path], n_resamples: int) -> list[dict]:
         values: dict[str, list] = defaultdict(list)
         seeds: dict[str, list] = defaultdict(list)
         for seed, run in members:
-            for key, v in read_npz(need(run / "stability_values.npz", "stability values")).items():
+            for key, v in proven_stability(run)[0].items():  # the source run's analysis as it is now
                 values[key].append(v)
                 seeds[key].append(seed)
         for key in sorted(values, key=lambda k: (int(k.split("|")[0]), k)):
@@ -329,7 +334,7 @@ def table_irie(runs: list[Path], n_resamples: int) -> list[dict]:
     rows = []
     for cfg, members in group_runs(runs):
         data = [scores(run, ("token_accuracy",))[0] for _, run in members]
-        perms = [read_json(need(run / "permutation.json", "permutation report")) for _, run in members]
+        perms = [proven_record(run / "permutation.json", Proof(run), "sensitive") for _, run in members]
         s = hierarchical([a["token_accuracy"] for a in data], n_resamples)
         sens = hierarchical([np.asarray(p["sensitive"], dtype=float) for p in perms], n_resamples)
         rows.append({**cell_columns(cfg), **seeds_columns(members), "n_sequences": s["n"], **with_ci("token_accuracy", s),

@@ -28,6 +28,7 @@ import numpy as np
 from ..common import catalog
 from ..common.errors import PosrnnError
 from ..common.io import read_npz
+from ..common.provenance import Proof, check_scores
 from ..common.stats import bootstrap_ci, t_interval
 
 #: the word that separates the two sides of a per-seed comparison: ``A1 A2 vs B1 B2``
@@ -93,6 +94,9 @@ def sequence_scores(run_dir: Path, result: dict) -> np.ndarray:
     n = result.get("n_test", result.get("n_paragraphs"))
     if (n is not None and values.size != n) or not np.isfinite(values).all():
         raise PosrnnError(f"{path} does not match its eval.json ({values.size} scores for {n} test sequences); {fix}")
+    # the scores of this run's latest checkpoint under its config.yaml, the very file eval.json recorded
+    check_scores(path, arrays, (score.key,), Proof(run_dir), n if isinstance(n, int) else None,
+                 result.get("sequences_sha256") if isinstance(result.get("sequences_sha256"), str) else "")
     return values
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..common import catalog
+from ..common import catalog, floors
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_bytes
 from ..common.stats import t_interval
@@ -23,8 +23,9 @@ PE_ORDER = list(catalog.PE_FORMS)
 MODEL_ORDER = tuple(catalog.CORES)
 #: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
 MAX_COLUMNS = 4
-#: the tasks whose token accuracy has the chance level 1/V (a uniform guess over the V ids)
-CHANCE_TASKS = ("reverse", "sort")
+#: the tasks whose token-accuracy axes carry their floor lines (``common.floors``: chance, and
+#: what position alone reaches where the task has such a line)
+CHANCE_TASKS = ("reverse", "sort", "mqar")
 _DPI = 110
 _FIX = "re-run `posrnn aggregate` to rewrite the tables"
 
@@ -213,26 +214,43 @@ def _sweep_axis(ax, xs: list, log2: bool = True) -> None:
 
 
 def chance_level(r: dict) -> Optional[float]:
-    """1/V for the token accuracy of a reverse or sort row (a uniform guess over the V ids); None
-    where chance is not defined this way."""
+    """The chance line of a row's token accuracy (``common.floors``: 1/V for reverse and sort,
+    1/P for MQAR); None where no line is drawn."""
     v = r.get("vocab_size")
-    return 1.0 / v if r.get("task") in CHANCE_TASKS and isinstance(v, int) and v >= 2 else None
+    if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
+        return None
+    return floors.chance_line(r["task"], v, r.get("length"), r.get("pairs"))
+
+
+def position_level(r: dict) -> Optional[float]:
+    """What position alone reaches (``common.floors``), where the row's task has such a line."""
+    v = r.get("vocab_size")
+    if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
+        return None
+    return floors.position_line(r["task"], v, r.get("length"), r.get("pairs"), r.get("filler") or "random")
 
 
 def _chance(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
-    """The chance level of each row at ``xs``: one horizontal line when all share V, short
-    segments over each x otherwise, a curve when ``half`` is None (x = V); tagged gid "chance"."""
-    pts = sorted({(x, chance_level(r), r.get("vocab_size")) for x, r in zip(xs, rows) if chance_level(r) is not None})
-    if not pts:
-        return
-    style = dict(ls="--", lw=1, color="0.35", gid="chance", zorder=1.5)
-    if len({v for *_, v in pts}) == 1:
-        ax.axhline(pts[0][1], label=f"chance 1/V = 1/{pts[0][2]} (uniform guess)", **style)
-    elif half is None:
-        ax.plot([x for x, *_ in pts], [c for _, c, _ in pts], label="chance 1/V (uniform guess)", **style)
-    else:
-        ax.hlines([c for _, c, _ in pts], [x - half for x, *_ in pts], [x + half for x, *_ in pts],
-                  label="chance 1/V (uniform guess)", **style)
+    """The floor lines of each row at ``xs``: chance (dashed, gid "chance") and what position
+    alone reaches (dotted, gid "position"): one horizontal line when all rows share it, short
+    segments over each x otherwise, a curve when ``half`` is None (x = V)."""
+    rule = "1/P (a guess among the values in context)" if any(r.get("task") == "mqar" for r in rows) else \
+        "1/V (uniform guess)"
+    for level, gid, ls, name in ((chance_level, "chance", "--", f"chance {rule}"),
+                                 (position_level, "position", ":", "from position alone")):
+        pts = sorted({(x, level(r)) for x, r in zip(xs, rows) if level(r) is not None})
+        if not pts:
+            continue
+        style = dict(ls=ls, lw=1, color="0.35", gid=gid, zorder=1.5)
+        if len({c for _, c in pts}) == 1:
+            v = {r.get("vocab_size") for r in rows}
+            tag = f" = 1/{v.pop()}" if gid == "chance" and rule.startswith("1/V") and len(v) == 1 else ""
+            ax.axhline(pts[0][1], label=f"{name}{tag} ({pts[0][1]:.3f})" if not tag else
+                       f"chance 1/V{tag} (uniform guess)", **style)
+        elif half is None:
+            ax.plot([x for x, _ in pts], [c for _, c in pts], label=name, **style)
+        else:
+            ax.hlines([c for _, c in pts], [x - half for x, _ in pts], [x + half for x, _ in pts], label=name, **style)
 
 
 def _legend(ax, interval: Optional[str], mark: str = "bars", **kw) -> None:

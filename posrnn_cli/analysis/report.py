@@ -10,6 +10,7 @@ test fails when the committed page differs from what the committed scorecard giv
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -17,7 +18,8 @@ from typing import Optional
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
-from .scorecard import NOT_MEASURED, OPEN, REGIME_WORDS, SCOPES, SECTIONS, count_lines, seeds_text, summarize
+from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
+                        count_lines, seeds_text, summarize)
 
 #: how the seeds table and the README name the two scopes
 SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
@@ -27,29 +29,70 @@ def _open_rows(rows: list[dict]) -> list[tuple[dict, str, dict]]:
     return [(r, scope, r[scope]) for r in rows for scope in SCOPES if r[scope]["verdict"] in OPEN]
 
 
+def _way_cell(n: dict, way: str) -> str:
+    if n.get(way) is None:
+        return "—"
+    p = n.get(f"{way}80")
+    return f"{n[way]:,} ({f'{p:,}' if p is not None else 'over 1,000'})"
+
+
+#: how the seeds table says which way the data point
+TOWARD = {"reproduce": "toward the claim", "reject": "against it", None: "neither, within 1,000"}
+
+
 def seeds_markdown(rows: list[dict], name: str) -> str:
     """Markdown: every open verdict (inconclusive, underpowered) of a profile with the seeds it
-    has and the seeds it would need, widest first."""
+    has, which way the data point, and the seeds to reproduce and to reject, fewest first within
+    the way the data point."""
     lines = [f"# Seeds each open claim needs: {name}", "",
-             "For every claim whose verdict is open (inconclusive, or underpowered), the seeds at which each "
-             "undecided interval of its test would clear its bound (and each power guard narrow below its "
-             "margin) if the mean and spread over seeds stayed as observed — about 50% power — and the seeds "
-             "for 80% power (two-sided t test at 5%). An SD from 3 seeds has a 95% range of roughly 0.5× to "
-             "6× itself: read these as rough. `posrnn scorecard NAME --seeds` prints this table.", "",
-             "| claim | scope | verdict | seeds now | to clear | 80% power |", "|---|---|---|---|---|---|"]
+             "For every claim whose verdict is open (inconclusive, or underpowered), the seeds per arm at which "
+             "the test would read *reproduced*, and those at which it would read *not reproduced*, if every "
+             "comparison's mean and spread over seeds stayed as observed (about 50% power), each under the claim's "
+             "multiplicity rule (reproduced: every comparison at 95%; not reproduced: Holm's step-down across the "
+             "test's comparisons), with the seeds for 80% power in brackets (a rejection's at Holm's first step, "
+             "0.05/k). With every effect held, the data point one way: the other reads — (not at the observed "
+             "effects, or over 1,000). An SD from 3 seeds has a 95% range of roughly 0.5× to 6× itself: read these "
+             "as rough. `posrnn scorecard NAME --seeds` prints this table.", "",
+             "| claim | scope | verdict | seeds now | the data point | to reproduce | to reject |",
+             "|---|---|---|---|---|---|---|"]
     found = _open_rows(rows)
     def order(item: tuple) -> tuple:
         n = item[2]["seeds_needed"] or {}
         return (n.get("clear") is None, n.get("clear") or 0, item[0]["id"])
-    for r, scope, x in sorted(found, key=order, reverse=True):
+    for r, scope, x in sorted(found, key=order):
         n = x.get("seeds_needed") or {}
-        clear = "over 1,000" if n.get("clear") is None else f"{n['clear']:,}"
-        power = "over 1,000" if n.get("power80") is None else f"{n['power80']:,}"
-        lines.append(f"| `{r['id']}` | {SCOPE_SHORT[scope]} | {x['verdict']} | {n.get('now', '—')} | {clear} | "
-                     f"{power} |")
+        lines.append(f"| `{r['id']}` | {SCOPE_SHORT[scope]} | {x['verdict']} | {n.get('now', '—')} | "
+                     f"{TOWARD.get(n.get('toward'))} | {_way_cell(n, 'reproduce')} | {_way_cell(n, 'reject')} |")
     if not found:
-        lines.append("| (no open verdict) | | | | | |")
+        lines.append("| (no open verdict) | | | | | | |")
     return "\n".join(lines) + "\n"
+
+
+#: what ``scorecard --out`` writes, and how each begins when posrnn wrote it
+OUT_FILES = {"scorecard.json": b'{\n  "results": ', "scorecard.md": b"# Reproduction scorecard: ",
+             "seeds.md": b"# Seeds each open claim needs: "}
+
+
+def check_scorecard_out(out_dir: Path) -> Path:
+    """Refuse, in one line, a ``scorecard --out`` that would write over a file it did not write
+    there (another file of the same name) or through a link (the folder or a file a symlink)."""
+    out_dir = Path(out_dir)
+    if out_dir.is_symlink():
+        raise PosrnnError(f"--out {out_dir} is a symbolic link; posrnn does not write through links: pass the folder itself")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass a folder")
+    for name, start in OUT_FILES.items():
+        path = out_dir / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise PosrnnError(f"--out {out_dir}: {name} there is a link or not a regular file; posrnn writes only "
+                              f"over its own files: pass another folder")
+        if path.is_file():
+            with open(path, "rb") as f:
+                head = f.read(len(start))
+            if head != start:
+                raise PosrnnError(f"--out {out_dir} holds a {name} that `posrnn scorecard` did not write; it is never "
+                                  f"overwritten: pass another folder, or move that file away")
+    return out_dir
 
 
 def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
@@ -96,8 +139,75 @@ def readme_block(rows: list[dict], name: str) -> str:
     return "\n".join(out)
 
 
+#: the prefix of a profile's findings block (the README's and the results page's sentences)
+FINDINGS = "findings-"
+
+
+def _short_measured(text: str, limit: int = 320) -> str:
+    """A measured string without its per-seed lists and seed note, cut at ``limit``."""
+    text = re.sub(r" \(per seed [^)]*\)", "", text)
+    text = re.sub(r"; seeds [0-9 |]*[0-9]", "", text).replace(" || ", "; ")
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+#: the prefix of a profile's brief findings block (the README's: verdict and claim only)
+BRIEF = "brief-"
+
+
+def finding(r: dict, scope: str = "at_regime", brief: bool = False) -> str:
+    """One sentence about a claim, generated from its scorecard row: the verdict first, then the
+    claim in the paper's (or hypothesis's) words, then what was measured, or why it could not be
+    read, or the seeds an open verdict needs."""
+    x = r[scope]
+    verdict = x["verdict"] + (" (partial)" if x.get("partial") else "")
+    head = f"- **{verdict}**: {r['claim'].rstrip('.')} (`{r['id']}`)."
+    if brief:
+        return head
+    if x["verdict"] in ("not testable", "too few seeds"):
+        reason = x["reason"].rstrip(".")
+        return f"{head} {reason[:1].upper()}{reason[1:]}."
+    tail = f" Measured: {_short_measured(x['measured'])}."
+    needs = seeds_text(x.get("seeds_needed"))
+    return head + tail + (f" Seeds: {needs}." if needs else "")
+
+
+def findings_block(rows: list[dict], name: str, section: str = "beyond", brief: bool = False) -> str:
+    """A profile's findings in sentences, one a claim measured at its regime in ``section``
+    (``brief``: the verdict and the claim, no measurement)."""
+    tag = (BRIEF if brief else FINDINGS) + name
+    out = [f"<!-- results:{tag} -->",
+           f"*Generated from `results/{name}/scorecard/scorecard.json` by `posrnn scorecard {name} --page FILE`; "
+           f"a test fails when these sentences differ from the scorecard.*", ""]
+    out += [finding(r, brief=brief) for r in rows if r["section"] == section and r["at_regime"]["verdict"] != NOT_MEASURED]
+    out.append(f"<!-- /results:{tag} -->")
+    return "\n".join(out)
+
+
+def page_blocks(rows: list[dict], name: str) -> dict[str, str]:
+    """Every block a page may hold for profile ``name``: its results block and its findings."""
+    return {name: readme_block(rows, name), FINDINGS + name: findings_block(rows, name),
+            BRIEF + name: findings_block(rows, name, brief=True)}
+
+
+def update_page(page: Path, rows: list[dict], name: str) -> list[str]:
+    """Rewrite each of ``name``'s blocks that ``page`` holds; the names of those that changed.
+    A page with none of them is refused."""
+    try:
+        text = Path(page).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
+    blocks = {k: v for k, v in page_blocks(rows, name).items() if readme_block_in(text, k) is not None}
+    if not blocks:
+        raise PosrnnError(f"{page} has no results block for {name}; add the two lines "
+                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
+                          f"where it should go")
+    return [k for k, block in blocks.items() if update_block(page, k, block)]
+
+
 def _block_re(name: str) -> re.Pattern:
-    return re.compile(rf"<!-- results:{re.escape(name)} -->.*?<!-- /results:{re.escape(name)} -->", re.S)
+    """The block: each marker a line of its own, so markers quoted in prose never delimit one."""
+    return re.compile(rf"^<!-- results:{re.escape(name)} -->[ \t]*$.*?^<!-- /results:{re.escape(name)} -->[ \t]*$",
+                      re.S | re.M)
 
 
 def readme_block_in(text: str, name: str) -> Optional[str]:
@@ -109,15 +219,26 @@ def readme_block_in(text: str, name: str) -> Optional[str]:
 def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
     """Rewrite ``name``'s block in ``readme`` (atomically); True when it changed. A README with
     no block for the profile is refused: where the block goes is the README's choice."""
+    return update_block(readme, name, readme_block(rows, name))
+
+
+def update_block(readme: Path, name: str, block: str) -> bool:
+    """Rewrite the block ``name`` in ``readme`` with ``block`` (atomically); True when it changed."""
     readme = Path(readme)
+    if readme.is_symlink():
+        raise PosrnnError(f"--page {readme} is a symbolic link (to {os.readlink(readme)}); posrnn does not write "
+                          f"through links: pass the page itself")
+    if readme.exists() and not readme.is_file():
+        raise PosrnnError(f"--page {readme} is not a regular file; pass the page to update (docs/results.md)")
     try:
         text = readme.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise PosrnnError(f"cannot read {readme} ({type(e).__name__}); pass the README to update") from None
     if readme_block_in(text, name) is None:
         raise PosrnnError(f"{readme} has no results block for {name}; add the two lines "
-                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->' where it should go")
-    new = _block_re(name).sub(lambda _: readme_block(rows, name), text, count=1)
+                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
+                          f"where it should go")
+    new = _block_re(name).sub(lambda _: block, text, count=1)
     if new == text:
         return False
     atomic_write_text(readme, new)
@@ -133,7 +254,8 @@ def _needs_cell(r: dict) -> str:
         if n:
             if n.get("clear") is None:
                 return ">1000"
-            return f"{n['clear']:,}/" + (f"{n['power80']:,}" if n.get("power80") is not None else ">1000")
+            way = "+" if n.get("toward") == "reproduce" else "−"
+            return f"{way}{n['clear']:,}/" + (f"{n['power80']:,}" if n.get("power80") is not None else ">1000")
     return ""
 
 
@@ -169,8 +291,113 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
         for r in (r for r in rows if r["section"] == section):
             t.add_row(r["id"], _verdict_cell(r["at_regime"]), _verdict_cell(r["indication"]), _needs_cell(r))
         parts.append(t)
-    legend = ("*: partial (a named model not measured). seeds: for an open verdict, the seeds at which its "
-              "interval would clear its bound / the seeds for 80% power, if the spread stays as measured "
-              "(>1000: out of reach).")
+    legend = ("*: partial (a named model not measured). seeds: for an open verdict, the way the data point "
+              "(+ to reproduce, − to reject) and the seeds that reach it / the seeds for 80% power, if the effects "
+              "and spreads stay as measured (>1000: out of reach); the other way: posrnn scorecard NAME --seeds.")
     parts.append(Text(legend + (f" {detail_hint}" if detail_hint else ""), style="dim"))
     return Group(*parts)
+
+
+# ---- across profiles: each claim's verdict in every profile ------------------------------------------
+#: the verdicts that decide a claim; two profiles disagree when they decide it differently
+DECIDED = (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED)
+#: the name of the results page's block that holds the table across profiles
+ACROSS = "across"
+
+
+def _shown(r: dict) -> tuple[str, Optional[str]]:
+    """What one profile says of a claim: its verdict at the regime where measured, else its
+    indication ("—" when neither is measured); and the decided word, if any."""
+    for scope in SCOPES:
+        x = r[scope]
+        if x["verdict"] != NOT_MEASURED:
+            text = x["verdict"] + ("*" if x.get("partial") else "")
+            return text, x["verdict"] if x["verdict"] in DECIDED else None
+    return "—", None
+
+
+def across(scored: dict[str, list[dict]]) -> list[dict]:
+    """One entry a claim measured in any profile: ``cells`` (profile → what it says), and
+    ``disagree`` (True where two profiles decide it differently)."""
+    ids = list(dict.fromkeys(r["id"] for rows in scored.values() for r in rows))
+    by_profile = {p: {r["id"]: r for r in rows} for p, rows in scored.items()}
+    out = []
+    for cid in ids:
+        cells, decided = {}, set()
+        for p, rows in by_profile.items():
+            text, word = _shown(rows[cid]) if cid in rows else ("—", None)
+            cells[p] = text
+            if word:
+                decided.add(word)
+        if any(c != "—" for c in cells.values()):
+            out.append({"id": cid, "cells": cells, "disagree": len(decided) > 1})
+    return out
+
+
+def across_markdown(scored: dict[str, list[dict]]) -> str:
+    """The results page's block: one line a claim, one column a profile, disagreements marked."""
+    names = list(scored)
+    entries = across(scored)
+    n = sum(e["disagree"] for e in entries)
+    out = [f"<!-- results:{ACROSS} -->",
+           f"*Generated from `results/NAME/scorecard/scorecard.json` of {', '.join(names)} by `posrnn scorecard "
+           f"--across --page docs/results.md`; a test fails when this block differs from the scorecards.*", "",
+           "Each profile's verdict at the claim's regime where it measured one, else its indication off the regime; "
+           f"*: partial. **≠** marks a claim two profiles decide differently ({n} of {len(entries)} claims measured).",
+           "", f"| claim | {' | '.join(names)} |  |", "|---|" + "---|" * len(names) + "---|"]
+    for e in entries:
+        out.append(f"| `{e['id']}` | " + " | ".join(e["cells"][p] for p in names) +
+                   f" | {'**≠**' if e['disagree'] else ''} |")
+    out.append(f"<!-- /results:{ACROSS} -->")
+    return "\n".join(out)
+
+
+#: the terminal's short verdicts, so that five profiles fit 80 columns
+SHORT = {"reproduced": "R", "not reproduced": "NR", "direction only": "DO", "inconclusive": "inc",
+         "underpowered": "up", "not testable": "NT", "too few seeds": "few"}
+
+
+def _short(cell: str) -> str:
+    star = cell.endswith("*")
+    word = cell.rstrip("*")
+    return SHORT.get(word, word) + ("*" if star else "")
+
+
+def across_lines(scored: dict[str, list[dict]]):
+    """The table across profiles for a terminal."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    t.add_column("claim", overflow="fold", no_wrap=True)
+    for p in scored:
+        t.add_column(p, overflow="fold")
+    t.add_column("", no_wrap=True)
+    for e in across(scored):
+        t.add_row(e["id"], *(Text(_short(e["cells"][p]), style="dim" if e["cells"][p] == "—" else "") for p in scored),
+                  Text("≠", style="bold red") if e["disagree"] else "")
+    legend = ("Each profile's verdict at the regime where measured, else its indication: " +
+              ", ".join(f"{v} {k}" for k, v in SHORT.items()) + "; *: partial; ≠: two profiles decide the claim "
+              "differently. In words: posrnn scorecard --across --json, or docs/results.md.")
+    return Group(t, Text(legend, style="dim"))
+
+
+def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
+    """The committed scorecards (``results/NAME/scorecard/scorecard.json``) of the profiles that
+    have one, in ``profiles``' order."""
+    import json
+
+    out = {}
+    for p in profiles:
+        path = Path(root) / "results" / p / "scorecard" / "scorecard.json"
+        if path.is_file():
+            try:
+                out[p] = json.loads(path.read_text())["rows"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise PosrnnError(f"{path} is not a scorecard; rewrite it with posrnn scorecard {p} --results "
+                                  f"results/{p}/tables --out results/{p}/scorecard") from None
+    if not out:
+        raise PosrnnError(f"no profile has a committed scorecard under {Path(root) / 'results'}; run dvc repro first")
+    return out

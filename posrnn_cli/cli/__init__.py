@@ -83,7 +83,7 @@ def run(argv: Optional[List[str]] = None) -> None:
     try:
         code = app(args=argv, prog_name="posrnn", standalone_mode=False)
     except KeyboardInterrupt:  # Ctrl-C outside a command's own handling (parsing, or twice in a row)
-        typer.echo("error: interrupted", err=True)
+        typer.echo("stopped: interrupted", err=True)
         code = 130
     except cx.NoArgsIsHelpError as e:
         typer.echo(e.ctx.get_help() if e.ctx else "see posrnn --help")

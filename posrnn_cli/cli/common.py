@@ -12,6 +12,7 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
+from ..common.signals import Stopped
 
 TaskName = Literal[tuple(catalog.TASKS)]  # type: ignore[valid-type]
 ModelName = Literal[tuple(catalog.CORES)]  # type: ignore[valid-type]
@@ -66,12 +67,16 @@ def echo_hanging(prefix: str, text: str) -> None:
 
 
 def cli_errors(fn):
-    """Library errors → one ``error: …`` line on stderr and a non-zero exit, no traceback."""
+    """Library errors → one ``error: …`` line on stderr and a non-zero exit, no traceback; a stop the
+    user asked for (a signal, Ctrl-C) → one ``stopped: …`` line and exit 130."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except Stopped as e:  # the stop the user asked for (Ctrl-C, SIGTERM): not an error
+            typer.echo(f"stopped: {e}", err=True)
+            raise typer.Exit(getattr(e, "exit_code", 130)) from None
         except PosrnnError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(getattr(e, "exit_code", 1)) from None
@@ -79,7 +84,7 @@ def cli_errors(fn):
             typer.echo(f"error: {os_error(e)}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            typer.echo("error: interrupted; what was written before is intact: run the same command again", err=True)
+            typer.echo("stopped: interrupted; what was written before is intact: run the same command again", err=True)
             raise typer.Exit(130) from None
 
     return wrapper

@@ -48,6 +48,7 @@ def sweep(
     executor: Annotated[Optional[str], typer.Option(metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option(metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
     runs_per_gpu: Annotated[Optional[int], typer.Option(metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
+    ensemble: Annotated[Optional[int], typer.Option(metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs and what would happen to each; run nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and exit.")] = False,
@@ -84,7 +85,7 @@ def sweep(
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
                         wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only,
-                        retrain_stale=retrain_stale)
+                        retrain_stale=retrain_stale, ensemble=ensemble)
     try:
         outcomes = run_sweep(params, name, names, opts)
     except KeyboardInterrupt:
@@ -114,7 +115,8 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
                                 "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
                                 "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0,
                                 "estimated_compute_s": secs[o.job.label], "estimate_source": rate.source,
-                                "estimate_device": rate.device} for o in outcomes]))
+                                "estimate_device": rate.device, **({"pack": o.result["pack"]} if "pack" in o.result else {})}
+                               for o in outcomes]))
         return
     from rich.table import Table
 
@@ -125,8 +127,23 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
         t.add_row(o.job.label, f"wait (task {o.log} in flight)" if o.status == "in flight"
                   else _would(o.status, o.result.get("code"), retrain_stale), o.job.run_dir)
     console().print(t)
+    _print_packing(outcomes)
     typer.echo(disk)
     typer.echo(compute)
+
+
+def _print_packing(outcomes: list) -> None:
+    """The packing table of a dry run with ``--ensemble`` K > 1 (``sweep.packing``)."""
+    from ..sweep.packing import Pack, describe
+
+    seen, packs = set(), []
+    for o in outcomes:
+        p = o.result.get("pack")
+        if p is not None and p["runs"][0] not in seen:
+            seen.add(p["runs"][0])
+            packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"]))
+    for line in describe(packs) if packs else []:
+        typer.echo(line)
 
 
 def _would(state: str, code: Optional[str], retrain_stale: bool) -> str:
@@ -219,13 +236,16 @@ def plot(
 
 
 def _power_of(params: Path, name: Optional[str]) -> Optional[dict]:
-    """The ``power:`` section of profile ``name`` in ``params`` (None: no such profile or section)."""
+    """The ``power:`` section of profile ``name`` in ``params``, if it was stated before the
+    profile's results (``scorecard.design``); None otherwise, or with no such profile or section."""
+    from ..analysis.scorecard.design import design_as_stated
     from ..common.profiles import profiles_of, read_params
 
     if name is None or not Path(params).is_file():
         return None
     prof = profiles_of(read_params(params), params).get(name)
-    return prof.get("power") if isinstance(prof, dict) else None
+    power = prof.get("power") if isinstance(prof, dict) else None
+    return design_as_stated(power, name, Path(params).resolve().parent, Path(params).name)[0]
 
 
 def scorecard(
@@ -233,10 +253,11 @@ def scorecard(
     results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
     seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
-    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's results block in FILE (docs/results.md) from the scorecard.", show_default=False)] = None,
+    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's blocks in FILE (docs/results.md, README.md: its results block, its findings) from the scorecard.", show_default=False)] = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
+    across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's across block).")] = False,
     json_out: JsonOpt = False,
 ):
     """Every claim of the papers against what a profile measured, with a verdict.
@@ -245,10 +266,12 @@ def scorecard(
     the seeds an open verdict needs. --detail (or scorecard.md, with --out) adds the claim, the
     measured values with their 95% CIs and seeds, and the reasons; the tests are declared in
     advance in posrnn_cli/analysis/claims.yaml."""
-    from ..analysis.report import scorecard_lines, seeds_markdown, update_readme, write_seeds
+    from ..analysis.report import check_scorecard_out, scorecard_lines, seeds_markdown, update_page, write_seeds
     from ..analysis.scorecard import scorecard as score
     from ..analysis.scorecard import scorecard_rich_table, write_scorecard
 
+    if across:
+        return _across(params, readme, quiet, json_out)
     name = profile if profile is not None or results is not None else _profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
@@ -257,14 +280,16 @@ def scorecard(
         what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
         raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")
     power = _power_of(params, name)
+    if out is not None:
+        check_scorecard_out(out)
     rows = write_scorecard(folder, out_dir=out, power=power) if out is not None else score(folder, power=power)
     label = name or Path(folder).parent.name
     if out is not None:
         write_seeds(rows, out, label)
     if readme is not None:
-        changed = update_readme(readme, rows, label)
+        changed = update_page(readme, rows, label)
         if not quiet:
-            typer.echo(f"{readme}: results block for {label} {'rewritten' if changed else 'already up to date'}")
+            typer.echo(f"{readme}: results blocks for {label} {'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
     if quiet:
         return
     if seeds:
@@ -276,6 +301,25 @@ def scorecard(
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
+
+
+def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> None:
+    """``posrnn scorecard --across``: every profile's committed verdict of each claim."""
+    from ..analysis.report import ACROSS, across, across_lines, across_markdown, committed_scorecards, update_block
+    from ..common.profiles import profiles_of, read_params
+
+    names = list(profiles_of(read_params(params), params))
+    scored = committed_scorecards(Path(params).resolve().parent, names)
+    if page is not None:
+        changed = update_block(page, ACROSS, across_markdown(scored))
+        if not quiet:
+            typer.echo(f"{page}: the across block {'rewritten' if changed else 'already up to date'}")
+    if quiet:
+        return
+    if json_out:
+        typer.echo(json.dumps(across(scored)))
+    else:
+        console().print(across_lines(scored))
 
 
 def register(app: typer.Typer) -> None:

@@ -199,8 +199,12 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
         fallback = ("A", "B") if b else (ra["label"], rb["label"])
         keys = [k for k in config_diff(ca, cb) if k != "train.seed"] if ca and cb else []
         names = cmp.side_names(keys, ca, cb, fallback)
-        return {**diff, "a": ra["label"], "b": rb["label"], "score": score.key,
-                "meaning": cmp.meaning(diff, score, *names)}
+        out = {**diff, "a": ra["label"], "b": rb["label"], "score": score.key, "meaning": cmp.meaning(diff, score, *names)}
+        if len(keys) > 1:  # e.g. one side resumed to a larger budget: the difference is not one setting's
+            shown = ", ".join(keys[:4]) + (" …" if len(keys) > 4 else "")
+            out["warning"] = (f"the runs differ in {len(keys)} settings ({shown}), not one: the difference mixes "
+                              f"their effects; compare runs that differ only in the setting you test")
+        return out
 
     if not b:
         (r0, c0), out = a[0], []
@@ -259,6 +263,8 @@ def compare(
 
 
 def _print_difference(c, d: dict) -> None:
+    if d.get("warning"):
+        print_wrapped(c, f"warning: {d['warning']}", style="yellow")
     if "mean" not in d:
         print_wrapped(c, d["meaning"])
         return
@@ -274,7 +280,7 @@ def stability(
     triplets: Annotated[int, typer.Option(metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
     seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
-    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
+    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L − 1: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
@@ -303,11 +309,14 @@ def stability(
     with run_lock(run_dir, f"posrnn stability {run}", reading=True):  # no training or second analysis meanwhile
         rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed,
                        on_checkpoint=tick, target_position=target_position)
-        write_csv(rows, csv_path)
-        if plot:
+        if plot:  # the table and its figure as one swap: never a new table beside an old figure
             from ..analysis.plots import fig_stability
+            from ..common.io import csv_text, write_table_and_figure
 
-            fig_stability(rows, csv_path.with_suffix(".png"))
+            write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
+                                   lambda p: fig_stability(rows, p))
+        else:
+            write_csv(rows, csv_path)
     if json_out:
         typer.echo(json.dumps(rows))
         return
@@ -320,6 +329,20 @@ def stability(
     for r in rows:
         table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['stability']:.3f}", f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
     c.print(table)
+    _stability_notes(c, run, checkpoint, rows)
+
+
+def _stability_notes(c, run: Path, checkpoint: Optional[int], rows: list[dict]) -> None:
+    """What the table leaves out (checkpoints off the schedule) and values that measure nothing."""
+    from ..engine.stability import ONE_BY_CONSTRUCTION, unscheduled_checkpoints
+
+    skipped = unscheduled_checkpoints(run) if Path(run).is_dir() and checkpoint is None else []
+    if skipped:
+        print_wrapped(c, f"skipped the checkpoints at step {', '.join(map(str, skipped))}: off the run's schedule "
+                         f"(taken for the wall clock, a signal or --stop-after); --checkpoint N analyses one")
+    if rows and rows[0]["model"] in ONE_BY_CONSTRUCTION:
+        print_wrapped(c, f"{rows[0]['model']}'s stability is 1 for every pair by construction (its state Jacobian "
+                         f"is diagonal and positive): these values measure nothing about PE")
 
 
 def extend_vocab(
@@ -390,6 +413,7 @@ def bench(
     chunk_size: Annotated[int, typer.Option(metavar="N", help="Stability: sequences per Jacobian pass.")] = 64,
     concurrent: Annotated[Optional[str], typer.Option(metavar="K,…", help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
     no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
+    ensemble: Annotated[Optional[str], typer.Option(metavar="K,…", help="Instead: time K seeds trained as one batched model (elman, gru, lstm) beside one solo run, e.g. 1,2,4,8: it/s per member and in all, peak memory.", show_default=False)] = None,
     params: ParamsOpt = None,
     set_: SetOpt = None,
     json_out: JsonOpt = False,
@@ -411,12 +435,41 @@ def bench(
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:
         raise PosrnnError(f"--concurrent takes process counts like 1,2,4, got {concurrent!r}") from None
+    if ensemble is not None:
+        return _bench_ensemble(cfg, ensemble, iters, warmup_iters, json_out)
     r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_triplets=stability_triplets,
                   chunk_size=chunk_size, parts=tuple(p.strip() for p in parts.split(",") if p.strip()), concurrent=ks)
     if json_out:
         typer.echo(json.dumps(r))
         return
     console().print(_bench_table(cfg, r))
+
+
+def _bench_ensemble(cfg, ks_text: str, iters: int, warmup: int, json_out: bool) -> None:
+    """``posrnn bench --ensemble K,…``: the table of ``bench_ensemble.ensemble_speed``."""
+    from rich.table import Table
+
+    from ..bench_ensemble import ensemble_speed
+
+    try:
+        ks = tuple(int(k) for k in ks_text.split(","))
+    except ValueError:
+        raise PosrnnError(f"--ensemble takes ensemble sizes like 1,2,4,8, got {ks_text!r}") from None
+    r = ensemble_speed(cfg, ks, iters=iters, warmup=warmup)
+    if json_out:
+        typer.echo(json.dumps(r))
+        return
+    m, t = cfg.model, cfg.task
+    table = Table(title=f"bench --ensemble: {m.name} V={t.vocab_size} L={t.length} H={m.hidden_size} B={cfg.train.batch_size} "
+                        f"on {r['device']}, torch {r['torch']}, amp {r['amp']}, cuda_graph {r['cuda_graph']}; one solo run's "
+                        f"peak memory {r['solo_peak_memory_mb']:,.0f} MB")
+    for col in ("K", "ms / step", "it/s per member", "it/s in all", "one solo run's it/s", "× solo", "peak memory MB"):
+        table.add_column(col, justify="right")
+    for row in r["rows"]:
+        table.add_row(str(row["k"]), f"{row['ms_per_step']:.2f}", f"{row['it_per_s_per_member']:.2f}",
+                      f"{row['it_per_s_in_all']:.2f}", f"{row['solo_it_per_s']:.2f}", f"{row['vs_solo_in_all']:.2f}×",
+                      f"{row['peak_memory_mb']:,.0f}")
+    console().print(table)
 
 
 def _bench_table(cfg, r: dict):

@@ -47,7 +47,10 @@ def status(
         else:
             source = EXPERIMENTS[r.name].source
             typer.echo(f"{line([r.name, str(r.jobs)])}  analyses{f' of the {source} runs' if source else ''}")
-    typer.echo(f"next: {then}\n  ({why})")
+    import textwrap
+
+    typer.echo(f"next: {then}")
+    typer.echo(textwrap.fill(f"({why})", width=80, initial_indent="  ", subsequent_indent="   "))
 
 
 def register(app: typer.Typer) -> None:

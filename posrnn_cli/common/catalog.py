@@ -42,21 +42,25 @@ CORES: dict[str, Entry] = {
     "elman": Entry("single-layer tanh RNN", "Elman"),
     "gru": Entry("single-layer GRU", "GRU"),
     "lstm": Entry("single-layer LSTM", "LSTM"),
-    "s4d": Entry("diagonal state-space model S4D (state: model.state_size)", "S4D"),
-    "mamba": Entry("selective SSM block Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
+    "s4d": Entry("diagonal SSM S4D (state: model.state_size)", "S4D"),
+    "mamba": Entry("selective SSM Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
-    "xlstm": Entry("xLSTM[1:1]: mLSTM + sLSTM block, 4 heads (H multiple of 4)", "xLSTM", "#bcbd22"),
-    "rglru": Entry("RG-LRU (Griffin/Hawk): real-gated linear recurrence alone", "RG-LRU", "#64b5cd"),
-    "hawk": Entry("Hawk's recurrent block: conv + RG-LRU, GeLU gate branch", "Hawk", "#4c9fa8"),
-    "gated_deltanet": Entry("Gated DeltaNet's recurrence alone, per head (--heads)", "Gated DeltaNet", "#ccb974"),
-    "gated_deltanet_layer": Entry("Gated DeltaNet's full layer: convs, gate, norm (--heads)", "Gated DeltaNet layer",
+    "xlstm": Entry("xLSTM[1:1]: mLSTM+sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22"),
+    "rglru": Entry("RG-LRU (Griffin/Hawk): its recurrence alone", "RG-LRU", "#64b5cd"),
+    "hawk": Entry("Hawk's block: conv + RG-LRU, GeLU gate branch", "Hawk", "#4c9fa8"),
+    "gated_deltanet": Entry("Gated DeltaNet's recurrence alone (--heads)", "Gated DeltaNet", "#ccb974"),
+    "gated_deltanet_layer": Entry("Gated DeltaNet's layer: convs, gate, norm (--heads)", "Gated DeltaNet layer",
                                   "#a08c3c"),
-    "transformer": Entry("causal Transformer (--layers, --heads), no built-in PE", "Transformer"),
-    "linear_transformer": Entry("causal linear Transformer: attention without softmax (fast weights)",
+    "transformer": Entry("causal Transformer (--layers, --heads), no own PE", "Transformer"),
+    "linear_transformer": Entry("causal linear Transformer (fast weights, no softmax)",
                                 "linear Transformer", "#6a3d9a"),
-    "noncausal_transformer": Entry("non-causal Transformer: unmasked attention (--layers, --heads)",
+    "noncausal_transformer": Entry("non-causal Transformer: unmasked (--layers, --heads)",
                                    "non-causal Transformer", "#b15928"),
 }
+
+#: the cores whose recurrence ``models.ensemble`` batches over members (an ensemble of same-shape
+#: runs trained as one model); every other core's runs train solo
+ENSEMBLE_CORES = ("elman", "gru", "lstm")
 
 PE_FORMS: dict[str, Entry] = {
     "none": Entry("vanilla: token embedding only", "vanilla", "#4c72b0"),

@@ -359,6 +359,9 @@ def safe_load_bounded(text: str, source: str, as_dvc: bool = False) -> Any:
             if repeated:
                 raise PosrnnError(f"{source}: the key {repeated} appears twice in one mapping (DVC refuses such a file, "
                                   f"and which value counts is unclear); keep one")
+            if as_dvc and loader.yaml_version is not None:
+                raise PosrnnError(f"{source}: a %YAML {'.'.join(map(str, loader.yaml_version))} directive changes how "
+                                  f"values read (DVC and posrnn read params as YAML 1.2 without it); remove the directive")
             if as_dvc and text not in _AGREED:
                 check_as_dvc_reads(node, source)
                 _AGREED[text] = None
@@ -397,6 +400,29 @@ def _two_readings(text: str) -> tuple[Any, Any]:
     return yaml.safe_load(text), YAML(typ="safe", pure=True).load(text)
 
 
+class _Unreadable:
+    def __repr__(self) -> str:
+        return "an error"
+
+
+@functools.lru_cache(maxsize=256)
+def _tagged_readings(tag: str, value: str) -> tuple[Any, Any]:
+    """A quoted scalar under an explicit core tag (``!!int "0123"``) as PyYAML and as DVC's
+    ruamel.yaml read it; a reader that cannot read it gives ``_Unreadable``."""
+    import json as _json
+
+    from ruamel.yaml import YAML
+
+    text = f"!<{tag}> {_json.dumps(value)}"
+    out = []
+    for load in (yaml.safe_load, YAML(typ="safe", pure=True).load):
+        try:
+            out.append(load(text))
+        except Exception:  # noqa: BLE001 - either parser's error means: not read alike
+            out.append(_Unreadable())
+    return out[0], out[1]
+
+
 @functools.lru_cache(maxsize=1)
 def _resolver_12():
     from ruamel.yaml.resolver import VersionedResolver
@@ -413,8 +439,11 @@ def _disagreement(node, seen: set, path: str = "") -> Optional[tuple[str, Any, A
         return None
     seen.add(id(node))
     if isinstance(node, yaml.ScalarNode):
-        if node.style is not None:
-            return None  # quoted or a block: text in both
+        if node.style is not None:  # quoted or a block: text in both, unless a tag (``!!int "0123"``) says otherwise
+            if node.tag.endswith(":str") or not node.tag.startswith("tag:yaml.org,2002:"):
+                return None
+            mine, dvc = _tagged_readings(node.tag, node.value)
+            return None if _same_value(mine, dvc) else (path or "its value", mine, dvc)
         tag12 = _resolver_12().resolve(ScalarNode, node.value, (True, False))
         if tag12 == node.tag and (node.tag.endswith(":str") or _PLAIN_NUMBER.fullmatch(node.value)
                                   or not node.tag.endswith((":int", ":float"))):
@@ -469,8 +498,16 @@ def load_yaml(path: Path) -> Any:
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:
-        first = str(e).splitlines()[0] if str(e) else "parse error"
-        raise PosrnnError(f"params file {path} is not valid YAML ({first}); fix the file") from None
+        raise PosrnnError(f"params file {path} is not valid YAML ({yaml_problem(e)}); fix the file") from None
+
+
+def yaml_problem(e: Exception) -> str:
+    """A YAML error in a few words: its problem and line (``expected a mapping or list of mappings
+    for merging`` for a merge key ``<<`` over a value), never the parser's multi-line trace."""
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    if problem:
+        return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
+    return str(e).splitlines()[0] if str(e) else "parse error"
 
 
 def resolve_config(

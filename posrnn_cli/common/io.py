@@ -114,10 +114,12 @@ def remove_stale_temps(folder: Path) -> int:
 def read_marker(folder: Path) -> "dict | None":
     """The ownership marker of ``folder`` (``{"kind": …, "id": …}``), or None when it has none
     (or one posrnn cannot read: then it is not recognised as posrnn's)."""
+    from .errors import PosrnnError
+
     path = Path(folder) / MARKER
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = loads_bounded(read_bounded(path, "marker").decode("utf-8"), path)
+    except (OSError, ValueError, UnicodeDecodeError, PosrnnError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(data.get("id"), str):
         return None
@@ -188,6 +190,31 @@ def write_files_together(files: "Mapping[Path, bytes]") -> None:
     finally:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
+
+
+def write_table_and_figure(table: bytes, table_path: Path, figure_path: Path, draw: Callable[[Path], None]) -> None:
+    """A table and the figure drawn from it, swapped in together: both are made first (``draw``
+    writes the figure into a scratch folder beside it), then the old figure is removed and the two
+    renamed into place. Killed at any moment, the folder holds the old pair, the old table alone,
+    the new table alone or the new pair: never a new table beside an old figure."""
+    table_path, figure_path = Path(table_path), Path(figure_path)
+    scratch = Path(tempfile.mkdtemp(prefix=temp_prefix(figure_path), dir=figure_path.parent))
+    try:
+        draw(scratch / figure_path.name)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(table_path), suffix=TEMP_SUFFIX, dir=table_path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(table)
+                f.flush()
+                os.fsync(f.fileno())
+            if figure_path.exists() or figure_path.is_symlink():
+                figure_path.unlink()
+            os.replace(tmp, table_path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        os.replace(scratch / figure_path.name, figure_path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _cell(v: Any) -> Any:
@@ -295,11 +322,67 @@ def undo_new_dirs(path: Path):
         raise
 
 
-def read_json(path: Path) -> Any:
-    """JSON → data; a file that is not JSON is an error naming it."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (ValueError, UnicodeDecodeError):
-        from .errors import PosrnnError
+#: the deepest nesting and the largest file the JSON reader takes: posrnn's files nest a few levels
+#: and weigh kilobytes to megabytes, so anything beyond is not a file posrnn wrote
+MAX_JSON_DEPTH = 64
+MAX_JSON_BYTES = 256 << 20
 
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether ``data`` (parsed JSON) nests beyond ``limit`` levels; walked without recursion."""
+    stack = [(data, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            if d > limit:
+                return True
+            stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
+    return False
+
+
+def loads_bounded(text: "str | bytes", source: Any) -> Any:
+    """``json.loads``, but a document nested beyond ``MAX_JSON_DEPTH`` levels is refused in one
+    line naming ``source`` (json itself would raise ``RecursionError`` far below a crafted depth).
+    A document that is not JSON raises ``ValueError`` as json does."""
+    from .errors import PosrnnError
+
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        data = None
+        deep = True
+    else:
+        deep = _deeper_than(data, MAX_JSON_DEPTH)
+    if deep:
+        raise PosrnnError(f"{source} nests deeper than {MAX_JSON_DEPTH} levels, which no file posrnn writes does; "
+                          f"re-run the step that writes it")
+    return data
+
+
+def read_bounded(path: Path, what: str = "file") -> bytes:
+    """The bytes of ``path``, refused in one line when it is not a regular file (a FIFO, a device,
+    a directory: never opened) or larger than ``MAX_JSON_BYTES``."""
+    import stat
+
+    from .errors import PosrnnError
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise PosrnnError(f"{path} is not a regular file (a directory, FIFO or device); it is not a {what} posrnn "
+                          f"wrote: remove it and re-run the step that writes it")
+    if st.st_size > MAX_JSON_BYTES:
+        raise PosrnnError(f"{path} holds {st.st_size:,} bytes, beyond the {MAX_JSON_BYTES:,} of any {what} posrnn "
+                          f"writes; re-run the step that writes it")
+    with open(path, "rb") as f:
+        return f.read(MAX_JSON_BYTES + 1)
+
+
+def read_json(path: Path) -> Any:
+    """JSON → data, bounded (``read_bounded``, ``loads_bounded``); a file that is not JSON is an
+    error naming it."""
+    from .errors import PosrnnError
+
+    try:
+        return loads_bounded(read_bounded(path, "JSON file").decode("utf-8"), path)
+    except (ValueError, UnicodeDecodeError):
         raise PosrnnError(f"{path} is not valid JSON (truncated or corrupt); re-run the step that writes it") from None

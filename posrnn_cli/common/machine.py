@@ -69,3 +69,15 @@ def state_size_for(device_type: str, configured: int, cpu_size: Optional[int]) -
     if device_type == "cpu" and cpu_size is not None and configured > cpu_size:
         return cpu_size, f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured one)"
     return configured, f"model.state_size: {configured}"
+
+
+ASSUMED_GPU = "H100"  # the device kind assumed where no GPU is visible
+
+
+def gpu_kind() -> tuple[str, bool]:
+    """(device kind, whether it was seen): the visible GPU's name, else ``ASSUMED_GPU``."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0), True
+    return ASSUMED_GPU, False

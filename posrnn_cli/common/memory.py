@@ -37,16 +37,25 @@ def human(n: float) -> str:
     return f"{n:.1f} PB"  # pragma: no cover
 
 
-def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int) -> list[tuple[int, str, str]]:
-    """``(bytes, what, the keys that size it)`` of a run's parts that grow with its config."""
+def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
+              head_chunk: Optional[int] = None) -> list[tuple[int, str, str]]:
+    """``(bytes, what, the keys that size it)`` of a run's parts that grow with its config; a
+    task whose head takes ``head_chunk`` tokens at a time holds one chunk's logits."""
     t, m = cfg.train, cfg.model
+    # a step of the continuous task is a vector of task.dim floats (inputs, targets and the normalised draw:
+    # three copies), of the others a token id (inputs and targets)
+    step_bytes = cfg.task.dim * F32 * 3 if cfg.task.name == "continuous" else I64 * 2
+    train_tokens, eval_tokens = t.batch_size * out_steps, t.eval_batch_size * out_steps
+    if head_chunk:
+        train_tokens, eval_tokens = min(train_tokens, head_chunk), min(eval_tokens, head_chunk)
     return [
         ((n_inputs * m.E + n_outputs * m.hidden_size) * F32 * 4, "the embedding and output layer with their gradients "
          "and Adam's moments", "task.vocab_size, model.hidden_size"),
-        (cfg.task.n_test * steps * I64 * 2, "the held-out test set", "task.n_test, task.length"),
-        (t.batch_size * out_steps * n_outputs * F32 * 3, "a training batch's logits and their gradients",
+        (cfg.task.n_test * steps * step_bytes, "the held-out test set",
+         "task.n_test, task.length" + (", task.dim" if cfg.task.name == "continuous" else "")),
+        (train_tokens * n_outputs * F32 * 3, "a training batch's logits and their gradients",
          "train.batch_size, task.vocab_size"),
-        (t.eval_batch_size * out_steps * n_outputs * F32 * 2, "an evaluation batch's logits",
+        (eval_tokens * n_outputs * F32 * 2, "an evaluation batch's logits",
          "train.eval_batch_size, task.vocab_size"),
     ]
 
@@ -63,7 +72,29 @@ def check_fits(parts: list[tuple[int, str, str]], what: str, available: Optional
                       f"(largest: {name}, {human(size)}); lower {keys}")
 
 
-def stability_parts(n_triplets: int, length: int, hidden: int) -> list[tuple[int, str, str]]:
-    """The triplets (three token sequences each) and their Jacobians (H × Dz each, Dz ≤ 2H), all kept."""
+def stability_parts(n_triplets: int, length: int, hidden: int, state: "int | None" = None) -> list[tuple[int, str, str]]:
+    """The triplets (three token sequences each) and their Jacobians, all kept: three H × Dz
+    matrices a triplet and one product of two while they are compared. ``state`` is Dz, the width
+    of the core's state (an LSTM's 2H, a Mamba's N × inner width, a Gated DeltaNet's key × value
+    matrix per head); unknown, 2H."""
+    dz = 2 * hidden if state is None else state
     return [(n_triplets * 3 * length * I64, "the triplets", "--triplets, task.length"),
-            (n_triplets * 3 * hidden * 2 * hidden * F32, "the triplets' Jacobians", "--triplets, model.hidden_size")]
+            (n_triplets * 4 * hidden * dz * F32, f"the triplets' Jacobians ({hidden} × {dz:,} each)",
+             "--triplets, model.hidden_size")]
+
+
+def triplets_that_fit(length: int, hidden: int, state: int, available: Optional[int] = None) -> int:
+    """The most triplets whose ``stability_parts`` fit in ``available`` (default: the machine's now)."""
+    available = available_bytes() if available is None else available
+    per = sum(b for b, _, _ in stability_parts(1, length, hidden, state))
+    return max(0, (available or 0) // per)
+
+
+def check_stability_fits(n_triplets: int, length: int, hidden: int, state: "int | None" = None) -> None:
+    """``check_fits`` for a stability analysis, naming the triplet count that does fit."""
+    parts = stability_parts(n_triplets, length, hidden, state)
+    try:
+        check_fits(parts, "this stability analysis")
+    except PosrnnError as e:
+        fit = triplets_that_fit(length, hidden, 2 * hidden if state is None else state)
+        raise PosrnnError(f"{e} (--triplets {fit:,} fits)" if fit >= 2 else f"{e}; no triplet count fits") from None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .config import bounded, check_bounds, coerce, load_yaml
-from .errors import PosrnnError
+from .errors import PosrnnError, did_you_mean
 
 
 
@@ -94,7 +94,8 @@ def use_profile(params: Path, names: list[str]) -> str:
     writes after ``dvc exp run -S``) and nothing else: the rest of the file, its comments (the
     one on the ``profile:`` line too), its line endings, its mode and, for a symlink, the link
     itself are kept. The new text is parsed and compared before it replaces the old (a file it
-    cannot edit safely is refused). Returns the new entry as one line."""
+    cannot edit safely is refused). Returns the new entry as one line, saying so when it stays a
+    block list."""
     import yaml
 
     params = Path(params)
@@ -102,7 +103,7 @@ def use_profile(params: Path, names: list[str]) -> str:
     known = profiles_of(data, params)
     for n in names:
         if n not in known:
-            raise PosrnnError(f"unknown profile {n!r}; choose one of: {', '.join(known)}")
+            raise PosrnnError(f"unknown profile {n!r}{did_you_mean(n, known)}; choose one of: {', '.join(known)}")
     raw = params.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -114,6 +115,7 @@ def use_profile(params: Path, names: list[str]) -> str:
         raise PosrnnError(f"{params} has {len(entries)} top-level `profile:` entries (DVC refuses a repeated key); keep one")
     line = f"profile: [{', '.join(names)}]"
     flow = f"[{', '.join(names)}]"
+    written = line  # the entry as written, in one line
     if not entries:
         new = text + ("" if text.endswith(("\n", "\r")) or not text else newline) + line + newline
     else:
@@ -123,6 +125,7 @@ def use_profile(params: Path, names: list[str]) -> str:
             new = _edit_block_list(text, value.value, names, newline)
             if new is None:
                 raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
+            written = f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"
         elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode) and value.value == ""):
             raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
                               f"set it by hand to {line}")
@@ -139,7 +142,7 @@ def use_profile(params: Path, names: list[str]) -> str:
         raise PosrnnError(f"could not rewrite the `profile:` entry of {params} safely; set it by hand to {line}")
     if new != text:
         replace_in_place(params, new.encode("utf-8"))
-    return line
+    return written
 
 
 def _edit_block_list(text: str, items: list, names: list[str], newline: str) -> Optional[str]:

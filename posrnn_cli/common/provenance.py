@@ -27,6 +27,14 @@ STAMPS = ("checkpoint_sha256", "config_digest")
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of a regular file; anything else (a FIFO, a device, a directory) is refused in one
+    line without being opened, so a reader never blocks on it."""
+    import os
+    import stat
+
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise PosrnnError(f"{path} is not a regular file (a FIFO, device or directory stands where posrnn wrote a file); "
+                          f"remove it and re-run the step that writes it")
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -196,3 +204,94 @@ def check_scores(path: Path, data: dict, keys: Iterable[str], proof: Proof, n: O
         raise PosrnnError(f"{path} holds {'/'.join(map(str, sorted(lengths)))} scores per array"
                           f"{f' for {n} test sequences' if n is not None else ''} (ragged or cut); {fix}")
     return data
+
+
+# ---- analyses: the permutation report and the stability values -------------------------------------
+def _sweep_fix(run: Path) -> str:
+    return f"redo it: posrnn sweep {Path(run).parent.name} (or dvc repro)"
+
+
+def proven_record(path: Path, proof: Proof, count: str) -> dict:
+    """A JSON analysis of a run (``permutation.json``): stamped with ``proof``'s checkpoint and
+    config, and its list ``count`` as long as the ``n_sequences`` it records; one line otherwise."""
+    from .io import read_json
+
+    fix = _sweep_fix(proof.run)
+    if not Path(path).is_file():
+        raise PosrnnError(f"{path} is missing; {fix}")
+    data = read_json(path)
+    if not isinstance(data, dict) or any(not isinstance(data.get(k), str) for k in STAMPS):
+        raise PosrnnError(f"{path} records no checkpoint or config digest (written by an older posrnn, or not by "
+                          f"posrnn); {fix}")
+    if data["checkpoint_sha256"] != proof.checkpoint_sha256 or data["config_digest"] != proof.config_digest:
+        raise PosrnnError(f"{path} analyses another checkpoint or config than the run's latest (step {proof.step}: "
+                          f"trained on since, or copied from another run); {fix}")
+    n, values = data.get("n_sequences"), data.get(count)
+    if not isinstance(n, int) or not isinstance(values, list) or len(values) != n or n < 1:
+        raise PosrnnError(f"{path} does not hold the {n!r} values it records in {count} (cut or edited); {fix}")
+    return data
+
+
+def proven_stability(run: Path) -> tuple[dict, dict]:
+    """The stability values of an analysis directory and its record (``stability_meta.json``),
+    proven to be the analysis of its source run as it is now: the values file is the one the
+    record names (sha256), holds every (step, condition, pair) it lists with ``triplets`` values
+    each, carries the source's config digest, and the source still holds the checkpoints it
+    analysed (size and digest) under the same config.yaml. A record written before analyses were
+    stamped (no ``values_sha256``) is refused too, naming the command that redoes it."""
+    import numpy as np
+
+    from .io import read_json, read_npz
+
+    run = Path(run)
+    fix = _sweep_fix(run)
+    meta_path, npz = run / "stability_meta.json", run / "stability_values.npz"
+    for p in (meta_path, npz):
+        if not p.is_file():
+            raise PosrnnError(f"{p} is missing (stability values); {fix}")
+    meta = read_json(meta_path)
+    if not isinstance(meta, dict) or not isinstance(meta.get("values_sha256"), str):
+        raise PosrnnError(f"{meta_path} records no digest of its values (written before analyses were stamped, or "
+                          f"not by posrnn); {fix}")
+    if file_sha256(npz) != meta["values_sha256"]:
+        raise PosrnnError(f"{npz} is not the file {meta_path.name} records (copied, cut or edited); {fix}")
+    values = read_npz(npz)
+    stamps = {k: _scalar_str(values, k) for k in STAMPS}
+    values = {k: v for k, v in values.items() if k not in STAMPS}
+    keys, n = meta.get("keys"), meta.get("triplets")
+    if sorted(values) != keys or not isinstance(n, int) or any(
+            v.ndim != 1 or len(v) != n or v.dtype.kind != "f" or not np.isfinite(v).all()
+            for v in values.values()):
+        raise PosrnnError(f"{npz} does not hold the {len(keys) if isinstance(keys, list) else '?'} pairs of {n!r} "
+                          f"finite values each that its record lists (cut or edited); {fix}")
+    if None in stamps.values():
+        raise PosrnnError(f"{npz} carries no checkpoint or config digest (not written by posrnn); {fix}")
+    _check_source(run, meta, stamps, fix)
+    return values, meta
+
+
+def _check_source(run: Path, meta: dict, stamps: dict, fix: str) -> None:
+    """The source run of a stability analysis is unchanged since: its config (the copy beside the
+    values and their stamp) and the checkpoints the record lists, by size and digest."""
+    from .rundir import list_checkpoints, read_config
+
+    src = Path(str(meta.get("source")))
+    if not (src / CONFIG_FILE).is_file():
+        raise PosrnnError(f"{run} analyses {src}, which holds no run now; {fix}")
+    here, there = Proof(run).config_digest, Proof(src).config_digest
+    if not here == there == stamps["config_digest"]:
+        raise PosrnnError(f"the run {src} that {run} analyses has another config than when it was analysed "
+                          f"(retrained with other settings?); {fix}")
+    cfg = read_config(src, fix=fix)
+    now = {s: p for s, p in list_checkpoints(src) if cfg.train.scheduled(s)}
+    recorded = meta.get("checkpoints")
+    ok = (isinstance(recorded, list) and bool(recorded) and all(isinstance(c, list) and len(c) == 3 for c in recorded)
+          and [c[0] for c in recorded] == sorted(now))
+    for i, c in enumerate(recorded if ok else []):
+        sha = file_sha256(now[c[0]])
+        ok = ok and now[c[0]].stat().st_size == c[1] and sha[:16] == c[2]
+        if i == len(recorded) - 1:
+            ok = ok and sha == stamps["checkpoint_sha256"]
+    if not ok:
+        raise PosrnnError(f"the checkpoints of {src} changed since {run} analysed them (trained on or retrained); {fix}")
+

@@ -14,13 +14,12 @@ A run directory holds::
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Optional
 
 from .errors import PosrnnError
-from .io import MARKER
+from .io import MARKER, loads_bounded
 from .tables import is_number
 
 CONFIG_FILE = "config.yaml"
@@ -35,6 +34,56 @@ _STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, SEQUENCES_FILE, CKPT_DIR)
 #: the files of a run directory that only training and evaluation write
 RUN_OWN = (CONFIG_FILE, METRICS_FILE, CKPT_DIR, MARKER)
+#: every name posrnn writes into a run directory: the run itself, its evaluations (of the latest
+#: checkpoint and of earlier ones, ``eval_stepNNNNNNN…``), its extension's scores and its analyses
+#: (stability, the permutation report); ``--force`` moves each of them aside, nothing else
+_RUN_WRITES = re.compile(r"^(config\.yaml|metrics\.jsonl|checkpoints|code\.json|\.posrnn\.json"
+                         r"|eval(_step\d+)?(\.json|_sequences\.npz)|extend\.json|extend_sequences\.npz"
+                         r"|nll_by_position(_step\d+)?\.csv|permutation\.json|stability[\w.-]*)$")
+
+
+def is_run_file(name: str) -> bool:
+    """Whether ``name`` (an entry of a run directory) is one posrnn writes there."""
+    return bool(_RUN_WRITES.match(name))
+
+
+def _checkpoint_stranger(run_dir: Path) -> Optional[str]:
+    """The first entry of ``run_dir/checkpoints`` that posrnn never writes there, or None."""
+    from .io import _TEMP_RE
+
+    d = Path(run_dir) / CKPT_DIR
+    if d.is_symlink() or (d.exists() and not d.is_dir()):
+        return f"its {CKPT_DIR} is not a directory posrnn made"
+    if not d.is_dir():
+        return None
+    for p in sorted(d.iterdir()):
+        if not (_STEP_RE.match(p.name) or _TEMP_RE.match(p.name)) or p.is_symlink():
+            return f"its {CKPT_DIR}/ holds {p.name}, which posrnn never writes"
+    return None
+
+
+def not_posrnns(run_dir: Path) -> Optional[str]:
+    """Why the files of ``run_dir`` are not a posrnn run's (so ``--force`` must not replace them),
+    or None when they are. A run carries posrnn's marker (``.posrnn.json``, kind ``run``); a run
+    written before the marker existed is recognised by a ``config.yaml`` that reads as a posrnn
+    config. Either way ``checkpoints/`` holds only posrnn's checkpoint names."""
+    from .io import read_marker
+
+    marker = read_marker(run_dir)
+    if marker is not None and marker["kind"] != "run":
+        return f"it is a posrnn {marker['kind']} directory, not a run"
+    stranger = _checkpoint_stranger(run_dir)
+    if stranger or marker is not None:
+        return stranger
+    try:
+        cfg = read_config(run_dir)
+    except PosrnnError:
+        cfg = None
+    if cfg is None:
+        present = [n for n in RUN_FILES if (Path(run_dir) / n).exists()]
+        return (f"its {CONFIG_FILE} is not a posrnn config" if (Path(run_dir) / CONFIG_FILE).exists() else
+                f"it holds {', '.join(present)} but no config.yaml and no posrnn marker")
+    return None
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -83,9 +132,9 @@ def log_entries(run_dir: Path, numbers: tuple[str, ...] = ()) -> list[dict]:
     out = []
     for line in text.splitlines():
         try:
-            x = json.loads(line)
-        except ValueError:
-            continue
+            x = loads_bounded(line, path)
+        except ValueError:  # one nested without bound is refused (loads_bounded)
+            continue  # a line cut by a crash
         if isinstance(x, dict) and all(is_number(x.get(k)) for k in numbers):
             out.append(x)
     return out

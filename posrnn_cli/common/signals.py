@@ -127,7 +127,7 @@ def quiet_interrupts() -> None:
 
     def hook(kind, value, tb):
         if issubclass(kind, KeyboardInterrupt):
-            print("error: interrupted", file=sys.stderr)
+            print("stopped: interrupted", file=sys.stderr)
             return
         sys.__excepthook__(kind, value, tb)
 

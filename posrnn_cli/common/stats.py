@@ -187,17 +187,19 @@ def seeds_to_clear(effect: float, sd: float, limit: int = MAX_SEEDS) -> Optional
     return None
 
 
-def seeds_for_power(effect: float, sd: float, power: float = 0.8, limit: int = MAX_SEEDS) -> Optional[int]:
-    """The fewest seeds n ≥ 2 for ``power`` of a two-sided one-sample t test at 5% to exclude the
-    bound, at the observed standardized effect (the shifted-central-t approximation:
-    P(T_{n−1} > t_{0.975, n−1} − √n·effect/sd)). None beyond ``limit``."""
+def seeds_for_power(effect: float, sd: float, power: float = 0.8, limit: int = MAX_SEEDS,
+                    alpha: float = 0.05) -> Optional[int]:
+    """The fewest seeds n ≥ 2 for ``power`` of a two-sided one-sample t test at ``alpha`` (5%) to
+    exclude the bound, at the observed standardized effect (the shifted-central-t approximation:
+    P(T_{n−1} > t_{1−alpha/2, n−1} − √n·effect/sd)). None beyond ``limit``."""
     effect, sd = abs(effect), abs(sd)
     if effect == 0.0 or not math.isfinite(effect) or not math.isfinite(sd):
         return None
     if sd == 0.0:
         return 2
+    q = t975 if alpha == 0.05 else (lambda df: t_quantile(1.0 - alpha / 2.0, df))
     for n in range(2, limit + 1):
-        if 1.0 - t_cdf(t975(n - 1) - math.sqrt(n) * effect / sd, n - 1) >= power:
+        if 1.0 - t_cdf(q(n - 1) - math.sqrt(n) * effect / sd, n - 1) >= power:
             return n
     return None
 

@@ -101,6 +101,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     format, config, step, weights and identity, each refused in one line when wrong."""
     path = Path(path)
     if not path.is_file():
+        if path.exists():  # a FIFO, a device or a directory: never opened (a FIFO would block the reader)
+            raise PosrnnError(f"checkpoint {path} is not a regular file (a FIFO, device or directory); remove it, "
+                              f"then resume from an earlier checkpoint or re-train")
         raise CheckpointGone(f"checkpoint {path} does not exist; train first or pass an existing checkpoint")
     try:  # one open file throughout: a checkpoint deleted meanwhile (keep_checkpoints: last) is still read whole
         f = open(path, "rb")

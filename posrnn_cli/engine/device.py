@@ -72,3 +72,28 @@ def local_device(device: torch.device, world_size: int) -> torch.device:
     if world_size > 1 and device.type == "cuda":
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     return device
+
+
+def check_machine(t: TrainConfig, task, device: torch.device) -> None:
+    """Batch and thread counts this machine can honour, refused in one line before anything runs."""
+    import os
+
+    if t.threads is not None and device.type == "cpu":
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        if t.threads > cores:
+            raise PosrnnError(f"train.threads ({t.threads}) exceeds the {cores} CPU core(s) this process may use; "
+                              f"more threads than cores only slows torch down: pass --threads {cores} or fewer")
+    steps = int(getattr(task, "max_steps", 0) or 1)
+    for key in ("batch_size", "eval_batch_size"):
+        tokens = getattr(t, key) * steps
+        if tokens > MAX_TOKENS_PER_BATCH:
+            raise PosrnnError(f"train.{key} {getattr(t, key):,} × {steps} steps per sequence = {tokens:,} tokens per batch, "
+                              f"beyond the {MAX_TOKENS_PER_BATCH:,} one step can take in reasonable time and memory; "
+                              f"lower it")
+
+
+#: the most tokens (sequences × steps) one batch may hold: 256× the paper's 512 × 128
+MAX_TOKENS_PER_BATCH = 2**24

@@ -8,7 +8,6 @@ model run also gets ``RUN/nll_by_position.csv``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -20,7 +19,7 @@ from ..common.rundir import EVAL_FILE
 from ..common.catalog import feedback_prefix
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_json, write_csv, write_npz
+from ..common.io import atomic_write_json, loads_bounded, read_bounded, write_csv, write_npz
 from ..common.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped  # noqa: F401  (read from here too)
 from ..common.stats import summarize
 from ..models import build_model
@@ -178,7 +177,7 @@ def cached_eval(run_dir: Path, ckpt_path: Path) -> Optional[dict]:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_bounded(read_bounded(path, "evaluation").decode("utf-8"), path)
     except (ValueError, UnicodeDecodeError):
         raise PosrnnError(f"{path} is not valid JSON (truncated or corrupt); re-run `posrnn eval {run_dir}`") from None
     if isinstance(data, dict) and "digest" not in data:

@@ -133,8 +133,9 @@ def score_extension(out: Path, model, cfg, device: torch.device, old_before: Opt
     info.update({"vocab_size": cfg.model.frozen_vocab, "extra_vocab": cfg.task.vocab_size - cfg.model.frozen_vocab,
                  "model": cfg.model.name, "pe": cfg.model.pe, "iterations": cfg.train.iterations, **scores})
     ckpts = list_checkpoints(out)  # the scores carry the checkpoint and config they score
-    write_npz(Path(out) / "extend_sequences.npz",
-              stamped(per_seq, file_sha256(ckpts[-1][1]) if ckpts else "", config_digest(cfg.to_dict())))
+    sequences = Path(out) / "extend_sequences.npz"
+    write_npz(sequences, stamped(per_seq, file_sha256(ckpts[-1][1]) if ckpts else "", config_digest(cfg.to_dict())))
+    info.update({"n_sequences": len(next(iter(per_seq.values()))), "sequences_sha256": file_sha256(sequences)})
     atomic_write_json(path, info)
     return scores
 

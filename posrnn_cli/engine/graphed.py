@@ -82,7 +82,7 @@ class GraphedStep:
         graphed = [p.detach() for p in self.trainer.params]
         diff = sum(float((g - e).abs().sum()) for g, e in zip(graphed, eager))
         size = sum(float((e - s).abs().sum()) for e, s in zip(eager, start))
-        loss, ref = float(self.out[0]), float(eager_loss)
+        loss, ref = float(self.out[0].sum()), float(eager_loss.sum())  # an ensemble's: its members' losses
         if not (abs(loss - ref) <= 1e-3 * abs(ref) + 1e-6 and diff <= 1e-2 * size + 1e-12):
             raise PosrnnError(f"train.cuda_graph: the captured update disagrees with the eager one (loss {loss:.6g} vs {ref:.6g}, "
                               f"update difference {diff:.3g} of {size:.3g}); drop train.cuda_graph")

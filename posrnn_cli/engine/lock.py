@@ -51,6 +51,8 @@ NO_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 #: the largest pid any Linux kernel hands out (``pid_max`` ≤ 2**22)
 MAX_PID = 2**22
 _HOLDER_RE = re.compile(r"host (\S+) pid (\d{1,12}): ")
+#: how a holder's line ends: the pid namespace its pid belongs to (older lines lack it)
+_NS_RE = re.compile(r" \(pid namespace (\S+)\)$")
 _FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -119,11 +121,55 @@ def _read(path: Path) -> tuple[Optional[str], Optional[int]]:
     if data is None:
         return None, st.st_ino
     text = data.decode("utf-8", errors="replace").strip()
-    return (text.splitlines()[0][:200] if text else ""), st.st_ino
+    return (text.splitlines()[0][:400] if text else ""), st.st_ino
 
 
-def _busy(run_dir: Path, holder: str) -> LockBusy:
-    return LockBusy(f"{run_dir} is in use by another process ({holder}); wait for it to finish or stop it", holder)
+def _read_settled(path: Path, wait: float = 0.5) -> tuple[Optional[str], Optional[int]]:
+    """``_read``, but a lock file found empty is read again for up to ``wait`` seconds: a racer
+    creates it (O_EXCL) an instant before it writes its holder's line, and is no holder-less lock."""
+    deadline = time.monotonic() + wait
+    text, ino = _read(path)
+    while text == "" and time.monotonic() < deadline:
+        time.sleep(0.02)
+        text, ino = _read(path)
+    return text, ino
+
+
+def _busy(run_dir: Path, holder: str, kind: str = LOCK) -> LockBusy:
+    """The one line for a held lock, naming the kind met (the flock on ``.lock`` or the lock file)."""
+    met = "its flock on .lock" if kind == LOCK else f"its lock file {LOCK_FILE}"
+    return LockBusy(f"{run_dir} is in use by another process ({_who(holder)}, holding {met}); wait for it to finish "
+                    f"or stop it", holder)
+
+
+def _pid_ns() -> str:
+    """This process's pid namespace (``pid:[…]``): a pid means the same process only within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid").replace(" ", "")
+    except OSError:
+        return "?"
+
+
+def _is_posrnn(pid: int) -> Optional[bool]:
+    """Whether the live process ``pid`` (of this pid namespace) runs posrnn; None when unknown."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(4096).split(b"\0")
+    except OSError:
+        return None
+    return any(b"posrnn" in a for a in argv)
+
+
+def _who(holder: str) -> str:
+    """A holder's line as shown: its command only when the pid it names runs posrnn here (a pid of
+    this namespace that runs something else, pid 1 say, has not written it)."""
+    m = re.search(r"pid (\d{1,12})", holder or "")
+    ns = _NS_RE.search(holder or "")
+    if not m or (ns and ns.group(1) != _pid_ns()):
+        return holder
+    if _is_posrnn(int(m.group(1))) is False:
+        return f"the lock names pid {m.group(1)}, which is not a posrnn process"
+    return holder
 
 
 def _pid_alive(pid: int) -> bool:
@@ -143,9 +189,17 @@ def _verdict(path: Path, text: Optional[str]) -> tuple[str, str]:
         shown = "it is empty" if text == "" else "it is a link or no regular file" if text is None else f"{text[:60]!r}"
         return "unknown", f"the lock {path} names no holder ({shown}); {_clear(path)}"
     host, pid = m.group(1), int(m.group(2))
+    ns = _NS_RE.search(text).group(1) if _NS_RE.search(text) else None
     if host != socket.gethostname():
         return "held", f"{text}; if that process is gone, remove {path}"
-    return ("held" if _pid_alive(pid) else "stale"), text
+    if ns is not None and ns != _pid_ns():  # another container's pid: its liveness cannot be seen from here
+        return "held", f"{text}, in another pid namespace, which posrnn cannot see; if that process is gone, remove {path}"
+    if not _pid_alive(pid):
+        return "stale", text
+    if _is_posrnn(pid) is False:
+        return "unknown", (f"the lock {path} names pid {pid}, which is running but is not a posrnn process (the pid "
+                           f"was reused, or the file is not posrnn's); {_clear(path)}")
+    return "held", text
 
 
 @contextmanager
@@ -196,15 +250,15 @@ def _check_file_lock(run_dir: Path) -> None:
     take over a dead one's."""
     path = run_dir / LOCK_FILE
     for _ in range(3):
-        text, ino = _read(path)
+        text, ino = _read_settled(path)
         if ino is None:
             return
         kind, desc = _verdict(path, text)
         if kind == "stale":
             _take_over(run_dir, path, text, ino)
             continue
-        raise (_busy(run_dir, desc) if kind == "held" else PosrnnError(desc))
-    raise _busy(run_dir, _read(path)[0] or "another process")
+        raise (_busy(run_dir, desc, LOCK_FILE) if kind == "held" else PosrnnError(desc))
+    raise _busy(run_dir, _read(path)[0] or "another process", LOCK_FILE)
 
 
 def _unlink_own(path: Path, fd: int) -> None:
@@ -256,7 +310,7 @@ def _flock(run_dir: Path, path: Path, what: str) -> Optional[int]:
         if same:
             break
         os.close(fd)
-    _write_holder(fd, f"pid {os.getpid()}: {what}\n")
+    _write_holder(fd, f"pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
     return fd
 
 
@@ -268,21 +322,21 @@ def _lock_file(run_dir: Path, what: str, why: str) -> int:
         try:
             fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
-            text, ino = _read(path)
+            text, ino = _read_settled(path)
             if ino is None:
                 continue  # released meanwhile
             kind, desc = _verdict(path, text)
             if kind == "stale":
                 _take_over(run_dir, path, text, ino)
                 continue
-            raise (_busy(run_dir, desc) if kind == "held" else PosrnnError(desc)) from None
+            raise (_busy(run_dir, desc, LOCK_FILE) if kind == "held" else PosrnnError(desc)) from None
         except OSError as e:
             cls = LockDenied if e.errno in NO_WRITE else PosrnnError
             raise cls(f"cannot lock {run_dir}: {why} and the lock file {path} cannot be created "
                       f"({e.strerror or type(e).__name__})") from None
-        _write_holder(fd, f"host {socket.gethostname()} pid {os.getpid()}: {what}\n")
+        _write_holder(fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
         return fd
-    raise _busy(run_dir, _read(path)[0] or "another process")
+    raise _busy(run_dir, _read(path)[0] or "another process", LOCK_FILE)
 
 
 def _acquire(run_dir: Path, what: str, mode: str) -> _Held:
@@ -369,9 +423,9 @@ def relabel(run_dir: Path, what: str) -> None:
     if held is None:
         return
     if held.file_fd is not None:
-        _write_holder(held.file_fd, f"host {socket.gethostname()} pid {os.getpid()}: {what}\n")
+        _write_holder(held.file_fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
     if held.flock_fd is not None:
-        _write_holder(held.flock_fd, f"pid {os.getpid()}: {what}\n")
+        _write_holder(held.flock_fd, f"pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
 
 
 def check_free(run_dir: Path) -> None:
@@ -399,7 +453,7 @@ def check_free(run_dir: Path) -> None:
     if ino is not None:
         kind, desc = _verdict(run_dir / LOCK_FILE, text)
         if kind == "held":
-            raise _busy(run_dir, desc)
+            raise _busy(run_dir, desc, LOCK_FILE)
 
 
 def holding(run_dir: Path) -> bool:

@@ -1,8 +1,9 @@
 """Replacing a run only on success (``--force``), and never hiding the old one.
 
-``Replacement.start`` moves the old run's files into ``RUN/.posrnn-replaced-<pid>-<random>/``
-(a name no other replacement can take), after writing there which files it moves
-(``replacing.json``). ``commit()`` (the new run finished) renames that folder to
+``Replacement.start`` moves every file posrnn wrote for the old run (``common.rundir.is_run_file``:
+its checkpoints, log, evaluations and analyses, so nothing of it reads as the new run's) into
+``RUN/.posrnn-replaced-<pid>-<random>/`` (a name no other replacement can take), after writing
+there which files it moves (``replacing.json``). ``commit()`` (the new run finished) renames that folder to
 ``.posrnn-discarded-…`` and deletes it; ``rollback()`` (the new run failed) removes whatever the
 new run wrote and moves the old files back, byte-identical.
 
@@ -10,6 +11,10 @@ A process killed in between (kill -9, the OOM killer, a power cut) leaves the fo
 ``recover`` finishes the job for the next command that takes the run's lock (``lock.run_lock``
 calls it): a replacement never committed is rolled back — the old run is restored — and a
 discarded folder is deleted. Every step can itself be interrupted and redone.
+
+A record is checked against the directory before anything moves or is deleted: every file aside
+must be one it lists, every name it lists posrnn's, and every file of the new run to be removed
+no older than the record. One that does not match is refused, never obeyed.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..common.rundir import CKPT_DIR, CODE_FILE, RUN_FILES  # noqa: F401  (the run's layout)
+from ..common.rundir import CKPT_DIR, CODE_FILE, RUN_FILES, is_run_file  # noqa: F401  (the run's layout)
 from ..common.errors import PosrnnError
-from ..common.io import _TEMP_RE, MARKER, atomic_write_text
+from ..common.io import _TEMP_RE, MARKER, atomic_write_text, loads_bounded
 
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
 REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
@@ -46,15 +51,17 @@ def _there(path: Path) -> bool:
 
 
 def _put_back(run_dir: Path, aside: Optional[Path], names: Iterable[str], planned: list[str]) -> None:
-    """Undo a replacement: each of ``names`` that the new run wrote is removed; each file still
-    aside goes back. A planned file no longer aside is the old run's own, still (or again) in place."""
-    for n in names:
-        if n in planned:
-            if aside is not None and _there(aside / n):
+    """Undo a replacement: each of ``names`` that the new run wrote is removed (first, so that once
+    no planned file is aside there is nothing left to remove); each file still aside goes back. A
+    planned file no longer aside is the old run's own, still (or again) in place."""
+    waiting = [n for n in planned if aside is not None and _there(aside / n)]
+    if waiting:
+        for n in names:
+            if n not in planned:
                 _remove(run_dir / n)
-                os.rename(aside / n, run_dir / n)
-        else:
+        for n in waiting:
             _remove(run_dir / n)
+            os.rename(aside / n, run_dir / n)
     if aside is not None and aside.exists():
         shutil.rmtree(aside)
 
@@ -69,7 +76,8 @@ class Replacement:
         self.planned: list[str] = []
 
     def start(self) -> None:
-        self.planned = [n for n in self.names if _there(self.run_dir / n)]
+        present = sorted(os.listdir(self.run_dir)) if self.run_dir.is_dir() else []
+        self.planned = [n for n in present if n in self.names or is_run_file(n)]
         if not self.planned:
             return
         self.aside = Path(tempfile.mkdtemp(prefix=f"{ASIDE}{os.getpid()}-", dir=self.run_dir))
@@ -100,20 +108,42 @@ def leftovers(run_dir: Path) -> list[Path]:
 
 def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str], list[str]]]:
     """(names, planned) from ``aside/replacing.json``; None when it is missing (nothing was
-    moved yet). One that is not what ``start`` writes is refused: what to move back is unknown."""
+    moved yet). One that is not what ``start`` writes, or that does not match the directory
+    (``_mismatch``), is refused: what to move back is unknown."""
     path = aside / MANIFEST
     if not path.exists():
         return None
+    why = "is not posrnn's"
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
+        rec = loads_bounded(path.read_bytes(), path)
         names, planned = rec["names"], rec["moved"]
-        ok = all(isinstance(n, str) and n in allowed for n in (*names, *planned)) and set(planned) <= set(names)
-    except (OSError, ValueError, TypeError, KeyError):
+        ok = (all(isinstance(n, str) and n in allowed for n in names) and all(isinstance(n, str) and is_run_file(n)
+                                                                              for n in planned) and bool(planned))
+        if ok:
+            why = _mismatch(aside, path, names, planned) or why
+            ok = why == "is not posrnn's"
+    except (OSError, ValueError, TypeError, KeyError, PosrnnError):
         ok = False
     if not ok:
-        raise PosrnnError(f"{aside} holds a run that an interrupted `--force` moved aside, but its {MANIFEST} is not "
-                          f"posrnn's; move its files back into {aside.parent} by hand, then remove it")
+        raise PosrnnError(f"{aside} holds a run that an interrupted `--force` moved aside, but its {MANIFEST} {why}; "
+                          f"nothing was moved or deleted: move its files back into {aside.parent} by hand, then remove it")
     return names, planned
+
+
+def _mismatch(aside: Path, record: Path, names: list[str], planned: list[str]) -> Optional[str]:
+    """How the record disagrees with the directory: a file aside it does not list, or a file of
+    the new run it would remove that is older than the record itself; None when it agrees."""
+    unlisted = [n for n in os.listdir(aside) if n != MANIFEST and not _TEMP_RE.match(n) and n not in planned]
+    if unlisted:
+        return f"does not list {unlisted[0]}, which lies aside"
+    if not any(_there(aside / n) for n in planned):
+        return None  # all moved back already: nothing will be removed
+    since = os.lstat(record).st_mtime_ns
+    for n in [*[n for n in names if n not in planned], *planned]:
+        p = aside.parent / n
+        if _there(p) and (n not in planned or _there(aside / n)) and os.lstat(p).st_mtime_ns < since:
+            return f"would remove {n}, which is older than the record (not the new run's)"
+    return None
 
 
 def recover(run_dir: Path) -> None:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..common.rundir import _STEP_RE, CKPT_DIR, CONFIG_FILE, list_checkpoints, read_config  # noqa: F401  (read from here too)
+from ..common.rundir import _STEP_RE, CKPT_DIR, CONFIG_FILE, list_checkpoints, not_posrnns, read_config  # noqa: F401  (read from here too)
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text
+from ..common.io import atomic_write_text, loads_bounded
 from .replace import CODE_FILE, REPLACED, RUN_FILES  # noqa: F401  (the run's layout)
 
 STATES = ("new", "resume", "done", "different")
@@ -49,21 +49,35 @@ def record_code(run_dir: Path, module: str) -> None:
     atomic_write_text(Path(run_dir) / CODE_FILE, json.dumps({"module": module, "fingerprint": code_fingerprint(module)}) + "\n")
 
 
+def code_record(run_dir: Path, module: str) -> Optional[tuple[str, str]]:
+    """(module, fingerprint) that ``code.json`` records, or None when it records none that can be
+    used: missing, unreadable, nested without bound, or naming no module of this package (a
+    record is data: an integer or a foreign name is no module)."""
+    from ..common.io import loads_bounded, read_bounded
+    from ..common.sources import module_files
+
+    path = Path(run_dir) / CODE_FILE
+    try:
+        rec = loads_bounded(read_bounded(path, "code record").decode("utf-8"), path)
+    except (OSError, ValueError, PosrnnError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
+        return None
+    named = rec.get("module") or module
+    if not isinstance(named, str) or named not in module_files():
+        return None
+    return named, rec["fingerprint"]
+
+
 def code_state(run_dir: Path, module: str) -> str:
     """``current`` when the run was trained by this code, ``other`` when by other code, ``unknown``
     when it records none (trained before runs recorded it, or its record is unreadable)."""
-    from ..common.sources import code_fingerprint, module_files
+    from ..common.sources import code_fingerprint
 
-    try:
-        rec = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+    rec = code_record(run_dir, module)
+    if rec is None:
         return "unknown"
-    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
-        return "unknown"
-    named = rec.get("module") or module
-    if not isinstance(named, str) or named not in module_files():  # a record is data: a module of this package, or none
-        return "unknown"
-    return "current" if rec["fingerprint"] == code_fingerprint(named) else "other"
+    return "current" if rec[1] == code_fingerprint(rec[0]) else "other"
 
 
 #: the config saved in a run directory, or None (``common.rundir.read_config``)
@@ -79,6 +93,7 @@ class RunState:
     diff: list[str] = field(default_factory=list)  # the keys where it differs from the asked config
     checkpoints: list[tuple[int, Path]] = field(default_factory=list)
     problem: Optional[str] = None  # why the saved config could not be read
+    foreign: Optional[str] = None  # why the files there are not a posrnn run's (``common.rundir.not_posrnns``)
 
     @property
     def latest(self) -> int:
@@ -94,6 +109,11 @@ def run_state(run_dir: Path, cfg: RunConfig) -> RunState:
     if not occupied:
         return RunState("new")
     ckpts = list_checkpoints(run_dir)
+    foreign = not_posrnns(run_dir)
+    if foreign:
+        return RunState("different", checkpoints=ckpts, foreign=foreign,
+                        problem=f"{run_dir} holds files posrnn did not write ({foreign}); posrnn never replaces them, "
+                                f"--force included: pass another --out, or move them away yourself")
     try:
         saved = read_run_config(run_dir)
     except PosrnnError as e:
@@ -133,7 +153,10 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         raise PosrnnError(f"--out {run_dir} is a file, not a directory; pass another --out")
     if resume and force:
         raise PosrnnError("--resume and --force contradict each other; pass one")
+    refuse_sweep_dirs(run_dir)
     st = run_state(run_dir, cfg)
+    if st.foreign:
+        raise PosrnnError(st.problem)
     if st.problem and (resume or not force) and st.saved is None and (run_dir / CONFIG_FILE).is_file():
         raise PosrnnError(st.problem)  # an unreadable config.yaml: never guess what it held
     if resume:
@@ -153,9 +176,32 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
                               f"drop those options or use another --out")
         return Resumption(st.checkpoints[-1][1] if st.checkpoints else None, extended)
     if st.state != "new" and not force:
-        what = "a different run" if st.diff else "a run"
+        what = "a different posrnn run" if st.diff else "a posrnn run"
         raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or another --out")
     return Resumption()
+
+
+#: what a sweep writes into an experiment directory (``analysis.aggregate.MANIFEST``)
+SWEEP_MANIFEST = "sweep.json"
+
+
+def refuse_sweep_dirs(run_dir: Path) -> None:
+    """Refuse, in one line, a run directory that is a sweep's experiment directory (it holds
+    ``sweep.json``) or a run root (a folder of them): a run there would be misread by the next
+    sweep and aggregation as one of its cells or experiments."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    if (run_dir / SWEEP_MANIFEST).is_file():
+        raise PosrnnError(f"--out {run_dir} is an experiment directory of a sweep (it holds {SWEEP_MANIFEST}); pass a "
+                          f"directory of its own for the run")
+    try:
+        inner = next((d for d in run_dir.iterdir() if d.is_dir() and (d / SWEEP_MANIFEST).is_file()), None)
+    except OSError:
+        inner = None
+    if inner is not None:
+        raise PosrnnError(f"--out {run_dir} is a run root of sweeps (its {inner.name}/ holds {SWEEP_MANIFEST}); pass a "
+                          f"directory of its own for the run")
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -174,10 +220,10 @@ def truncate_log(path: Path, step: int) -> None:
     lines = []
     for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
-            x = json.loads(ln)
+            x = loads_bounded(ln, path)
             if isinstance(x, dict) and isinstance(x.get("step"), int) and x["step"] <= step:
                 lines.append(ln)
-        except ValueError:
+        except ValueError:  # nested without bound: refused (loads_bounded)
             continue  # a line cut by a crash (or anything else train never writes)
     atomic_write_text(path, "".join(ln + "\n" for ln in lines))
 

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from ..common.errors import PosrnnError
-from ..common.memory import check_fits, stability_parts
+from ..common.memory import check_stability_fits
 from ..common.stats import bootstrap_ci
 from ..models import CORES
 from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, read_run_config, resolve_checkpoint
@@ -89,10 +89,11 @@ class Triplets:
 
 
 def check_target_position(t: int, L: int) -> None:
-    """Refuse a target position outside 1 … L in one line."""
-    if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= L:
-        raise PosrnnError(f"the target position must lie in 1 … {L} (the run's task.length; 1 is the first token, "
-                          f"the RNNs' set-up), got {t}")
+    """Refuse a target position outside 1 … L − 1 in one line: at t = L no disturbant follows the
+    target, so the common-target pair would compare one sequence with itself (stability 1, always)."""
+    if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t < L:
+        raise PosrnnError(f"the target position must lie in 1 … {L - 1} (before the last of the run's {L} tokens, so a "
+                          f"suffix follows it; 1 is the first token, the RNNs' set-up), got {t}")
 
 
 def make_triplets(n: int, L: int, gen: torch.Generator, target: tuple[int, int], disturbant: tuple[int, int],
@@ -146,6 +147,13 @@ class NonFiniteAnalysis(PosrnnError):
     """An analysis met a NaN or an infinity: its result would be a number the model never gave."""
 
 
+def state_width(model: nn.Module, query_id: int, target_position: int = 1) -> int:
+    """Dz, the width of the core's state z_t (what each Jacobian row spans), from one sequence."""
+    tokens = torch.full((1, target_position), query_id, dtype=torch.long, device=next(model.parameters()).device)
+    with torch.no_grad():
+        return int(model.core.state_after(model.encoder(tokens)).shape[-1])
+
+
 def check_run(cfg, task) -> None:
     """Refuse runs the analysis is not defined for, with a one-line reason."""
     if not task.fixed_reverse_layout:
@@ -167,6 +175,18 @@ def scheduled_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return ckpts if cfg is None else [(s, p) for s, p in ckpts if cfg.train.scheduled(s)]
 
 
+def unscheduled_checkpoints(run_dir: Path) -> list[int]:
+    """The steps of ``run_dir``'s checkpoints its schedule does not name (taken for the wall clock,
+    a signal or ``--stop-after``): a curve over training leaves them out, and says so."""
+    kept = {s for s, _ in scheduled_checkpoints(run_dir)}
+    return [s for s, _ in list_checkpoints(run_dir) if s not in kept]
+
+
+#: cores whose stability is 1 for every pair by construction: their state Jacobian is diagonal
+#: and positive whatever the input (docs/bench.md), so a value of 1.000 measures nothing
+ONE_BY_CONSTRUCTION = ("mingru", "rglru")
+
+
 def stability_values(
     run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "cpu",
     seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None, skip: Iterable[int] = (),
@@ -175,8 +195,9 @@ def stability_values(
     """Per-triplet stability of every saved checkpoint of ``run`` (or the one at ``step``), but
     those at the steps in ``skip`` (done before): yields ``(step, condition, pair, values, cfg)``.
     The triplets depend only on ``seed`` (and ``target_position``), so every checkpoint and every
-    run sees the same ones. A target position outside 1 … L is refused before any Jacobian is taken
-    (at t = L the suffix is empty, so the common-target pair compares one sequence with itself)."""
+    run sees the same ones. A target position outside 1 … L − 1 is refused before any Jacobian is taken
+    (at t = L the suffix is empty, so the common-target pair compares one sequence with itself), and
+    so is an analysis whose Jacobians (each H × the core's state width) exceed the memory."""
     if not 2 <= n_triplets <= 10**7 or not 1 <= chunk_size <= 10**6:
         raise PosrnnError("--triplets must lie in 2 … 10,000,000 and --chunk-size in 1 … 1,000,000")
     if not 0 <= seed < 2**63:
@@ -192,13 +213,16 @@ def stability_values(
     cfg0 = read_run_config(run_dir)
     if cfg0 is not None:  # every triplet and its Jacobians are held at once: refused before they are made
         check_target_position(target_position, cfg0.task.length)  # and a target outside the sequence
-        check_fits(stability_parts(n_triplets, cfg0.task.length, cfg0.model.hidden_size), "this stability analysis")
+        check_stability_fits(n_triplets, cfg0.task.length, cfg0.model.hidden_size)  # at least an LSTM's state
     dev = resolve_device(device)
-    for s, path in steps:
+    for i, (s, path) in enumerate(steps):
         t0 = time.perf_counter()
         run = load_run(path, device=str(dev))
         cfg, task, model = run.cfg, run.task, run.model
         check_run(cfg, task)
+        if i == 0:  # the core's real state width, from one short sequence, before any triplet is drawn
+            check_stability_fits(n_triplets, cfg.task.length, cfg.model.hidden_size,
+                                 state_width(model, task.query_id, target_position))
         for name, (trange, drange) in conditions(cfg.task).items():
             gen = torch.Generator().manual_seed(seed)  # the same triplets at every checkpoint
             tri = make_triplets(n_triplets, cfg.task.length, gen, trange, drange, target_position)

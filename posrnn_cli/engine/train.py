@@ -42,7 +42,8 @@ from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
 from .checkpoint import (CKPT_DIR, NonFiniteState, check_belongs, check_resumable, enclosing_run, list_checkpoints,
                          load_checkpoint, save_checkpoint)
-from .device import check_amp, join_process_group, local_device, resolve_device, setup_threads, world
+from .device import (MAX_TOKENS_PER_BATCH, check_amp, check_machine, join_process_group, local_device,  # noqa: F401
+                     resolve_device, setup_threads, world)
 from .graphed import GraphedStep, graph_lr
 from .progress_bar import ProgressBar
 from .rundir import (REPLACED, Replacement, Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code,
@@ -191,31 +192,6 @@ def check_out_dir_of_run(out_dir: Path) -> Path:
     return Path(out_dir)
 
 
-def check_machine(t: TrainConfig, task, device: torch.device) -> None:
-    """Batch and thread counts this machine can honour, refused in one line before anything runs."""
-    import os
-
-    if t.threads is not None and device.type == "cpu":
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
-        if t.threads > cores:
-            raise PosrnnError(f"train.threads ({t.threads}) exceeds the {cores} CPU core(s) this process may use; "
-                              f"more threads than cores only slows torch down: pass --threads {cores} or fewer")
-    steps = int(getattr(task, "max_steps", 0) or 1)
-    for key in ("batch_size", "eval_batch_size"):
-        tokens = getattr(t, key) * steps
-        if tokens > MAX_TOKENS_PER_BATCH:
-            raise PosrnnError(f"train.{key} {getattr(t, key):,} × {steps} steps per sequence = {tokens:,} tokens per batch, "
-                              f"beyond the {MAX_TOKENS_PER_BATCH:,} one step can take in reasonable time and memory; "
-                              f"lower it")
-
-
-#: the most tokens (sequences × steps) one batch may hold: 256× the paper's 512 × 128
-MAX_TOKENS_PER_BATCH = 2**24
-
-
 # ---- the loop --------------------------------------------------------------------------
 @dataclass
 class Trainer:
@@ -300,16 +276,33 @@ class Trainer:
     def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, ...]:
         """Forward, loss, backward, clipping and Adam: the part ``GraphedStep`` captures."""
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp, cache_enabled=autocast_cache):
-            out = self.model(batch.inputs, batch.out_index, batch.query)
-            loss = self.task.loss(out.float(), batch)
+            loss, pred = self.forward(batch)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
+        loss.sum().backward()  # an ensemble's members' losses (``engine.ensemble``): no gradient crosses members
+        gnorm = self.clip_gradients()
         self.optimizer.step()
         with torch.no_grad():
-            ok = self.task.correct(self.task.predict(out.detach()), batch)
-            n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
-        return loss.detach(), ok.sum(), n, gnorm.detach()
+            ok, n = self.count_correct(pred, batch)
+        return loss.detach(), ok, n, gnorm.detach()
+
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, predictions) of one step's forward: the task's (an ensemble's: one a member)."""
+        return self.task.train_forward(self.model, batch)
+
+    def clip_gradients(self) -> torch.Tensor:
+        return torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip)
+
+    def count_correct(self, pred: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        ok = self.task.correct(pred, batch)
+        n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
+        return ok.sum(), n
+
+    def next_batch(self) -> Batch:
+        return self.sample(self.cfg.train.batch_size, self.generator, self.device)
+
+    def run_dirs(self) -> list[Path]:
+        """The run directories this trainer writes (one; an ensemble's members, ``engine.ensemble``)."""
+        return [self.run_dir]
 
     def save(self) -> None:
         if self.is_main:
@@ -349,27 +342,26 @@ class Trainer:
             raise TrainingStopped(f"training step {self.step + 1} failed ({first}); the run stopped there and "
                                   f"{kept()}; check the config (train.lr, train.clip), then --resume or --force") from None
 
-    def _log(self, sums: torch.Tensor, since: int, t0: float, log_path: Path, check_finite: Callable[[], None]) -> dict:
+    def _log(self, sums: torch.Tensor, since: int, t0: float, check_finite: Callable[[], None]) -> dict:
         """The log line of the steps since the last one (the loop's host sync): summed over
-        processes, checked finite, appended to metrics.jsonl by the main process; ``sums`` reset."""
+        processes, checked finite, appended to metrics.jsonl by the main process (one line per
+        run directory: an ensemble's ``sums`` hold a row per member); ``sums`` reset."""
         if self.world_size > 1:
             torch.distributed.all_reduce(sums)  # the global batch's figures
         s = sums.tolist()  # the loop's host sync, every log_every steps
         check_finite()
-        last = {
-            "step": self.step,
-            "loss": s[0] / since / self.world_size,
-            "accuracy": s[1] / max(s[2], 1.0),
-            "grad_norm": s[3] / since / self.world_size,
-            "lr": float(self.scheduler.get_last_lr()[0]),  # a tensor under cuda_graph
-            "elapsed_s": round(time.perf_counter() - t0, 3),
-        }
+        lr, elapsed = float(self.scheduler.get_last_lr()[0]), round(time.perf_counter() - t0, 3)  # lr: a tensor under cuda_graph
+        lines = [{"step": self.step, "loss": r[0] / since / self.world_size, "accuracy": r[1] / max(r[2], 1.0),
+                  "grad_norm": r[3] / since / self.world_size, "lr": lr, "elapsed_s": elapsed}
+                 for r in (s if sums.dim() == 2 else [s])]
         if self.is_main:
-            with open(log_path, "a") as f:
-                f.write(json.dumps(last) + "\n")
+            for run_dir, line in zip(self.run_dirs(), lines):
+                with open(run_dir / METRICS_FILE, "a") as f:
+                    f.write(json.dumps(line) + "\n")
         sums.zero_()
         self.log_since = 0
-        return last
+        return lines[0] if len(lines) == 1 else {**lines[0], "loss": sum(x["loss"] for x in lines) / len(lines),
+                                                 "accuracy": sum(x["accuracy"] for x in lines) / len(lines)}
 
     def _interrupted(self, signal_name: str, saved_step: int, check_finite: Callable[[], None]) -> None:
         """A stop signal: a checkpoint at this step (unless one is there), then ``Interrupted``
@@ -382,9 +374,9 @@ class Trainer:
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
-        log_path = self.run_dir / METRICS_FILE
         if self.is_main:
-            truncate_log(log_path, self.step)
+            for run_dir in self.run_dirs():
+                truncate_log(run_dir / METRICS_FILE, self.step)
         start_step, t0 = self.step, time.perf_counter()
         sums = self.log_sums  # loss, correct, count, grad norm since the last log line (in place)
         counter = torch.full((), self.step, device=self.device, dtype=torch.long)  # the step, on the device
@@ -413,16 +405,16 @@ class Trainer:
         self.model.train()
         with bar as (update, _), stop_requests(self.world_size == 1) as stop:  # read after each step
             while self.step < t.iterations:
-                loss, n_ok, n, gnorm = self._step(self.sample(t.batch_size, self.generator, self.device), kept)
+                loss, n_ok, n, gnorm = self._step(self.next_batch(), kept)
                 counter += 1
-                bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
+                bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm)).all()  # any member's, in an ensemble
                 first_bad = torch.where(bad & (first_bad < 0), counter, first_bad)
-                sums += torch.stack([loss.double(), n_ok.double(), n.double(), gnorm.double()])
+                sums += torch.stack([loss.double(), n_ok.double(), n.double(), gnorm.double()], dim=-1)
                 self.step += 1
                 self.log_since += 1
                 since = self.log_since
                 if self.step % t.log_every == 0 or self.step == t.iterations:
-                    last = self._log(sums, since, t0, log_path, check_finite)
+                    last = self._log(sums, since, t0, check_finite)
                     update(self.step, last)
                 timed = every_s is not None and time.monotonic() - saved_at >= every_s
                 if self.step % t.checkpoint_every == 0 or self.step == t.iterations or timed:
@@ -464,7 +456,7 @@ def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task,
     task = build_task(cfg.task, rank=rank, world_size=world_size)
     if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
         parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
-                          task.n_outputs)  # batches live in its memory: the host holds the model and test set)
+                          task.n_outputs, task.head_chunk)  # batches live in its memory: the host holds the model and test set)
         check_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2], "this run")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task)

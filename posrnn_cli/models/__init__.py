@@ -126,8 +126,14 @@ class SequenceModel(nn.Module):
     def hidden(self, inputs: Tensor, query: Optional[Tensor] = None) -> Tensor:
         return self.core(self.encoder(inputs, query))  # (B T H)
 
-    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None) -> Tensor:
+    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None,
+                select: Optional[Tensor] = None) -> Tensor:
+        """Logits (B, K, V) at ``out_index`` (every step if None); with ``select`` (B, T) bool, the
+        hidden states (N, H) of the selected steps instead, before the head (the language model
+        applies the head in chunks to its real tokens: ``models/head.py``)."""
         h = self.hidden(inputs, query)  # (B T H)
+        if select is not None:
+            return h[select]  # (N H)
         if out_index is not None:
             h = h.gather(1, out_index[..., None].expand(-1, -1, h.shape[-1]))  # (B K H)
         return self.head(h)  # (B K V)

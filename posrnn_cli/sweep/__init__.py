@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from ..common.errors import PosrnnError
+from ..common.signals import Stopped
 from ..common.io import atomic_write_bytes
 from ..common.profiles import load_profile
 from .local import cpu_count
@@ -50,6 +51,7 @@ class SweepOptions:
     test_only: bool = False  # with dry_run: ask sbatch --test-only about the array
     lost_after_s: Optional[float] = None  # slurm: a task SLURM no longer lists, without a result, is lost after this
     retrain_stale: bool = False  # retrain runs trained by other code (jobs.code_of) from step 0
+    ensemble: Optional[int] = None  # local: most same-shape runs per ensemble (packing.ensemble_k); None: the profile's
 
 
 def parse_duration(text: Optional[str]) -> Optional[float]:
@@ -120,12 +122,20 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     if opts.retrain_stale:
         for j in jobs:
             j.options["retrain_stale"] = True
+    if executor == "local":  # threads beyond this machine's cores: refused before the plan is shown or run
+        check_threads(jobs, profile)
+    from .packing import ensemble_k
+
+    k = ensemble_k(prof, opts.ensemble, profile)
     if opts.dry_run:
-        return _dry_run(jobs, executor, settings, opts, runs_root, out)
+        return _dry_run(jobs, executor, settings, opts, runs_root, out, k)
+    if k > 1 and executor != "local":
+        raise PosrnnError(f"ensembles (ensemble {k}) pack runs for the local executor only; pass --ensemble 1 or "
+                          f"--executor local")
     from .jobs import validate
 
     validate(jobs)
-    pool = _pool(prof, opts) if executor == "local" else None
+    pool = _pool(prof, opts, k) if executor == "local" else None
     what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
     sweep = None
     if executor != "local":
@@ -138,6 +148,25 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     outcomes = _execute(jobs, experiments, executor, pool, runs_root, out, what, sweep)
     _report(outcomes, out)
     return outcomes
+
+
+def check_threads(jobs: list, profile: str) -> None:
+    """Refuse a local sweep whose runs ask for more CPU threads than this process may use (what
+    ``posrnn train`` refuses for each run), in one line naming the profile's setting."""
+    import os
+
+    from .jobs import job_threads
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    cpu = ("cpu",) if os.path.exists("/dev/nvidiactl") else ("cpu", "auto")  # auto runs on the CPU without a GPU
+    over = [j for j in jobs if (job_threads(j) or 0) > cores and (j.config or {}).get("train", {}).get("device") in cpu]
+    if over:
+        raise PosrnnError(f"profile {profile!r}: {over[0].label} asks for {job_threads(over[0])} CPU threads "
+                          f"(train.threads), beyond the {cores} core(s) this machine gives; set the profile's threads: "
+                          f"to {cores} or fewer")
 
 
 def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, dict, Optional[float]]:
@@ -166,9 +195,17 @@ def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, 
 
 
 def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions, runs_root: Path,
-             out: TextIO) -> list[JobOutcome]:
-    """What would happen to each job (and, with --test-only, what ``sbatch --test-only`` says)."""
+             out: TextIO, k: int = 1) -> list[JobOutcome]:
+    """What would happen to each job (and, with --test-only, what ``sbatch --test-only`` says);
+    with ``k`` > 1 each training job's result says its pack (``packing.pack``)."""
+    from .packing import pack
+
+    packs = {id(j): p for p in (pack([j for j in jobs if trains(j.kind)], k) if k > 1 else []) for j in p.jobs}
     outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
+    for o in outcomes:
+        if id(o.job) in packs:
+            p = packs[id(o.job)]
+            o.result["pack"] = {"runs": [j.label for j in p.jobs], "solo_reason": p.reason}
     if executor == "slurm":
         from .slurm import mark_in_flight
 
@@ -210,7 +247,7 @@ def _execute(jobs: list[Job], experiments: list[str], executor: str, pool: Optio
     except KeyboardInterrupt:
         if executor == "slurm" and sweep.arrays:
             ids = sorted(sweep.arrays, key=int)
-            err = PosrnnError(f"interrupted: job array {', '.join(ids)} keeps running on SLURM (this sweep only waited "
+            err = Stopped(f"interrupted: job array {', '.join(ids)} keeps running on SLURM (this sweep only waited "
                               f"on it); cancel it with `scancel {' '.join(ids)}`, or run the same command again to "
                               f"reattach")
             err.exit_code = 130
@@ -288,9 +325,10 @@ class Pool:
     gpus: int
     runs_per_gpu: int
     threads: int  # per run, when the profile leaves it open
+    ensemble: int = 1  # most same-shape runs trained as one ensemble (packing)
 
 
-def _pool(prof: dict, opts: SweepOptions) -> Pool:
+def _pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
     """The local pool's size: one process per core on a CPU, k per GPU on GPUs."""
     from .local import gpu_count
 
@@ -308,20 +346,22 @@ def _pool(prof: dict, opts: SweepOptions) -> Pool:
     per_gpu = opts.runs_per_gpu if opts.runs_per_gpu is not None else ex.get("runs_per_gpu", 1)
     if not isinstance(per_gpu, int) or isinstance(per_gpu, bool) or per_gpu < 1:
         raise PosrnnError(f"--runs-per-gpu must be a positive number, got {per_gpu!r}")
-    return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers))
+    return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers), ensemble)
 
 
 def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[JobOutcome]:
     from .local import run_local
+    from .packing import pack_jobs, unpack_outcomes
     from .progress import Progress
 
     if not pool.gpus:
         for j in jobs:  # one single-threaded run per core unless the profile says otherwise
             if j.config and j.config["train"]["threads"] is None:
                 j.config["train"]["threads"] = pool.threads
+    jobs = pack_jobs(jobs, pool.ensemble) if pool.ensemble > 1 else jobs
     slots = pool.gpus * pool.runs_per_gpu if pool.gpus else pool.workers
     where = f"{pool.gpus} GPU(s) × {pool.runs_per_gpu} runs" if pool.gpus else f"CPU × {slots}"
     progress = Progress(order(jobs), slots, where, out)
     with progress:
-        return run_local(order(jobs), pool.workers, runs_root / ".logs", gpus=pool.gpus, runs_per_gpu=pool.runs_per_gpu,
-                         on_event=progress.event, poll=progress.poll)
+        return unpack_outcomes(run_local(order(jobs), pool.workers, runs_root / ".logs", gpus=pool.gpus,
+                                         runs_per_gpu=pool.runs_per_gpu, on_event=progress.event, poll=progress.poll))

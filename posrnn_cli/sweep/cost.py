@@ -14,15 +14,14 @@ The rate that turns FLOPs into time:
   configuration A (GRU, V = 32, L = 8, H = E = 64, B = 128) on the profile's threads per run,
   its FLOP/s then applied to every run. A run of another size runs at another efficiency, so
   this is most accurate near A's size (lite's).
-* **GPU**: from ``gpu_ms_per_iter.json``, measured ms/iteration per device kind (the GPU
-  check's figures; a run of another size is scaled from the nearest measured configuration by
-  its FLOP count, but never below the latency floor: the fastest measured time per recurrent
-  step × the run's steps, since a small recurrent model on a GPU is bound by its sequential
-  steps, not its FLOPs: fig2's GRU at V = 32 took 12 ms/iteration on an H100, where its FLOPs
-  alone would give well under 1 ms). Where the table has nothing for the device kind: the FLOP count at
-  ``ASSUMED_PEAK_SHARE`` of the device's dense peak (``bench.PEAKS``: fp32 without tensor
-  cores, bf16 with ``amp``), an assumption, said so. The device kind is the visible GPU's, else
-  ``ASSUMED_GPU``.
+* **GPU**: ``gpu_model.GpuModel``: the recurrence and the output head priced apart, each from
+  the measured rows of ``gpu_ms_per_iter.json`` that match it under the same switches, with a
+  per-step floor per core; stated assumptions where no row reaches (module ``gpu_model``). The
+  dry run prints each experiment's GPU-hours in fp32, under ``amp`` + ``cuda_graph``, and with
+  runs that differ only in their seed packed into one batched model (``seed_packs``; its speed-up
+  an assumption, not measured on a GPU), and the peak memory of the largest run against the
+  device's, refusing a plan whose run cannot fit. The language model is priced at its real
+  token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
 """
 
 from __future__ import annotations
@@ -31,16 +30,19 @@ import datetime
 import json
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..common.config import RunConfig
 from ..common.experiments import trains
+from ..common.memory import human
+from ..models.head import HEAD_CHUNK_TOKENS
+from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
+from .gpu_plan import PACK_NOTE, amount, SWITCHES, check_fits, experiment_lines, pack_ms, peak_bytes, seed_packs
+from ..common.machine import ASSUMED_GPU, gpu_kind
 from .plan import Job
 
-ASSUMED_PEAK_SHARE = 0.25  # of the dense peak: an assumption until the table holds a measurement
-ASSUMED_GPU = "H100"  # the device kind assumed where no GPU is visible
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
 #: ``posrnn bench``'s configuration A, the CPU calibration
 CALIBRATION = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64,
@@ -56,6 +58,7 @@ class Rate:
     flops_per_s: float  # fp32
     flops_per_s_amp: float  # under train.amp (bf16)
     measured: tuple = ()  # rows of the table for this device kind
+    model: Optional[GpuModel] = None  # a GPU's: the measured rows and the assumptions priced from them
 
 
 def flops_per_iteration(cfg: RunConfig) -> float:
@@ -100,15 +103,6 @@ def calibrate_cpu(threads: int, seconds: float = 2.0) -> tuple[float, float]:
     return 1000 * s, flops_per_iteration(cfg) / s
 
 
-def gpu_kind() -> tuple[str, bool]:
-    """(device kind, whether it was seen): the visible GPU's name, else ``ASSUMED_GPU``."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0), True
-    return ASSUMED_GPU, False
-
-
 def load_table(path: Path = TABLE) -> list[dict]:
     return json.loads(Path(path).read_text())["rows"] if Path(path).is_file() else []
 
@@ -120,31 +114,54 @@ def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
     rows = tuple(r for r in table if r["kind"] in kind)
     peak = next((p for key, p in PEAKS if key in kind), dict(PEAKS)[ASSUMED_GPU])
     rates = (ASSUMED_PEAK_SHARE * peak["fp32"] * 1e12, ASSUMED_PEAK_SHARE * peak["bf16"] * 1e12)
-    assumed = (f"the FLOP count at {ASSUMED_PEAK_SHARE:.0%} of the dense peak ({peak['fp32']:g} TFLOP/s fp32, "
-               f"{peak['bf16']:g} bf16 under train.amp), an assumption")
+    model = GpuModel(list(rows), peak)
     if rows:
-        src = (f"ms/iteration measured on {rows[0]['device']} ({rows[0]['date']}, torch {rows[0]['torch']}), "
-               f"scaled to each run by its FLOP count; runs with other fast paths: {assumed}")
-        return Rate(where, "GPU-hours", src, *rates, rows)
-    return Rate(where, "GPU-hours", f"{assumed}: no ms/iteration measured on this device kind yet", *rates)
+        src = (f"ms/iteration measured on {rows[0]['device']} ({rows[0]['date']}, torch {rows[0]['torch']}): "
+               f"recurrence and output head priced apart from the rows that match each (posrnn_cli/sweep/gpu_model.py)")
+        return Rate(where, "GPU-hours", src, *rates, rows, model)
+    src = (f"the FLOP count at {ASSUMED_PEAK_SHARE:.0%} of the dense peak ({peak['fp32']:g} TFLOP/s fp32, "
+           f"{peak['bf16']:g} bf16 under train.amp), an assumption: no ms/iteration measured on this device kind yet")
+    return Rate(where, "GPU-hours", src, *rates, (), model)
 
 
-def row_steps(row: dict) -> int:
-    """The sequential steps of a measured row: its ``steps``, else 2 L (the reverse task's)."""
-    return int(row.get("steps") or 2 * row["length"])
+def run_work(cfg: RunConfig) -> Work:
+    """What one training iteration of ``cfg`` does: its sequential steps and the FLOPs of its
+    recurrence and of its output head (the language model's at its real tokens, ``lm_tokens``)."""
+    import torch
+
+    from ..models import build_model
+    from .storage import _task_shape
+
+    task = _task_shape(cfg)
+    with torch.device("meta"):
+        model = build_model(cfg, task)
+    T, K, B, H = task.max_steps, cfg.task.length, cfg.train.batch_size, cfg.model.hidden_size
+    if cfg.task.name == "lm":
+        from .lm_tokens import lm_tokens
+
+        toks = lm_tokens(cfg.task.data, cfg.task.length, B)
+        T, K = toks.padded_steps, toks.real_per_paragraph
+    head = 3.0 * 2 * H * task.n_outputs * K * B
+    t, name = cfg.train, cfg.model.name
+    if hasattr(model.core, "forward_flops"):
+        rec = 3.0 * model.core.forward_flops(T) * B
+        work = Work(name, round(T), rec, head, rec + head, t.amp, t.cuda_graph)
+    else:
+        embed = sum(p.numel() for n, p in model.named_parameters() if "embed" in n)
+        work = Work(name, round(T), 0.0, head, 6.0 * (sum(p.numel() for p in model.parameters()) - embed) * T * B,
+                    t.amp, t.cuda_graph)
+    chunk = HEAD_CHUNK_TOKENS if cfg.task.name == "lm" else None
+    peak = peak_bytes(work, B, model.encoder.out_dim, H, task.n_outputs, K * B,
+                      sum(p.numel() for p in model.parameters()), chunk)
+    return replace(work, peak_bytes=peak, chunked=chunk is not None)
 
 
-def run_seconds(cfg: RunConfig, rate: Rate, flops: Optional[float] = None, steps: Optional[int] = None) -> float:
-    """Seconds of one device for the whole run ``cfg`` (``flops``: its FLOPs per iteration and
-    ``steps`` its sequential steps, if known)."""
-    f = flops_per_iteration(cfg) if flops is None else flops
-    rows = [r for r in rate.measured if r.get("amp", False) == cfg.train.amp and r.get("cuda_graph", False) == cfg.train.cuda_graph]
-    if rows:  # the measured row nearest in FLOPs, scaled by the FLOP ratio, at least the latency floor
-        r = min(rows, key=lambda r: abs(r["flops_per_iter"] - f))
-        ms = r["ms_per_iter"] * f / r["flops_per_iter"]
-        per_step = min((x["ms_per_iter"] / row_steps(x) for x in rows if "length" in x or "steps" in x), default=0.0)
-        n = run_steps(cfg) if steps is None else steps
-        return cfg.train.iterations * max(ms, per_step * n) / 1000
+def run_seconds(cfg: RunConfig, rate: Rate, work: Optional[Work] = None) -> float:
+    """Seconds of one device for the whole run ``cfg`` (``work``: its ``run_work``, if known)."""
+    if rate.model is not None:
+        w = run_work(cfg) if work is None else work
+        return cfg.train.iterations * rate.model.ms_per_iter(w) / 1000
+    f = flops_per_iteration(cfg) if work is None else work.total_flops
     return cfg.train.iterations * f / (rate.flops_per_s_amp if cfg.train.amp else rate.flops_per_s)
 
 
@@ -176,33 +193,77 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
     return Rate(f"{machine()}, {threads} thread(s) per run", "CPU-minutes", src, flops, flops)
 
 
-def amount(x: float) -> str:
-    """1,234.5 and 12.3, but 0.042 (two significant digits below 1, not 0.0)."""
-    return f"{x:,.1f}" if x >= 1 or x == 0 else f"{x:.2g}"
-
-
 def summary(jobs: list[Job], rate: Rate) -> tuple[str, dict[str, Optional[float]]]:
     """One line per experiment and a total, in the rate's unit; run label → seconds (None for
-    jobs that do not train)."""
+    jobs that do not train). On a GPU, each experiment in fp32, under amp + cuda_graph and
+    packed, and the largest run's peak memory, a plan whose run cannot fit refused."""
     per_run: dict[str, Optional[float]] = {}
-    per_exp: dict[str, list[float]] = {}
-    flops: dict[str, float] = {}
+    works: dict[str, tuple[Job, RunConfig, Work]] = {}
+    shapes: dict[str, Work] = {}
     for job in jobs:
         if not trains(job.kind) or not job.config:
             per_run[job.label] = None
             continue
         cfg = job.run_config()
         key = json.dumps({**cfg.to_dict(), "train": cfg.train.batch_size}, sort_keys=True, default=str)
-        if key not in flops:  # one model built per distinct shape
-            flops[key] = (flops_per_iteration(cfg), run_steps(cfg))
-        per_run[job.label] = run_seconds(cfg, rate, *flops[key])
-        per_exp.setdefault(job.experiment, []).append(per_run[job.label])
+        if key not in shapes:  # one model built per distinct shape
+            shapes[key] = run_work(cfg)
+        works[job.label] = (job, cfg, replace(shapes[key], amp=cfg.train.amp, cuda_graph=cfg.train.cuda_graph))
+        per_run[job.label] = run_seconds(cfg, rate, works[job.label][2])
     scale = 60.0 if rate.unit == "CPU-minutes" else 3600.0
+    per_exp: dict[str, list[float]] = {}
+    for label, (job, _, _) in works.items():
+        per_exp.setdefault(job.experiment, []).append(per_run[label])
     total = sum(sum(v) for v in per_exp.values())
     today = datetime.date.today().isoformat()
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
              f"{amount(total / scale)} {rate.unit}", f"  device: {rate.device}; date: {today}", f"  source: {rate.source}"]
-    for exp, secs in per_exp.items():
-        lines.append(f"  {exp:<10} {len(secs):>4} run(s), {amount(sum(secs) / scale):>12} {rate.unit} "
-                     f"(longest run {amount(max(secs) / scale)})")
+    if rate.model is None:
+        for exp, secs in per_exp.items():
+            lines.append(f"  {exp:<10} {len(secs):>4} run(s), {amount(sum(secs) / scale):>12} {rate.unit} "
+                         f"(longest run {amount(max(secs) / scale)})")
+    else:
+        lines += gpu_lines(works, rate)
     return "\n".join(lines), per_run
+
+
+def variant_seconds(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel) -> dict[str, dict[str, float]]:
+    """Each experiment's seconds in fp32, under amp + cuda_graph, and packed."""
+    per_exp: dict[str, dict[str, float]] = {}
+    for job, cfg, w in works.values():
+        by = per_exp.setdefault(job.experiment, {"fp32": 0.0, "amp": 0.0, "packed": 0.0})
+        for key, sw in (("fp32", SWITCHES["fp32"]), ("amp", SWITCHES["amp + cuda_graph"])):
+            by[key] += cfg.train.iterations * model.ms_per_iter(replace(w, amp=sw[0], cuda_graph=sw[1])) / 1000
+    for pack in seed_packs([(label, cfg.to_dict()) for label, (_, cfg, _) in works.items()]):
+        job, cfg, w = works[pack[0]]
+        per_exp[job.experiment]["packed"] += cfg.train.iterations * pack_ms(model, w, len(pack)) / 1000
+    return per_exp
+
+
+def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate) -> list[str]:
+    """The GPU view: per experiment three prices, the assumptions used, the LM's tokens and the
+    largest run's peak memory (refused in one line where it cannot fit)."""
+    from .gpu_model import device_bytes
+
+    per_exp = variant_seconds(works, rate.model)
+    runs: dict[str, int] = {}
+    for job, _, _ in works.values():
+        runs[job.experiment] = runs.get(job.experiment, 0) + 1
+    lines = experiment_lines(per_exp, runs)
+    lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {PACK_NOTE}"]
+    lm = [(cfg, w) for job, cfg, w in works.values() if cfg.task.name == "lm"]
+    if lm:
+        from .lm_tokens import lm_tokens
+
+        cfg, w = max(lm, key=lambda cw: cw[1].peak_bytes)
+        toks = lm_tokens(cfg.task.data, cfg.task.length, cfg.train.batch_size)
+        lines.append(f"  language model: {toks.real_per_paragraph:,.0f} real tokens a paragraph through the head, "
+                     f"{toks.padded_steps:,.0f} padded steps a batch through the recurrence ({toks.source}); "
+                     f"a step's peak memory about {human(w.peak_bytes)} with the chunked head (an estimate, fp32)")
+    if works:
+        label, (_, _, w) = max(works.items(), key=lambda kv: kv[1][2].peak_bytes)
+        have = device_bytes(rate.device)
+        check_fits(label, w.peak_bytes, have, w.chunked)
+        lines.append(f"  peak memory of the largest run: {label}, about {human(w.peak_bytes)} (an estimate, fp32) "
+                     f"of the device's {human(have)}")
+    return lines

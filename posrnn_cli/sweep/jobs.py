@@ -30,7 +30,7 @@ from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
 from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
 from ..common.signals import Stopped, stop_requests
-from ..common.provenance import file_sha256
+from ..common.provenance import Proof, file_sha256, stamped
 from ..common.sources import fingerprint
 from .plan import Job
 
@@ -66,6 +66,8 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
         return "replace"
     if st.state != "different":
         return st.state
+    if st.foreign:
+        raise PosrnnError(st.problem)
     if not force:
         if st.saved is None:
             raise PosrnnError(f"{st.problem}; pass --force to replace it")
@@ -114,7 +116,13 @@ def run_irie(job: Job) -> dict:
 
     out = run_train(job)
     rep = permutation_report(Path(job.run_dir), device=job.run_config().train.device)
-    atomic_write_json(Path(job.run_dir) / "permutation.json", rep)
+    proof = Proof(Path(job.run_dir))  # stamped as eval.json is: the run's latest checkpoint and its config
+    sha = proof.checkpoint_sha256
+    if proof.step != rep["step"]:
+        raise PosrnnError(f"{job.run_dir} gained a checkpoint while its permutations were taken; run the job again")
+    atomic_write_json(Path(job.run_dir) / "permutation.json",
+                      {**rep, "checkpoint_sha256": sha, "config_digest": proof.config_digest,
+                       "n_sequences": len(rep["sensitive"])})
     return {**out, "permutation_sensitive_share": sum(rep["sensitive"]) / max(1, len(rep["sensitive"]))}
 
 
@@ -130,7 +138,7 @@ def run_stability(job: Job) -> dict:
             "target_position": o.get("target_position", 1), "code": fingerprint("posrnn_cli.engine.stability")}
     meta_path, npz = out / "stability_meta.json", out / "stability_values.npz"
     remove_stale_temps(out)
-    if npz.is_file() and meta_path.is_file() and read_json(meta_path) == meta:
+    if npz.is_file() and meta_path.is_file() and _stamped_as(read_json(meta_path), meta, npz):
         return {"stability": "skipped (up to date)"}
     # stopped on a signal (a SLURM requeue or preemption), it keeps the checkpoints done so far and goes on from there
     part, part_meta = out / "stability_partial.npz", out / "stability_partial_meta.json"
@@ -151,11 +159,18 @@ def run_stability(job: Job) -> dict:
                                               skip=done, target_position=o.get("target_position", 1)):
             values[f"{s}|{c}|{p}"] = v
     atomic_write_text(out / CONFIG_FILE, (src / CONFIG_FILE).read_text())
-    write_npz(npz, values)
-    atomic_write_json(meta_path, meta)
+    write_npz(npz, stamped(values, file_sha256(ckpts[-1][1]), Proof(src).config_digest))  # what they analyse
+    atomic_write_json(meta_path, {**meta, "keys": sorted(values), "values_sha256": file_sha256(npz)})
     part.unlink(missing_ok=True)
     part_meta.unlink(missing_ok=True)
     return {"stability": f"{len(values)} arrays"}
+
+
+def _stamped_as(stored, meta: dict, npz: Path) -> bool:
+    """Whether a stored record is ``meta`` with the stamps of ``npz`` (a record from before the
+    stamps is not: its values are computed again, and then stamped)."""
+    return (isinstance(stored, dict) and {k: v for k, v in stored.items() if k not in ("keys", "values_sha256")} == meta
+            and stored.get("values_sha256") == file_sha256(npz))
 
 
 def _digest(path: Path) -> str:
@@ -259,12 +274,43 @@ def limit_threads(n: Optional[int]) -> None:
 
 def execute(job: Job) -> dict:
     """Run one job in this process (a worker, a SLURM task, or the caller): the ``run`` of its
-    kind in the experiment registry, under the job's thread limit whatever its kind."""
+    kind in the experiment registry, under the job's thread limit whatever its kind (a pack of
+    runs trained as one ensemble: ``run_pack``)."""
+    from .packing import PACK_KIND
+
+    if job.kind == PACK_KIND:
+        limit_threads(job_threads(job))
+        return run_pack(job)
     if job.kind not in JOB_KINDS:
         raise PosrnnError(f"unknown job kind {job.kind!r}; known: {', '.join(JOB_KINDS)}")
     limit_threads(job_threads(job))
     with locked(Path(job.run_dir)):
         return resolve(JOB_KINDS[job.kind].run)(job)
+
+
+def run_pack(job: Job) -> dict:
+    """Train a pack's unfinished runs as one ensemble (a run to be replaced trains solo), then do
+    each member's own job (``run_train``: evaluation, which finds its run finished)."""
+    from contextlib import ExitStack
+
+    from ..engine.ensemble import train_ensemble
+
+    members = [job_from_dict(d) for d in job.options["members"]]
+    with ExitStack() as stack:
+        for m in members:  # every member's directory held for the whole pack, as ``execute`` holds a run's
+            stack.enter_context(locked(Path(m.run_dir)))
+        states = {m.label: _state(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
+        together = [m for m in members if states[m.label] in ("new", "resume")]
+        for m in members:
+            if states[m.label] == "replace":
+                ensure_trained(m)
+        if together:
+            train_ensemble([m.run_config() for m in together], [Path(m.run_dir) for m in together],
+                           keep_checkpoints=together[0].options.get("keep_checkpoints", "all"))
+        results = {m.label: resolve(JOB_KINDS[m.kind].run)(m) for m in members}
+    for m in together:
+        results[m.label]["training"] = f"trained as one of an ensemble of {len(together)}"
+    return {"members": results}
 
 
 def validate(jobs: list[Job]) -> None:

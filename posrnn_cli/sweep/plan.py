@@ -39,7 +39,7 @@ from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, lo
 
 #: short key → config key, and how a cell's value shows in its directory name (``common.keys``)
 SHORT, ABBREV = keys.SHORT, keys.ABBREV
-PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power"}
+PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power", "headline", "ensemble"}
 
 
 @dataclass
@@ -284,9 +284,9 @@ def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs
                           f"{exp.source}.keep_checkpoints keeps only the last; set {exp.source}.keep_checkpoints: all")
     for s in sources:  # the target must lie within the sequence: refused before any job runs
         L = s.run_config().task.length
-        if sec.target_position > L:
-            raise PosrnnError(f"profile {profile!r}, {exp.name}.target_position must lie in 1 … {L} (the {exp.source} "
-                              f"runs' task.length), got {sec.target_position}")
+        if sec.target_position >= L:  # at t = L no suffix follows the target
+            raise PosrnnError(f"profile {profile!r}, {exp.name}.target_position must lie in 1 … {L - 1} (before the last "
+                              f"token of the {exp.source} runs' task.length {L}), got {sec.target_position}")
     return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
                 {**opts, "source": s.run_dir}, force) for s in sources]
 

@@ -116,3 +116,24 @@ def summary(jobs: list[Job]) -> tuple[str, dict[str, Optional[RunStorage]]]:
     total = sum(r.bytes for rs in per.values() for r in rs)
     head = f"expected disk use of the checkpoints when every run has finished: {human(total)}"
     return "\n".join([head, *lines]), est
+
+
+def disk_sentence(jobs: list[Job], profile: str) -> str:
+    """The docs' sentence on a profile's disk use (docs/pipeline.md; a test regenerates it from the
+    plan, so it never goes stale): the total, the experiment keeping most checkpoints, the
+    largest checkpoint, and what keeping every checkpoint would take."""
+    est = estimate(jobs)
+    runs = [(job, est[job.label]) for job in jobs if est[job.label] is not None]
+    total, n = sum(r.bytes for _, r in runs), sum(r.checkpoints for _, r in runs)
+    per: dict[str, list[RunStorage]] = {}
+    for job, r in runs:
+        per.setdefault(job.experiment, []).append(r)
+    most = max(per, key=lambda e: sum(r.checkpoints for r in per[e]))
+    most_n = sum(r.checkpoints for r in per[most])
+    big_job, big = max(runs, key=lambda t: t[1].checkpoint_bytes)
+    every = [(checkpoints_kept(job.run_config(), "all"), r.checkpoint_bytes) for job, r in runs]
+    return (f"For the {profile} profile (`posrnn sweep --dry-run --profile {profile}`): {human(total)} when every run "
+            f"has finished, {most_n:,} of its {n:,} checkpoints being the {most} runs' "
+            f"({human(sum(r.bytes for r in per[most]))}); the largest checkpoint is {big_job.experiment}'s "
+            f"({human(big.checkpoint_bytes)}). Keeping every checkpoint of every run ({sum(k for k, _ in every):,}) "
+            f"would take {human(sum(k * b for k, b in every))}, twice that with DVC's cache.")

@@ -23,6 +23,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..common import floors
 from ..common.config import TaskConfig, check_bounds
 from ..common.errors import PosrnnError
 from .scores import sequence_scores
@@ -117,6 +118,8 @@ class Task(abc.ABC):
     #: inputs x_1…x_L then L query steps, targets read at the queries, one L for every sample
     #: and no fed-back outputs: what the stability triplets and the bench build batches for
     fixed_reverse_layout = False
+    #: tokens the output head takes at a time (None: all at once; the language model's is chunked)
+    head_chunk: Optional[int] = None
     #: the largest evaluation batch that fits (None: train.eval_batch_size)
     max_eval_batch: Optional[int] = None
     #: can ``posrnn extend-vocab`` add ids to a run of this task (fixed-layout reverse over a
@@ -180,6 +183,18 @@ class Task(abc.ABC):
         """How many distinct samples the task can draw (for the held-out check)."""
         return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
 
+    # ---- floors: common/floors.py declares every task's lines once -----------------------
+    @property
+    def chance_line(self) -> Optional[float]:
+        """Token accuracy of a guess that reads nothing of the input (None: no line declared)."""
+        return floors.chance_line(self.name, self.V, self.L, self.cfg.pairs)
+
+    @property
+    def position_line(self) -> Optional[float]:
+        """The best token accuracy from position alone, where the task has one (else None)."""
+        filler = getattr(self.cfg, "filler", None) or "random"
+        return floors.position_line(self.name, self.V, self.L, self.cfg.pairs, filler)
+
     # ---- validation ----------------------------------------------------------------
     def check(self) -> None:
         c = self.cfg
@@ -229,6 +244,13 @@ class Task(abc.ABC):
         nll = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
         m = batch.mask.flatten().to(nll.dtype)
         return (nll * m).sum() / m.sum().clamp_min(1)
+
+    def train_forward(self, model, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(loss, predictions (B, K)) of one training step's forward: the model's outputs at the
+        output-phase steps, ``loss`` over them; the predictions carry no gradient."""
+        out = model(batch.inputs, batch.out_index, batch.query)
+        loss = self.loss(out if out.dtype in (torch.float32, torch.float64) else out.float(), batch)  # bf16 → fp32
+        return loss, self.predict(out.detach())
 
     def predict(self, out: Tensor) -> Tensor:
         return out.argmax(-1)  # (B, K)

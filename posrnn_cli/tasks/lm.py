@@ -4,7 +4,8 @@ The corpus is the encoded layout written by ``posrnn lm encode`` (``encode.LMCor
 uint16 ids and paragraph offsets per split, each paragraph BOS + its first tokens (+ EOS),
 at most ``max_tokens`` in all). A sample is one paragraph, so an absolute PE always starts
 at the paragraph's first token: inputs ``t_0 … t_{n−2}``, targets ``t_1 … t_{n−1}``,
-right-padded, padding masked out of the loss.
+right-padded, padding masked out of the loss and never fed to the output head, which
+takes the real tokens in chunks (``models/head.py``): no (B, T−1, V) tensor is made.
 
 Evaluation reads the whole test split in order; ``infer`` returns per-token NLL instead of
 predictions, and the report gives perplexity = exp(mean token NLL) and NLL per position.
@@ -21,6 +22,7 @@ from torch import Tensor
 from ..common.config import RunConfig, check_bounds, resolve_config
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
+from ..models.head import HEAD_CHUNK_TOKENS, chunked_cross_entropy, token_nll
 from .base import Batch, Task
 
 
@@ -43,6 +45,7 @@ class LMTask(Task):
 
     name = "lm"
     holds_out = False  # the test split is a separate file
+    head_chunk = HEAD_CHUNK_TOKENS  # the head sees the real tokens, this many at a time (models/head.py)
     max_eval_batch = 16  # paragraphs of up to max_tokens, logits over the whole vocabulary
 
     def __init__(self, cfg, rank: int = 0, world_size: int = 1):
@@ -106,14 +109,29 @@ class LMTask(Task):
         tokens, lengths = corpus.collate(range(len(corpus)), pad_id=0)
         return self._batch(tokens, lengths).to(device)
 
+    def train_forward(self, model, batch: Batch) -> tuple[Tensor, Tensor]:
+        """``loss``'s quantity without a (B, T−1, V) tensor: the head sees the real tokens only
+        (padding sits after each paragraph and the core is causal, so their states are those
+        of the padded batch), in chunks recomputed in backward (``models/head.py``)."""
+        h = model(batch.inputs, select=batch.mask)  # (N H), N real tokens
+        head = getattr(model, "module", model).head  # unwrapped under DistributedDataParallel
+        total, argmax = chunked_cross_entropy(h, head.weight, head.bias, batch.targets[batch.mask])
+        pred = torch.full_like(batch.targets, -1)  # (B T−1): −1 on padding, which ``correct`` masks out
+        pred[batch.mask] = argmax
+        return self._mean(total, batch), pred
+
     def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        """Mean token NLL over the global batch from logits (B, T−1, V): the plain form of
+        ``train_forward``'s loss, which the tests compare it with."""
+        nll = torch.nn.functional.cross_entropy(out.flatten(0, 1), batch.targets.flatten(), reduction="none")
+        return self._mean((nll * batch.mask.flatten().to(nll.dtype)).sum(), batch)
+
+    def _mean(self, total: Tensor, batch: Batch) -> Tensor:
         """Mean token NLL over the *global* batch: under data parallelism each rank divides
         its summed NLL by the all-reduced token count (× world size, which DDP's gradient
         averaging undoes), so ranks with different token counts still make the exact
         single-process step."""
-        nll = torch.nn.functional.cross_entropy(out.flatten(0, 1), batch.targets.flatten(), reduction="none")
-        total = (nll * batch.mask.flatten().to(nll.dtype)).sum()
-        count = batch.mask.sum().to(nll.dtype)
+        count = batch.mask.sum().to(total.dtype)
         if self.world_size > 1:
             count = count.detach().clone()
             torch.distributed.all_reduce(count)
@@ -121,11 +139,13 @@ class LMTask(Task):
         return total / count.clamp_min(1)
 
     def infer(self, model, batch: Batch, feedback: str = "self") -> Tensor:
-        """Per-token NLL (B, T−1), zero on padding."""
+        """Per-token NLL (B, T−1), zero on padding; the head on the real tokens only, in chunks."""
         self.check_feedback(feedback)
-        logits = model(batch.inputs)  # (B T−1 V)
-        nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none")
-        return nll.view_as(batch.targets) * batch.mask
+        h = model(batch.inputs, select=batch.mask)  # (N H)
+        head = getattr(model, "module", model).head
+        nll = torch.zeros(batch.targets.shape, dtype=torch.float32, device=h.device)
+        nll[batch.mask] = token_nll(h, head.weight, head.bias, batch.targets[batch.mask]).to(nll.dtype)
+        return nll
 
     def scores(self, pred: Tensor, batch: Batch) -> dict:
         n = batch.mask.sum(1).clamp_min(1)

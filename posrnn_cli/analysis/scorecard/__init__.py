@@ -50,7 +50,7 @@ from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEA
 from .exact import check_permutation_invariant, check_permutation_sensitive
 from .kinds import check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend
 from .render import count_lines, count_text, scorecard_markdown, scorecard_rich_table, seeds_text, write_scorecard
-from .score import evaluate_claim, scorecard, summarize
+from .score import evaluate_claim, holm_rejected, scorecard, summarize
 from .tables import Table, TableSet, load_table
 
 __all__ = [
@@ -60,6 +60,6 @@ __all__ = [
     "REQUIRED_COLUMNS", "SCOPE_NAMES", "SCOPES", "TABLES", "TOO_FEW_SEEDS", "UNDERPOWERED", "VERDICTS", "Outcome",
     "Seeded", "check_permutation_invariant", "check_permutation_sensitive", "check_ahead", "check_decline",
     "check_lm_no_gain", "check_no_gain", "check_threshold", "check_trend", "scorecard_markdown",
-    "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim", "scorecard", "summarize", "Table",
+    "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim", "holm_rejected", "scorecard", "summarize", "Table",
     "TableSet", "load_table",
 ]

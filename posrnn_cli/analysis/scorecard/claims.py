@@ -236,16 +236,25 @@ def load_claims(path: Optional[Path] = None) -> list[dict]:
     return claims
 
 
+#: the keys of a profile's ``power:`` section; ``stated_before_results`` is the committed record
+#: (``design.py``) a clone without its history reads
+POWER_KEYS = {"pilot", "seeds_needed", "stated_before_results"}
+
+
 def validate_power(power: Any, claims: list[dict], where: str = "power") -> Optional[dict]:
     """A profile's ``power:`` section, checked: ``pilot`` (the results its numbers come from, as
-    text) and ``seeds_needed`` (claim id → the seeds per arm that claim needs for 80% power).
+    text), ``seeds_needed`` (claim id → the seeds per arm that claim needs for 80% power) and
+    ``stated_before_results`` (the record that git showed it committed before the profile's
+    first result; ``design.py``).
     ``None`` when the profile has none. A claim id the scorecard does not know is refused with a
     suggestion."""
     if power is None:
         return None
-    if not isinstance(power, dict) or set(power) != {"pilot", "seeds_needed"}:
+    if not isinstance(power, dict) or not {"pilot", "seeds_needed"} <= set(power) <= POWER_KEYS:
         raise PosrnnError(f"{where} must be a mapping with exactly `pilot` (text) and `seeds_needed` "
-                          f"(claim id: seeds); fix it in params.yaml")
+                          f"(claim id: seeds), and optionally `stated_before_results` (true/false); fix it in params.yaml")
+    if not isinstance(power.get("stated_before_results", False), bool):
+        raise PosrnnError(f"{where}.stated_before_results must be true or false; fix it in params.yaml")
     if not isinstance(power["pilot"], str) or not power["pilot"].strip():
         raise PosrnnError(f"{where}.pilot must name the results the seed counts come from; fix it in params.yaml")
     needs = power["seeds_needed"]
@@ -258,4 +267,5 @@ def validate_power(power: Any, claims: list[dict], where: str = "power") -> Opti
                               f"the ids are in posrnn_cli/analysis/claims.yaml")
         if isinstance(n, bool) or not isinstance(n, int) or n < 2:
             raise PosrnnError(f"{where}.seeds_needed.{cid} must be a whole number of seeds, at least 2 (got {n!r})")
-    return {"pilot": power["pilot"].strip(), "seeds_needed": dict(needs)}
+    return {"pilot": power["pilot"].strip(), "seeds_needed": dict(needs),
+            "stated_before_results": power.get("stated_before_results", False)}

@@ -1,8 +1,9 @@
 """The scorecard's vocabulary: verdicts and scopes, the per-seed values a test reads
 (``Seeded``, the unit of replication), the filters that pick table rows and pair them into
 cells, and ``Outcome``, what a test kind returns. Every interval a test reads against a bound
-goes through ``_side``, which traces it (for the seeds an open verdict needs) and reads it at the
-level a Holm step sets."""
+goes through ``_side``, which traces it (for the seeds an open verdict needs and for Holm's
+step-down) and, on the step-down's second reading, leaves open every comparison Holm did not
+reject."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import yaml
 from posrnn_cli.common import catalog, experiments, keys
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.tables import is_number
-from posrnn_cli.common.stats import t_interval, t_interval_at
+from posrnn_cli.common.stats import t_cdf, t_interval
 
 
 CLAIMS_PATH = Path(__file__).resolve().parent.parent / "claims.yaml"
@@ -80,8 +81,12 @@ class _Settled(Exception):
 #: while a test runs: every interval it reads against a bound (``_side``) and every power-guard
 #: width it checks, so the seeds a comparison needs can be computed afterwards
 _TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("_TRACE", default=None)
-#: the confidence level of every interval a test reads (0.95; 1 − 0.05/k on a Holm step)
-_LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("_LEVEL", default=0.95)
+#: on Holm's second reading: the comparisons (``_key``) its step-down rejected; every other
+#: comparison against a bound reads "across". ``None``: every interval read at 95%
+_REJECTED: contextvars.ContextVar[Optional[frozenset]] = contextvars.ContextVar("_REJECTED", default=None)
+#: while the seeds an open verdict needs are worked out (``seeds.py``): the side each comparison
+#: (``_key``; ``("width",) + _key`` for a power guard) would take at a larger seed count
+_FORCE: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("_FORCE", default=None)
 #: the budget columns a claim compares on purpose (its ``budget_varies``): arms may differ in those
 _BUDGET_VARIES: contextvars.ContextVar[tuple] = contextvars.ContextVar("_BUDGET_VARIES", default=())
 
@@ -308,11 +313,18 @@ class Seeded:
         return float(np.std([self.values[s] for s in self.seeds], ddof=1)) if self.n >= 2 else math.nan
 
     def interval(self) -> tuple[float, float, float]:
-        """Mean and t-interval over the seeds (nan bounds with one seed): 95%, or the level a
-        Holm step sets."""
-        level = _LEVEL.get()
-        vals = [self.values[s] for s in self.seeds]
-        return t_interval(vals) if level == 0.95 else t_interval_at(vals, level)
+        """Mean and 95% t-interval over the seeds (nan bounds with one seed)."""
+        return t_interval([self.values[s] for s in self.seeds])
+
+    def p_value(self, bound: float = 0.0) -> float:
+        """Two-sided p of the one-sample t test of the mean against ``bound`` (the 95% interval
+        excludes ``bound`` exactly when this is below 0.05); nan with one seed."""
+        if self.n < 2:
+            return math.nan
+        se = self.sd / math.sqrt(self.n)
+        if se == 0:
+            return 1.0 if self.mean == bound else 0.0
+        return 2.0 * (1.0 - t_cdf(abs(self.mean - bound) / se, self.n - 1))
 
     def _pair(self, other: "Seeded", op: Callable[[float, float], float]) -> "Seeded":
         if set(self.values) != set(other.values):
@@ -353,15 +365,27 @@ def _seeded(row: dict, metric: str) -> Seeded:
     return Seeded(dict(zip(seeds, vals)), (row,))
 
 
+def _key(sd: Seeded, bound: float) -> tuple:
+    """A comparison's identity across two readings of one test: its per-seed values and bound."""
+    return tuple(sorted(sd.values.items())), float(bound)
+
+
 def _side(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
-    """Where the seed-level interval lies against ``bound``: "above", "below" or "across".
-    With one seed the point value decides (such verdicts end as "too few seeds")."""
+    """Where the seed-level 95% interval lies against ``bound``: "above", "below" or "across".
+    With one seed the point value decides (such verdicts end as "too few seeds"). A ``gate`` is
+    a precondition (a baseline's effect that must be shown for a cell to count): it joins its
+    cell's comparison as an intersection and is always read at 95%. On Holm's second reading a
+    comparison the step-down did not reject reads "across"."""
     m, lo, hi = sd.interval()
     if sd.n < 2:
         return "above" if m > bound else "below" if m < bound else "across"
     side = "above" if lo > bound else "below" if hi < bound else "across"
+    rejected = _REJECTED.get()
+    if rejected is not None and not gate and _key(sd, bound) not in rejected:
+        side = "across"
     _trace("gate" if gate else "side", sd, bound, side)
-    return side
+    force = _FORCE.get()
+    return force.get(_key(sd, bound), side) if force is not None else side
 
 
 def _fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:

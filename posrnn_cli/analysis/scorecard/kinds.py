@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 from posrnn_cli.common.tables import is_number
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, _NotMeasured, _Settled, _as_list, _cells, _complete, _describe_filter, _fmt, _fmt_sd, _keep_steps, _label, _largest_vocab, _natural, _num, _pe_name, _require, _sd_dict, _seeded, _select, _side, _trace, _worst, _measured)
+from .core import (_FORCE, _key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, _NotMeasured, _Settled, _as_list, _cells, _complete, _describe_filter, _fmt, _fmt_sd, _keep_steps, _label, _largest_vocab, _natural, _num, _pe_name, _require, _sd_dict, _seeded, _select, _side, _trace, _worst, _measured)
 from .tables import TableSet
 
 
@@ -285,7 +285,8 @@ def _narrow(gain: Seeded, margin: float) -> bool:
     _, lo, hi = gain.interval()
     ok = (hi - lo) / 2 < margin
     _trace("width", gain, margin, ok)
-    return ok
+    force = _FORCE.get()
+    return force.get(("width",) + _key(gain, margin), ok) if force is not None else ok
 
 
 def _underpowered(wide: list, skipped: list, margin: float, fmt: Callable[[Seeded], str]) -> None:

@@ -50,9 +50,10 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
              "decide: a null claim's interval too wide for its margin, or an open result of a claim to which the "
              "profile's design (its `power:` in params.yaml, stated before the runs) gives fewer seeds than its "
              "pilot says the claim needs. *Not testable*: the measure starts at its ceiling before "
-             "training. *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
-             "the seeds at which the interval would clear its bound if the effect and spread stayed as observed, "
-             "and the seeds for 80% power (seeds.md lists them all).", ""]
+             "training, or every compared arm scores at or below its floor (chance, or what position alone reaches). *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
+             "the seeds to reproduce and the seeds to reject, each under the claim's multiplicity rule, if the "
+             "effects and spreads stayed as observed, with the seeds for 80% power, and which way the data point "
+             "(seeds.md lists them all).", ""]
     for section, title_s in SECTIONS.items():
         if section not in summary:
             continue
@@ -76,14 +77,26 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
     return "\n".join(lines)
 
 
+def way_text(needs: dict, way: str) -> str:
+    """The seeds one way ("reproduce" or "reject"): "about 7 (80% power: 10)", or why none."""
+    n = needs.get(way)
+    if n is None:
+        return "not at the observed effects (or over 1,000)"
+    p = needs.get(f"{way}80")
+    return f"about {n:,} (80% power: {f'{p:,}' if p is not None else 'over 1,000'})"
+
+
 def seeds_text(needs: Optional[dict]) -> str:
-    """"about 7 (80% power: 10)" — or "over 1,000" — for an open verdict's seeds needed."""
+    """An open verdict's seeds both ways, the way the data point first: "the data point to
+    rejecting: about 4 (80% power: 4); to reproduce: not at the observed effects …"."""
     if not needs:
         return ""
-    if needs["clear"] is None:
-        return "over 1,000"
-    power = f"{needs['power80']:,}" if needs["power80"] is not None else "over 1,000"
-    return f"about {needs['clear']:,} (80% power: {power})"
+    toward = needs.get("toward")
+    if toward is None:
+        return "over 1,000 either way, at the observed effects"
+    other = "reject" if toward == "reproduce" else "reproduce"
+    return (f"the data point to {'reproducing' if toward == 'reproduce' else 'rejecting'}: {way_text(needs, toward)}; "
+            f"to {other}: {way_text(needs, other)}")
 
 
 def _needs_text(x: dict) -> str:

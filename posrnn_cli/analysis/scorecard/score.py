@@ -9,11 +9,13 @@ from typing import Any, Optional
 
 import numpy as np
 
+from posrnn_cli.common import floors
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.stats import seeds_for_power, seeds_to_clear, seeds_to_narrow
+from posrnn_cli.common.tables import is_number
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _LEVEL, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _FORCE, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
 from .tables import TableSet
+from .seeds import combine_needs, seeds_both_ways
 from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
 
 
@@ -31,9 +33,12 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float = 0.95) -> Outcome:
-    """Run the claim's test kind, its intervals read at ``level``, its comparisons traced."""
-    t_tok, l_tok = _TRACE.set(trace), _LEVEL.set(level)
+def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Optional[frozenset] = None,
+          force: Optional[dict] = None) -> Outcome:
+    """Run the claim's test kind, its comparisons traced; with ``rejected`` (Holm's second
+    reading), every comparison not in it reads "across"; with ``force``, the comparisons it
+    names take the sides it gives (the seeds an open verdict needs, ``seeds.py``)."""
+    t_tok, l_tok, f_tok = _TRACE.set(trace), _REJECTED.set(rejected), _FORCE.set(force)
     b_tok = _BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
     try:
         return TESTS[claim["kind"]](claim, ts)
@@ -41,51 +46,88 @@ def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, level: float 
         return e.outcome
     finally:
         _TRACE.reset(t_tok)
-        _LEVEL.reset(l_tok)
+        _REJECTED.reset(l_tok)
+        _FORCE.reset(f_tok)
         _BUDGET_VARIES.reset(b_tok)
+
+
+def holm_rejected(comparisons: list[tuple[tuple, float]], alpha: float = 0.05) -> frozenset:
+    """Holm's step-down over k comparisons (key, two-sided p): the smallest p is tested at
+    alpha/k, the next at alpha/(k − 1), …, stopping at the first that is not rejected; returns
+    the keys rejected."""
+    k, out = len(comparisons), set()
+    for i, (key, p) in enumerate(sorted(comparisons, key=lambda c: c[1])):
+        if not p < alpha / (k - i):
+            break
+        out.add(key)
+    return frozenset(out)
 
 
 def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
     """"Not reproduced" needs only one of the test's k comparisons against the claim, so it must
-    hold after Holm's correction across them: its first step, every interval at 1 − 0.05/k, must
-    still give "not reproduced" (Holm's later steps cannot add a first rejection). "Reproduced"
-    needs every comparison (an intersection–union test) and takes no correction."""
-    k = sum(1 for e in trace if e[0] == "side")
+    hold after Holm's correction across them: the comparisons are ordered by p and tested at
+    0.05/k, 0.05/(k − 1), … until one is not rejected (``holm_rejected``); the test is read
+    again with the rejected comparisons decided as at 95% and every other one open ("across"),
+    and must still give "not reproduced". A gate (a baseline effect a cell needs) is an
+    intersection with its cell's comparison and stays at 95%. "Reproduced" needs every
+    comparison (an intersection–union test) and takes no correction."""
+    sides = [(_key(e[1], e[2]), e[1].p_value(e[2])) for e in trace if e[0] == "side"]
+    k = len(sides)
     if out.verdict != NOT_REPRODUCED or k < 2:
         return out
-    level = 1 - 0.05 / k
+    rejected = holm_rejected(sides)
     try:
-        again = _test(claim, ts, level=level).verdict
+        again = _test(claim, ts, rejected=rejected).verdict
     except _NotMeasured:
         again = NOT_MEASURED
+    steps = f"Holm's step-down across the test's {k} comparisons ({len(rejected)} rejected, the first at {0.05 / k:.2%})"
     if again == NOT_REPRODUCED:
-        return Outcome(out.verdict, out.measured, f"{out.reason} (holds after Holm's correction across the test's "
-                       f"{k} comparisons)", out.details, out.n_seeds)
-    return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after Holm's correction across the "
-                   f"test's {k} comparisons (intervals at {level:.2%})", out.details, out.n_seeds)
+        return Outcome(out.verdict, out.measured, f"{out.reason} (holds after {steps})", out.details, out.n_seeds)
+    return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after {steps}", out.details,
+                   out.n_seeds)
 
 
-def _seeds_needed(trace: list, verdict: str) -> Optional[dict]:
-    """For an open verdict: the seeds at which every undecided comparison of the test would
-    clear its bound (and every power guard narrow), if the effects and spreads stayed as observed,
-    and the seeds for 80% power. ``None`` in a field: beyond reach (over 1,000 seeds)."""
+def _seeds_needed(claim: dict, ts: TableSet, trace: list, verdict: str) -> Optional[dict]:
+    """For an open verdict: the seeds to reproduce and to reject, and which way the data point
+    (``seeds.seeds_both_ways``)."""
     if verdict not in OPEN:
         return None
-    clear: list[Optional[int]] = []
-    power: list[Optional[int]] = []
-    for kind, sd, bound, state in trace:
-        if kind in ("side", "gate") and state == "across":
-            clear.append(seeds_to_clear(sd.mean - bound, sd.sd))
-            power.append(seeds_for_power(sd.mean - bound, sd.sd))
-        elif kind == "width" and not state:
-            n = seeds_to_narrow(sd.sd, bound)
-            clear.append(n)
-            power.append(n)
-    if not clear:
+    return seeds_both_ways(lambda tr, force: _test(claim, ts, tr, force=force).verdict, trace)
+
+
+def _row_floor(row: dict) -> Optional[float]:
+    task, V = row.get("task"), row.get("vocab_size")
+    if not isinstance(task, str) or not is_number(V):
         return None
-    worst = (lambda xs: None if any(x is None for x in xs) else max(xs))
-    now = max((e[1].n for e in trace), default=0)
-    return {"now": now, "clear": worst(clear), "power80": worst(power)}
+    num = (lambda c: int(row[c]) if is_number(row.get(c)) else None)
+    return floors.floor_line(task, int(V), num("length"), num("pairs"), row.get("filler") or "random")
+
+
+def _at_floor(out: Outcome, trace: list) -> Optional[Outcome]:
+    """``not testable`` when every arm a token-accuracy test compared scores (its mean over
+    seeds) at or below its floor line (``common.floors``: chance, or what position alone
+    reaches): no difference between such arms shows anything the task asks for."""
+    if (out.details or {}).get("metric") != "token_accuracy":
+        return None
+    rows = list({id(r): r for e in trace if e[0] in ("side", "gate") for r in e[1].rows}.values())
+    if not rows:
+        return None
+    found = []
+    for r in rows:
+        line, acc = _row_floor(r), r.get("token_accuracy")
+        if line is None or not is_number(acc) or acc > line:
+            return None
+        found.append((r, acc, line))
+    cells = dict.fromkeys(f"{r.get('task')} {r.get('model')} {r.get('pe')} V={r.get('vocab_size')}: {acc:.3f} against "
+                          f"{line:.3f}" for r, acc, line in found)
+    r0 = found[0][0]
+    words = floors.floor_words(r0["task"], int(r0["vocab_size"]), *(int(r0[c]) if is_number(r0.get(c)) else None
+                                                                    for c in ("length", "pairs")))
+    reason = (f"every compared arm's token accuracy is at or below its floor ({words}): "
+              + "; ".join(cells) + ": no arm shows what the task asks for, so no comparison of them can")
+    return Outcome(NOT_TESTABLE, out.measured, reason, {**out.details, "floor": [
+        {"row": f"{r.get('model')} {r.get('pe')} V={r.get('vocab_size')}", "token_accuracy": acc, "floor": line}
+        for r, acc, line in found]}, out.n_seeds)
 
 
 def _run(claim: dict, ts: TableSet) -> dict:
@@ -93,7 +135,8 @@ def _run(claim: dict, ts: TableSet) -> dict:
     seeds an open verdict needs."""
     trace: list = []
     try:
-        out = _holm(claim, ts, _test(claim, ts, trace), trace)
+        out = _test(claim, ts, trace)
+        out = _at_floor(out, trace) or _holm(claim, ts, out, trace)
     except _NotMeasured as e:
         return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0,
                 "seeds_needed": None}
@@ -103,7 +146,7 @@ def _run(claim: dict, ts: TableSet) -> dict:
                   f"reads {verdict}: {reason})")
         verdict = TOO_FEW_SEEDS
     return {"verdict": verdict, "measured": out.measured, "reason": reason, "details": _plain(out.details),
-            "n_seeds": out.n_seeds, "seeds_needed": _seeds_needed(trace, verdict)}
+            "n_seeds": out.n_seeds, "seeds_needed": _seeds_needed(claim, ts, trace, verdict)}
 
 
 def _combine(per_model: dict[str, dict]) -> dict:
@@ -124,17 +167,7 @@ def _combine(per_model: dict[str, dict]) -> dict:
     if missing:
         reason += " || partial: " + "; ".join(f"{m.upper()} not measured ({per_model[m]['reason']})" for m in missing)
     return {"verdict": verdict, "measured": measured_text, "reason": reason, "partial": bool(missing),
-            "missing": missing, "models": per_model, "seeds_needed": _max_needs(needs) if verdict in OPEN else None}
-
-
-def _max_needs(needs: list[dict]) -> Optional[dict]:
-    """The seeds every model of a claim needs: the largest of each field (None: out of reach)."""
-    if not needs:
-        return None
-    def most(key: str) -> Optional[int]:
-        vals = [n[key] for n in needs]
-        return None if any(v is None for v in vals) else max(vals)
-    return {"now": most("now"), "clear": most("clear"), "power80": most("power80")}
+            "missing": missing, "models": per_model, "seeds_needed": combine_needs(needs) if verdict in OPEN else None}
 
 
 def _regime_text(regime: dict) -> str:

@@ -1,0 +1,156 @@
+"""Packing a sweep's same-shape runs into ensembles (``engine.ensemble``): up to K runs whose
+configs differ only in ``train.seed`` (the seeds of one cell) train in one process as one
+batched model, each member writing its own run directory exactly as its solo run would.
+
+``pack(jobs, k)`` is pure (no torch, no disk): the packs in job order, each with the reason a
+run of one stays solo. K comes from ``--ensemble K``, else the profile's ``ensemble:`` key, else
+``default_k``: the K measured best on the GPU kind (``ensemble_k.json``; none has been measured
+yet, so 1: no packing), and 1 on a CPU, where a step is compute-bound and batching seeds buys
+nothing.
+Packing is for the local executor; a run whose core has no ensemble path runs solo in the
+same sweep. Torch-free: the CLI's dry run reads it. A pack's job is run by ``jobs.run_pack``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..common import catalog
+from ..common.errors import PosrnnError
+from .plan import Job, JobOutcome
+
+#: the job kinds a pack may hold (plain training runs, and irie's, which train the same way)
+PACKABLE_KINDS = ("train", "irie")
+#: the kind of the one job that trains a pack (``run_pack``)
+PACK_KIND = "ensemble"
+
+
+@dataclass
+class Pack:
+    """Runs trained together (more than one), or one run left solo with ``reason``."""
+
+    jobs: list[Job]
+    reason: Optional[str] = None
+
+    @property
+    def solo(self) -> bool:
+        return len(self.jobs) == 1
+
+
+def solo_reason(job: Job) -> Optional[str]:
+    """Why ``job`` can never join an ensemble, or None when it can."""
+    if job.kind not in PACKABLE_KINDS:
+        return f"a {job.kind} job, not a training run"
+    cfg = job.config or {}
+    model, task = cfg.get("model", {}), cfg.get("task", {})
+    if model.get("name") not in catalog.ENSEMBLE_CORES:
+        return f"the {model.get('name')} core has no ensemble path"
+    if model.get("frozen_vocab") is not None:
+        return "a vocabulary extension"
+    if task.get("data"):
+        return "a language model (batches of varying length)"
+    return None
+
+
+def shape_key(job: Job) -> tuple:
+    """What runs of one pack share: experiment, kind, options, force and the config but its seed."""
+    cfg = {s: {k: repr(v) for k, v in sec.items() if (s, k) != ("train", "seed")} for s, sec in job.config.items()}
+    return (job.experiment, job.kind, repr(sorted(job.options.items())), job.force,
+            tuple((s, tuple(sorted(sec.items()))) for s, sec in sorted(cfg.items())))
+
+
+def pack(jobs: list[Job], k: int) -> list[Pack]:
+    """``jobs`` as packs of up to ``k`` same-shape runs (in job order), each run of one solo with the
+    reason: its kind or core has no ensemble path, no other run shares its shape, or k = 1."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise PosrnnError(f"--ensemble takes the most runs per ensemble, a positive number; got {k!r}")
+    groups: dict[tuple, list[Job]] = {}
+    out: list[Pack] = []
+    for job in jobs:
+        why = solo_reason(job)
+        if why is not None:
+            out.append(Pack([job], why))
+        else:
+            groups.setdefault(shape_key(job), []).append(job)
+    for same in groups.values():
+        for i in range(0, len(same), k):
+            chunk = same[i:i + k]
+            alone = "--ensemble 1 (no packing)" if k == 1 else "no other run of its shape is left to pack with"
+            out.append(Pack(chunk, alone if len(chunk) == 1 else None))
+    place = {id(j): n for n, j in enumerate(jobs)}
+    return sorted(out, key=lambda p: place[id(p.jobs[0])])
+
+
+#: measured ensemble sizes, one row per GPU kind and cell: {"kind", "model", "vocab", "k", "date", "source"}
+#: (the K where ``posrnn bench --ensemble`` stopped gaining, from the GPU check's ensemble stage); none yet
+TABLE = Path(__file__).with_name("ensemble_k.json")
+
+
+def measured_rows(path: Path = TABLE) -> list[dict]:
+    return json.loads(Path(path).read_text())["rows"] if Path(path).is_file() else []
+
+
+def default_k(device: str, rows: Optional[list[dict]] = None, kind: str = "") -> int:
+    """The ensemble size a sweep uses unless told: 1 on a CPU (a compute-bound step gains nothing);
+    on a GPU the smallest K measured best for that GPU kind over its cells (``rows``), 1 where
+    nothing was measured."""
+    if device == "cpu":
+        return 1
+    ks = [int(r["k"]) for r in (rows or []) if r["kind"] and r["kind"] in kind]
+    return min(ks) if ks else 1
+
+
+def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
+    """K for a sweep: ``--ensemble``, else the profile's ``ensemble:`` key, else ``default_k``."""
+    k = option if option is not None else prof.get("ensemble")
+    if k is None:
+        device, rows = str(prof.get("device", "auto")), measured_rows()
+        if device == "cpu" or not rows:
+            return 1
+        from ..common.machine import gpu_kind  # torch: only once something was measured
+
+        return default_k(device, rows, gpu_kind()[0])
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise PosrnnError(f"profile {profile!r}: ensemble must be the most runs per ensemble, a positive number "
+                          f"(1: no packing), got {k!r}")
+    return k
+
+
+def pack_jobs(jobs: list[Job], k: int) -> list[Job]:
+    """The jobs a local sweep runs: each pack of several runs as one ``PACK_KIND`` job."""
+    out = []
+    for p in pack(jobs, k):
+        if p.solo:
+            out.append(p.jobs[0])
+            continue
+        first = p.jobs[0]
+        out.append(Job(first.experiment, f"{first.name}+{len(p.jobs) - 1}", PACK_KIND, first.run_dir, first.config,
+                       {"members": [j.to_dict() for j in p.jobs]}, first.force))
+    return out
+
+
+def unpack_outcomes(outcomes: list[JobOutcome]) -> list[JobOutcome]:
+    """One outcome per run: a pack's for each of its members, with the member's own result."""
+    out = []
+    for o in outcomes:
+        if o.job.kind != PACK_KIND:
+            out.append(o)
+            continue
+        for d in o.job.options["members"]:
+            m = Job(**d)
+            result = (o.result.get("members") or {}).get(m.label, {}) if isinstance(o.result, dict) else {}
+            out.append(JobOutcome(m, o.status, o.seconds, result, o.error, o.log, o.slot))
+    return out
+
+
+def describe(packs: list[Pack]) -> list[str]:
+    """The dry run's packing table: each ensemble with its runs, then each solo run and why."""
+    ens = [p for p in packs if not p.solo]
+    lines = [f"packing: {sum(len(p.jobs) for p in ens)} run(s) in {len(ens)} ensemble(s), "
+             f"{len(packs) - len(ens)} run(s) solo"]
+    lines += [f"  ensemble of {len(p.jobs)}: {', '.join(j.label for j in p.jobs)}" for p in ens]
+    lines += [f"  solo: {p.jobs[0].label} ({p.reason})" for p in packs if p.solo]
+    return lines

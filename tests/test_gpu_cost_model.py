@@ -1,0 +1,144 @@
+"""The GPU cost model (posrnn_cli/sweep/gpu_model.py, gpu_plan.py): it holds every committed
+measured row, never prices the faster switches above fp32, keeps each row to its own switches,
+gives parallel cores no floor, prices the language model at its real tokens, and refuses a plan
+whose run cannot fit the device."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posrnn_cli.cli import app
+from posrnn_cli.common.config import resolve_config
+from posrnn_cli.models.head import HEAD_CHUNK_TOKENS
+from posrnn_cli.sweep import cost
+from posrnn_cli.sweep.gpu_model import GATES, Work, row_work
+from posrnn_cli.sweep.gpu_plan import pack_ms, seed_packs
+from posrnn_cli.sweep.lm_tokens import lm_tokens
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fabricate import scratch  # noqa: E402
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _model(rows=None):
+    return cost.gpu_rate(H100, True, cost.load_table() if rows is None else rows).model
+
+
+def test_the_model_holds_every_committed_measured_row_within_ten_percent():
+    model = _model()
+    rows = cost.load_table()
+    assert rows
+    for r in rows:
+        assert model.ms_per_iter(row_work(r)) == pytest.approx(r["ms_per_iter"], rel=0.10), r
+
+
+def _grid():
+    for core in (*GATES, "s4d", "transformer"):
+        for steps in (16, 128, 1536):
+            for step_flops in (1e7, 7e9, 1e11):
+                for head in (0.0, 3e9, 1.6e12, 2e13):
+                    rec = step_flops * steps if core in GATES else 0.0
+                    yield Work(core, steps, rec, head, rec + head if core in GATES else step_flops * steps + head)
+
+
+def test_amp_and_the_graph_never_price_a_cell_above_its_fp32_price():
+    model = _model()
+    for w in _grid():
+        fp32 = model.ms_per_iter(w)
+        for sw in ((True, False), (True, True), (False, True)):
+            assert model.ms_per_iter(replace(w, amp=sw[0], cuda_graph=sw[1])) <= fp32 * (1 + 1e-12), (w, sw)
+
+
+def test_a_gru_cell_at_small_v_is_priced_by_the_gru_row_not_the_head_bound_lstm_row():
+    """The only amp + graph row is head-bound (the V = 16,384 LSTM): it sets the head's rate
+    under those switches, not the recurrence's floor, so fig2's GRU at V = 32 costs less than
+    its measured fp32 12.08 ms there."""
+    model = _model()
+    gru = next(r for r in cost.load_table() if r["model"] == "gru")
+    w = row_work(gru)
+    amp = model.ms_per_iter(replace(w, amp=True, cuda_graph=True))
+    assert amp < gru["ms_per_iter"] and amp == pytest.approx(gru["ms_per_iter"] / 1.2, rel=0.01)
+    assert any("amp: the recurrence 1.2× faster than fp32 (assumption" in n for n in model.notes)
+
+
+def test_each_row_is_read_under_its_own_switches_only():
+    gru = next(r for r in cost.load_table() if r["model"] == "gru")
+    model = _model([{**gru, "amp": True, "ms_per_iter": 5.0}])  # an amp row alone: fp32 has nothing measured
+    w = row_work(gru)
+    assert model.ms_per_iter(replace(w, amp=True)) == pytest.approx(5.0, rel=0.01)  # its small head priced on top
+    assert model.ms_per_iter(w) == pytest.approx(w.total_flops / model.assumed_rate(False))
+    assert any("25% of the dense peak" in n for n in model.notes)
+
+
+def test_cores_without_sequential_steps_get_no_floor():
+    model = _model()
+    tiny = Work("s4d", 1536, 0.0, 1e6, 1e8)
+    assert model.ms_per_iter(tiny) == pytest.approx(1e8 / model.assumed_rate(False))
+    rnn = Work("gru", 1536, 1e8, 1e6, 1e8 + 1e6)  # the same FLOPs as a GRU: the floor holds it up
+    assert model.ms_per_iter(rnn) > 1536 * 0.09
+
+
+def test_seeds_are_packed_and_nothing_else():
+    runs = [(f"r{s}{v}", {"task": {"vocab_size": v}, "train": {"seed": s}}) for v in (8, 16) for s in range(7)]
+    packs = seed_packs(runs, k=5)
+    assert [len(p) for p in packs] == [5, 2, 5, 2]
+    assert all(len({lbl[-1:] if lbl.endswith("8") else lbl[-2:] for lbl in p}) == 1 for p in packs)
+    model = _model()
+    w = row_work(next(r for r in cost.load_table() if r["model"] == "gru"))
+    solo = model.ms_per_iter(replace(w, amp=True, cuda_graph=True))
+    assert solo < pack_ms(model, w, 5) < 5 * solo
+
+
+def _lm_cfg(data=None, **train):
+    return resolve_config(options={"task.name": "lm", "task.data": data or "/nonexistent/enc", "task.vocab_size": 32768,
+                                   "task.length": 1024, "model.name": "lstm", "model.hidden_size": 512,
+                                   "train.batch_size": 512, "train.device": "cuda",
+                                   **{f"train.{k}": v for k, v in train.items()}})
+
+
+def test_the_language_model_is_priced_at_its_real_tokens_and_fits_80_gb_with_the_chunked_head():
+    """B = 512, T = 1,024, V = 32,768: the head sees the real tokens of the assumed paragraph
+    lengths, the recurrence the padded batch; the step's peak fits in 80 GB with the chunked head
+    and not with the plain one (its logits alone are 68.7 GB)."""
+    cfg = _lm_cfg()
+    toks = lm_tokens(None, 1024, 512)
+    assert 100 < toks.real_per_paragraph < 300 and toks.padded_steps > 1000 and "assumed" in toks.source
+    w = cost.run_work(cfg)
+    assert w.head_flops == pytest.approx(3 * 2 * 512 * 32768 * toks.real_per_paragraph * 512)
+    assert w.chunked and w.peak_bytes < 80e9
+    plain = w.peak_bytes - 12 * 32768 * HEAD_CHUNK_TOKENS + 12 * 32768 * 512 * 1023
+    assert plain > 80e9 and 4 * 512 * 1023 * 32768 > 68e9
+
+
+def test_the_dry_run_refuses_in_one_line_a_plan_whose_run_cannot_fit(tmp_path, monkeypatch):
+    monkeypatch.setattr(cost, "gpu_kind", lambda: ("H100", False))
+    grid = {"cells": [{"model": "gru", "vocab": 65536}], "pe": ["none"], "seeds": [1], "length": 64, "hidden": 16,
+            "iterations": 10, "batch": 4096, "warmup": 1}
+    params = scratch(tmp_path, device="cuda", fig2=grid)
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"])
+    assert r.exit_code != 0 and "Traceback" not in r.output, r.output
+    line = [x for x in r.output.splitlines() if "needs about" in x]
+    assert len(line) == 1 and "train.batch_size" in line[0] and "torchrun" in line[0] and "in chunks" in line[0]
+
+
+def test_the_lm_is_priced_at_the_encoded_corpus_own_lengths_where_it_exists(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    for argv in (["lm", "prepare", "--data-dir", str(root / "data/wikitext-mini"), "--out", str(tmp_path / "txt")],
+                 ["lm", "tokenizer", "--data", str(tmp_path / "txt"), "--out", str(tmp_path / "tok"), "--vocab-size", "300"],
+                 ["lm", "encode", "--data", str(tmp_path / "txt"), "--tokenizer", str(tmp_path / "tok"), "--out",
+                  str(tmp_path / "enc"), "--max-tokens", "48"]):
+        r = CliRunner().invoke(app, argv)
+        assert r.exit_code == 0, r.output
+    from posrnn_cli.lm.encode import LMCorpus
+
+    lengths = LMCorpus(tmp_path / "enc", "train").lengths
+    toks = lm_tokens(str(tmp_path / "enc"), 48, 8)
+    assert "measured from the encoded corpus" in toks.source
+    assert toks.real_per_paragraph == pytest.approx(float((lengths - 1).mean()))
+    assert lengths.max() - 1 >= toks.padded_steps > (lengths - 1).mean()
