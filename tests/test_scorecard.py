@@ -550,7 +550,7 @@ def test_rich_table_has_one_row_per_claim(tmp_path):
     assert table.row_count == len(rows) and len(table.columns) == 4
 
 
-@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond", "beyond2"])
+@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond", "beyond2", "beyond3"])
 def test_the_committed_scorecard_is_what_its_tables_give(profile):
     """The lite and beyond scorecards in the repository (and quoted in docs/results.md) are recomputed
     from the committed tables by the current claims, code and profile design (its ``power``)."""

@@ -361,14 +361,14 @@ def test_seeds_table_lists_every_open_verdict(tmp_path):
     assert result.exit_code == 0 and result.output == text
 
 
-@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond", "beyond2"])
+@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond", "beyond2", "beyond3"])
 def test_committed_seeds_table_is_what_the_scorecard_gives(profile):
     folder = ROOT / "results" / profile
     rows = json.loads((folder / "scorecard" / "scorecard.json").read_text())["rows"]
     assert (folder / "scorecard" / "seeds.md").read_text() == report.seeds_markdown(rows, profile)
 
 
-@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond", "beyond2"])
+@pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "beyond", "beyond2", "beyond3"])
 def test_readme_results_are_the_scorecard(profile):
     """Every verdict and count the results page (docs/results.md, linked from the README) states
     for a profile is its committed scorecard's."""

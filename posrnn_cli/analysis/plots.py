@@ -274,6 +274,14 @@ def draw_mamba_conv(t: dict, path: Path) -> None:
              + f"{'conv' if r.get('conv', True) else 'no conv'} {pe_label(r['pe'])}\nV {r['vocab_size']}")
 
 
+def draw_irie(t: dict, path: Path) -> None:
+    """Irie's Transformers: accuracy per core, layer count and PE (the permutation shares are in the table)."""
+    rows = sorted(t["irie"], key=lambda r: (_model_key(r["model"]), r["layers"], _pe_key(r["pe"])))
+    fig_bars(rows, path, f"Irie's task: Transformers by layers ({_setting(rows[0])})",
+             label=lambda r: f"{model_label(r['model'])}\n{r['layers']} layer{'' if r['layers'] == 1 else 's'} "
+                             f"{pe_label(r['pe'])}")
+
+
 def draw_dual(t: dict, path: Path) -> None:
     fig_dual(t["dual"], path)
 
