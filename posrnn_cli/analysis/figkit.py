@@ -234,8 +234,8 @@ def _chance(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
     """The floor lines of each row at ``xs``: chance (dashed, gid "chance") and what position
     alone reaches (dotted, gid "position"): one horizontal line when all rows share it, short
     segments over each x otherwise, a curve when ``half`` is None (x = V)."""
-    rule = "1/P (a guess among the values in context)" if any(r.get("task") == "mqar" for r in rows) else \
-        "1/V (uniform guess)"
+    rule = next((floors.CHANCE_LABEL[r["task"]] for r in rows if r.get("task") in floors.CHANCE_LABEL),
+                "1/V (uniform guess)")
     for level, gid, ls, name in ((chance_level, "chance", "--", f"chance {rule}"),
                                  (position_level, "position", ":", "from position alone")):
         pts = sorted({(x, level(r)) for x, r in zip(xs, rows) if level(r) is not None})

@@ -25,6 +25,9 @@ class Entry:
     #: cores: the model.state_size a new run takes on a CPU when the command line gives none (a
     #: core whose step grows with it); None: the configured one everywhere
     cpu_state_size: Optional[int] = None
+    #: tasks: sequences of an encoded corpus (their lengths vary; the output head sees the real
+    #: tokens only, in chunks), not drawn by the task
+    corpus: bool = False
 
 
 TASKS: dict[str, Entry] = {
@@ -34,7 +37,7 @@ TASKS: dict[str, Entry] = {
     "predecessor": Entry("L distinct tokens, one shown again; target its predecessor"),
     "copy": Entry("copy memory: T blank steps (--delay), then target x_1..x_L"),
     "continuous": Entry("reverse unit vectors in R^d (--dim); loss 1 - cosine", vocabulary=False, measure="cosine"),
-    "lm": Entry("next-token prediction over an encoded corpus (posrnn lm)", measure="perplexity"),
+    "lm": Entry("next-token prediction over an encoded corpus (posrnn lm)", measure="perplexity", corpus=True),
     "mqar": Entry("MQAR: --pairs key-value pairs, keys asked again; target values"),
 }
 

@@ -43,6 +43,8 @@ DRAWS = 200_000
 #: how each line is derived, in words (the scorecard quotes them in a "not testable" reason)
 CHANCE_RULE = {"reverse": "1/V", "copy": "1/V", "predecessor": "1/V", "sort": "1/V",
                "mqar": "1/P, a guess among the values in the context"}
+#: the chance line's legend in the figures, where it is not 1/V
+CHANCE_LABEL = {"mqar": "1/P (a guess among the values in context)"}
 POSITION_RULE = {"sort": "the most likely k-th order statistic at each position",
                  "mqar": "the value of the pair most likely asked at each query step"}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from . import catalog
 from .errors import PosrnnError
 
 #: float32 and int64 sizes
@@ -44,7 +45,8 @@ def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
     t, m = cfg.train, cfg.model
     # a step of the continuous task is a vector of task.dim floats (inputs, targets and the normalised draw:
     # three copies), of the others a token id (inputs and targets)
-    step_bytes = cfg.task.dim * F32 * 3 if cfg.task.name == "continuous" else I64 * 2
+    vectors = not catalog.TASKS[cfg.task.name].vocabulary  # the continuous task: vectors, not ids
+    step_bytes = cfg.task.dim * F32 * 3 if vectors else I64 * 2
     train_tokens, eval_tokens = t.batch_size * out_steps, t.eval_batch_size * out_steps
     if head_chunk:
         train_tokens, eval_tokens = min(train_tokens, head_chunk), min(eval_tokens, head_chunk)
@@ -52,7 +54,7 @@ def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
         ((n_inputs * m.E + n_outputs * m.hidden_size) * F32 * 4, "the embedding and output layer with their gradients "
          "and Adam's moments", "task.vocab_size, model.hidden_size"),
         (cfg.task.n_test * steps * step_bytes, "the held-out test set",
-         "task.n_test, task.length" + (", task.dim" if cfg.task.name == "continuous" else "")),
+         "task.n_test, task.length" + (", task.dim" if vectors else "")),
         (train_tokens * n_outputs * F32 * 3, "a training batch's logits and their gradients",
          "train.batch_size, task.vocab_size"),
         (eval_tokens * n_outputs * F32 * 2, "an evaluation batch's logits",

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..common import catalog
 from ..common.config import RunConfig
 
 REPROS = Path(__file__).with_name("measured_repros.json")
@@ -91,7 +92,7 @@ def representatives(cfgs: list[RunConfig], flops: Callable[[RunConfig], float]) 
         by.setdefault(cfg.model.name, []).append(cfg)
     out = {}
     for core, runs in sorted(by.items()):
-        pool = [c for c in runs if c.task.name != "lm"] or runs
+        pool = [c for c in runs if not catalog.TASKS[c.task.name].corpus] or runs
         uniq = {json.dumps(c.to_dict(), sort_keys=True, default=str): c for c in pool}
         ranked = sorted(uniq.values(), key=lambda c: (flops(c), json.dumps(c.to_dict(), sort_keys=True, default=str)))
         out[core] = ranked[(len(ranked) - 1) // 2]

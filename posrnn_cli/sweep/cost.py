@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..common import catalog
 from ..common.config import RunConfig
 from ..common.experiments import trains
 from ..common.memory import human
@@ -110,7 +111,7 @@ def run_work(cfg: RunConfig) -> Work:
     with torch.device("meta"):
         model = build_model(cfg, task)
     T, K, B, H = task.max_steps, cfg.task.length, cfg.train.batch_size, cfg.model.hidden_size
-    if cfg.task.name == "lm":
+    if catalog.TASKS[cfg.task.name].corpus:
         from .lm_tokens import lm_tokens
 
         toks = lm_tokens(cfg.task.data, cfg.task.length, B)
@@ -124,7 +125,7 @@ def run_work(cfg: RunConfig) -> Work:
         embed = sum(p.numel() for n, p in model.named_parameters() if "embed" in n)
         work = Work(name, round(T), 0.0, head, 6.0 * (sum(p.numel() for p in model.parameters()) - embed) * T * B,
                     t.amp, t.cuda_graph)
-    chunk = HEAD_CHUNK_TOKENS if cfg.task.name == "lm" else None
+    chunk = HEAD_CHUNK_TOKENS if catalog.TASKS[cfg.task.name].corpus else None
     peak = peak_bytes(work, B, model.encoder.out_dim, H, task.n_outputs, K * B,
                       sum(p.numel() for p in model.parameters()), chunk)
     return replace(work, peak_bytes=peak, chunked=chunk is not None)
@@ -282,9 +283,10 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
     for job, _, _ in works.values():
         runs[job.experiment] = runs.get(job.experiment, 0) + 1
     src = "measured rows" if rate.measured else "no measured row"
-    lines = experiment_lines(per_exp, runs, src) + pack_lines(packs, k)
+    corpus = {job.experiment for job, cfg, _ in works.values() if catalog.TASKS[cfg.task.name].corpus}
+    lines = experiment_lines(per_exp, runs, src, corpus=corpus) + pack_lines(packs, k)
     lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {PACK_NOTE}"]
-    lm = [(cfg, w) for job, cfg, w in works.values() if cfg.task.name == "lm"]
+    lm = [(cfg, w) for job, cfg, w in works.values() if catalog.TASKS[cfg.task.name].corpus]
     if lm:
         from .lm_tokens import lm_tokens
 

@@ -83,16 +83,17 @@ def check_fits(label: str, need: float, have: float, chunked: bool) -> None:
 
 
 def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int], source: str = "measured rows",
-                     unit_s: float = 3600.0) -> list[str]:
+                     unit_s: float = 3600.0, corpus: frozenset = frozenset()) -> list[str]:
     """One line per experiment: its runs and GPU-hours in fp32, amp + cuda_graph, and packed; the
-    synthetic tasks, the language model and all of them apart; then what each column rests on."""
+    synthetic tasks, the language model (the experiments in ``corpus``, whose runs read an encoded
+    corpus) and all of them apart; then what each column rests on."""
     cols = ("fp32", "amp", "packed")
     lines = [f"  {'experiment':<18} {'runs':>6} {'fp32':>10} {'amp+graph':>10} {'packed':>10}   (GPU-hours)"]
     parts: dict[str, dict[str, float]] = {"synthetic tasks": {}, "language model": {}, "all": {}}
     n = {"synthetic tasks": 0, "language model": 0, "all": 0}
     for exp, by in per_exp.items():
         lines.append(f"  {exp:<18} {runs[exp]:>6,} " + " ".join(f"{amount(by[k] / unit_s):>10}" for k in cols))
-        for name in ("language model" if exp == "lm" else "synthetic tasks", "all"):
+        for name in ("language model" if exp in corpus else "synthetic tasks", "all"):
             n[name] += runs[exp]
             for k, v in by.items():
                 parts[name][k] = parts[name].get(k, 0.0) + v
