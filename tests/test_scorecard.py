@@ -377,6 +377,9 @@ def test_the_s4d_stability_is_read_with_the_target_inside_the_input(tmp_path):
 
 def test_claims_file_is_well_formed():
     claims = sc.load_claims()
+    cited = [c["id"] for c in claims if c.get("section", "papers") == "papers"
+             and not any(n in re.findall(sc.PAPER_NUMBER, c["paper"]) for n in sc.AUTHORS)]
+    assert not cited, f"these claims of the papers cite no paper by its number (docs/papers.md): {cited}"
     assert len({c["id"] for c in claims}) == len(claims)
     for c in claims:
         sc.validate_claim(c)
@@ -579,7 +582,7 @@ def test_scorecard_imports_no_training_code():
     import ast
 
     trees = [ast.parse(f.read_text()) for f in Path(sc.__file__).parent.glob("*.py")]
-    allowed = {"__future__", "contextvars", "csv", "math", "dataclasses", "pathlib", "typing", "numpy", "yaml", "rich.table",
+    allowed = {"__future__", "contextvars", "csv", "math", "re", "dataclasses", "pathlib", "typing", "numpy", "yaml", "rich.table",
                "rich.text", "rich.console", "posrnn_cli.common", "posrnn_cli.common.io", "posrnn_cli.common.errors",
                "posrnn_cli.common.stats", "posrnn_cli.common.tables",  # tables: the result-table checks io reads too
                "posrnn_cli.common.keys",  # the table of config keys (which columns hold True/False)
@@ -607,3 +610,32 @@ def test_a_baseline_core_at_another_h_is_found_through_baseline_ignores(tmp_path
     blind = {**claim, "params": {k: v for k, v in claim["params"].items() if k != "baseline_ignores"}}
     row = score(tmp_path, blind, dual=drop_rows("mamba", mamba_at, 0.01) + drop_rows("gru", gru_at, 0.3))
     assert at(row) == NM and "no baseline row" in row["at_regime"]["reason"]
+
+
+def test_the_first_count_line_is_moritas_claims_at_the_papers_regime():
+    """Every committed scorecard counts Morita's claims first, at the papers' regime, even when
+    none is measured there; Irie's, the checks of the implementation and the project's hypotheses
+    are counted apart, each group from the claims' data (section, implementation, the paper cited)."""
+    from posrnn_cli.analysis import report
+
+    root = Path(__file__).resolve().parents[1]
+    names = sorted(p.parent.parent.name for p in root.glob("results/*/scorecard/scorecard.json"))
+    assert names
+    for name, rows in report.committed_scorecards(root, names).items():
+        summary = sc.summarize(rows)
+        lines = sc.count_lines("papers", summary["papers"])
+        assert lines[0].startswith("Morita's claims at the papers' regime ("), (name, lines[0])
+        md = (root / "results" / name / "scorecard" / "scorecard.md").read_text()
+        assert md.split("\n- ", 1)[1].startswith("Morita's claims at the papers' regime"), name
+        groups = {g: c["at_regime"]["claims"] for sec in summary.values() for g, c in sec["groups"].items()}
+        assert sum(groups.values()) == len(rows) and groups["morita"] > 0, (name, groups)
+    claims = sc.load_claims()
+    cited = [c["id"] for c in claims if c.get("section", "papers") == "papers"
+             and not any(n in re.findall(sc.PAPER_NUMBER, c["paper"]) for n in sc.AUTHORS)]
+    assert not cited, f"these claims of the papers cite no paper by its number (docs/papers.md): {cited}"
+    assert {c["id"] for c in claims if sc.claim_group(c) == "irie"} and all(
+        "004" in c["paper"] and not c.get("implementation") for c in claims if sc.claim_group(c) == "irie")
+    assert sc.claim_group({"paper": "x (004 §3)", "implementation": True}) == "implementation"
+    assert sc.claim_group({"paper": "x (004 §3)", "section": "beyond"}) == "hypotheses"
+    assert sc.claim_group({"paper": "x (004 §3; 002 §4.1)"}) == "morita"
+    assert sc.claim_group({"paper": "600,000 iterations (004, Abstract)"}) == "irie"

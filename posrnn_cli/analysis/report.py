@@ -125,8 +125,7 @@ def readme_block(rows: list[dict], name: str) -> str:
             continue
         s = summary[section]
         where = REGIME_WORDS[section]
-        at_regime, off = count_lines(section, s, PARTIAL)
-        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "", f"- {at_regime}", f"- {off}", ""]
+        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "", *(f"- {line}" for line in count_lines(section, s, PARTIAL)), ""]
         measured = [r for r in rows if r["section"] == section
                     and any(r[scope]["verdict"] != "not measured" for scope in SCOPES)]
         if measured:
@@ -280,9 +279,8 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
         if section not in summary:
             continue
         s = summary[section]
-        at_regime, off = count_lines(section, s, PARTIAL)
         parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
-                  Text(at_regime), Text(off)]
+                  *(Text(line) for line in count_lines(section, s, PARTIAL))]
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
         t.add_column("claim", overflow="fold", no_wrap=True)
         t.add_column("at regime", overflow="fold")

@@ -42,7 +42,7 @@ claims.yaml), ``score`` (scoring, Holm's step, seeds needed, counts) and ``rende
 JSON, rich).
 """
 
-from .claims import CLAIMS_PATH, KINDS, REGIME_WORDS, SCHEMAS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
+from .claims import AUTHORS, CLAIMS_PATH, GROUPS, KINDS, PAPER_NUMBER, REGIME_WORDS, claim_group, SCHEMAS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
 from .contrasts import MIN_CHECKPOINTS, check_gap_contrast, check_robust, check_stability_decay
 from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE,
                    OPEN, REPRODUCED, REQUIRED_COLUMNS, SCOPE_NAMES, SCOPES, TABLES, TOO_FEW_SEEDS, UNDERPOWERED,
@@ -54,7 +54,7 @@ from .score import evaluate_claim, holm_rejected, scorecard, summarize
 from .tables import Table, TableSet, load_table
 
 __all__ = [
-    "CLAIMS_PATH", "KINDS", "REGIME_WORDS", "SCHEMAS", "SECTIONS", "TESTS", "load_claims", "validate_claim", "validate_power",
+    "AUTHORS", "CLAIMS_PATH", "GROUPS", "KINDS", "PAPER_NUMBER", "REGIME_WORDS", "claim_group", "SCHEMAS", "SECTIONS", "TESTS", "load_claims", "validate_claim", "validate_power",
     "MIN_CHECKPOINTS", "check_gap_contrast", "check_robust", "check_stability_decay", "DIRECTION_ONLY", "EVAL_TABLES",
     "INCONCLUSIVE", "MIN_SEEDS", "NOT_MEASURED", "NOT_REPRODUCED", "NOT_TESTABLE", "OPEN", "REPRODUCED",
     "REQUIRED_COLUMNS", "SCOPE_NAMES", "SCOPES", "TABLES", "TOO_FEW_SEEDS", "UNDERPOWERED", "VERDICTS", "Outcome",

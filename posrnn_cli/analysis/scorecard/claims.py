@@ -4,6 +4,7 @@ accepts), and loading and validating the claims against it."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -161,6 +162,29 @@ SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {k: lis
 SECTIONS = {"papers": "The papers' claims", "beyond": "Beyond the papers"}
 #: where a section's verdicts are read: the papers' regime, or the regime a hypothesis states
 REGIME_WORDS = {"papers": "at the papers' regime", "beyond": "at the hypothesis's regime"}
+#: the papers by their numbers in docs/papers.md: 000–003 are versions of Morita's paper, 004 is
+#: Irie's note; a claim of the papers is counted under the author of the papers its ``paper:`` cites
+#: a paper's number in a ``paper:`` field: three digits on their own, not part of a figure ("600,000")
+PAPER_NUMBER = r"(?<![\d,.])\b(\d{3})\b(?![,.]?\d)"
+AUTHORS = {"000": "morita", "001": "morita", "002": "morita", "003": "morita", "004": "irie"}
+#: the groups the scorecard counts apart, in the order it counts them: (section, name)
+GROUPS = {"morita": ("papers", "Morita's claims"), "irie": ("papers", "Irie's claims"),
+          "implementation": ("papers", "Checks of the implementation"),
+          "hypotheses": ("beyond", "The project's hypotheses")}
+
+
+def claim_group(c: dict) -> str:
+    """A claim's (or scorecard row's) count group, from its data: ``section: beyond`` is one of
+    the project's hypotheses, ``implementation: true`` a check of the implementation, else the
+    author of the papers its ``paper:`` field cites (Irie's when it cites only 004, else Morita's)."""
+    if c.get("section", "papers") == "beyond":
+        return "hypotheses"
+    if c.get("implementation"):
+        return "implementation"
+    cited = {AUTHORS[n] for n in re.findall(PAPER_NUMBER, c.get("paper", "")) if n in AUTHORS}
+    return "irie" if cited == {"irie"} else "morita"
+
+
 _TEXT_KEYS = ("id", "claim", "paper", "test")
 _SCORED_KEYS = {"id", "claim", "paper", "tables", "regime", "kind", "params", "test"}
 _OPTIONAL_KEYS = {"models", "section", "implementation"}

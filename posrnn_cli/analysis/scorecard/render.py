@@ -9,7 +9,7 @@ from typing import Any, Optional
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text
 
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES, TOO_FEW_SEEDS, VERDICTS)
-from .claims import REGIME_WORDS, SECTIONS
+from .claims import GROUPS, REGIME_WORDS, SECTIONS
 from .score import scorecard, summarize
 
 
@@ -26,13 +26,16 @@ def count_text(c: dict, partial: str = PARTIAL) -> str:
     return text or "none"
 
 
-def count_lines(section: str, s: dict, partial: str = PARTIAL, claims: bool = False) -> tuple[str, str]:
-    """A section's two count lines (``s``: its ``summarize`` entry): at the papers' regime (with
-    the number of claims when ``claims``), then the indications off it."""
+def count_lines(section: str, s: dict, partial: str = PARTIAL) -> list[str]:
+    """A section's count lines (``s``: its ``summarize`` entry), one per count group
+    (``claims.GROUPS``, Morita's claims first) at its regime, then one per group off it."""
     where = REGIME_WORDS[section]
-    n = f" ({s['at_regime']['claims']} claims)" if claims else ""
-    return (f"{where[0].upper()}{where[1:]}{n}: {count_text(s['at_regime'], partial)}.",
-            f"Indications off {where.split(' ', 1)[1]}: {count_text(s['indication'], partial)}.")
+    groups = s["groups"]
+    at = [f"{GROUPS[g][1]} {where} ({c['at_regime']['claims']} claims): {count_text(c['at_regime'], partial)}."
+          for g, c in groups.items()]
+    off = [f"{GROUPS[g][1]}, indications off {where.split(' ', 1)[1]}: {count_text(c['indication'], partial)}."
+           for g, c in groups.items()]
+    return at + off
 
 
 def _md(text: Any) -> str:
@@ -58,8 +61,7 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
         if section not in summary:
             continue
         where = REGIME_WORDS[section]
-        at_regime, off = count_lines(section, summary[section], claims=True)
-        lines += [f"## {title_s}", "", f"- {at_regime}", f"- {off}", "",
+        lines += [f"## {title_s}", "", *(f"- {line}" for line in count_lines(section, summary[section])), "",
                   f"| claim | paper | regime | {where} | indication off the regime |",
                   "|---|---|---|---|---|"]
         for r in [r for r in rows if r["section"] == section]:
@@ -132,9 +134,7 @@ def scorecard_rich_table(rows: list[dict]):
     heads = []
     for section, title in SECTIONS.items():
         if section in summary:
-            s = summary[section]
-            heads.append(Text(f"{title}: {REGIME_WORDS[section]}: {count_text(s['at_regime'])}. "
-                              f"Indications off the regime: {count_text(s['indication'])}."))
+            heads.append(Text(f"{title}: " + " ".join(count_lines(section, summary[section]))))
     t = RichTable(title="Reproduction scorecard", show_lines=True)
     t.add_column("claim", ratio=3, overflow="fold")  # an id folds, never cut: two claims never look the same
     t.add_column("regime", ratio=2, overflow="fold")

@@ -16,7 +16,7 @@ from posrnn_cli.common.tables import is_number
 from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _FORCE, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
 from .tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
-from .claims import REGIME_WORDS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
+from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim, validate_power
 
 
 # ---- the scorecard --------------------------------------------------------------------------
@@ -253,7 +253,8 @@ def scorecard(results_dir: Path, claims: Optional[list[dict]] = None, power: Opt
 
 def summarize(rows: list[dict]) -> dict:
     """Counts per section and scope: verdicts of claims with every model measured, and partial
-    claims apart (``partial``: counts of their verdicts)."""
+    claims apart (``partial``: counts of their verdicts); ``groups``: the same per count group
+    (``claims.GROUPS``: Morita's, Irie's, checks of the implementation, the project's hypotheses)."""
     out: dict = {}
     for section in SECTIONS:
         rs = [r for r in rows if r["section"] == section]
@@ -261,8 +262,15 @@ def summarize(rows: list[dict]) -> dict:
             continue
         out[section] = {}
         for scope in SCOPES:
-            full = [r[scope]["verdict"] for r in rs if not r[scope]["partial"]]
-            part = [r[scope]["verdict"] for r in rs if r[scope]["partial"]]
-            out[section][scope] = {"claims": len(rs), **{v: full.count(v) for v in VERDICTS},
-                                   "partial": {v: part.count(v) for v in VERDICTS if part.count(v)}}
+            out[section][scope] = _counts(rs, scope)
+        groups = [g for g, (sec, _) in GROUPS.items() if sec == section]
+        out[section]["groups"] = {g: {scope: _counts([r for r in rs if claim_group(r) == g], scope) for scope in SCOPES}
+                                  for g in groups if any(claim_group(r) == g for r in rs)}
     return out
+
+
+def _counts(rs: list[dict], scope: str) -> dict:
+    full = [r[scope]["verdict"] for r in rs if not r[scope]["partial"]]
+    part = [r[scope]["verdict"] for r in rs if r[scope]["partial"]]
+    return {"claims": len(rs), **{v: full.count(v) for v in VERDICTS},
+            "partial": {v: part.count(v) for v in VERDICTS if part.count(v)}}
