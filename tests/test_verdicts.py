@@ -516,6 +516,53 @@ def test_the_results_page_shows_the_profiles_side_by_side():
         "run: posrnn scorecard --across --page docs/results.md"
 
 
+
+# ---- the README's answer ----------------------------------------------------------------------------
+def _profiles() -> list[str]:
+    import yaml
+    return list(yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"])
+
+
+def test_the_readmes_answer_is_the_scorecards():
+    """The README answers its question first (after its first paragraph, before Quick start), in
+    sentences generated from every committed scorecard."""
+    text = (ROOT / "README.md").read_text()
+    block = report.readme_block_in(text, report.ANSWER)
+    assert block == report.answer_block(report.committed_scorecards(ROOT, _profiles())), \
+        "run: posrnn scorecard --across --page README.md"
+    assert text.index(block) < text.index("## Quick start") and text.index(block) > text.index("\n\n")
+    assert "Morita's" in block and "At the papers' regime" in block and "Beyond the papers" in block
+
+
+def test_the_answer_follows_the_scorecards_verdicts():
+    """A verdict of one of Morita's GRU or LSTM claims changes the answer: off the regime in the
+    CPU sentence, at the regime in the papers' sentence (which then no longer says none is measured)."""
+    import copy
+
+    scored = report.committed_scorecards(ROOT, _profiles())
+    before = report.answer_block(scored)
+    changed = copy.deepcopy(scored)
+    row = next(r for r in changed["lite"] if r["id"] == "fig2_gru_pe_95")
+    row["indication"]["verdict"] = R
+    assert report.answer_block(changed) != before
+    row["at_regime"] = {"verdict": R, "partial": False}
+    after = report.answer_block(changed)
+    assert "none of Morita's" not in after and "`lite`: 1 reproduced" in after
+    assert "none of Morita's" in before  # no committed profile measures them at the papers' regime
+
+
+def test_scorecard_across_rewrites_the_answer_block(tmp_path):
+    page = tmp_path / "README.md"
+    page.write_text("# x\n\n<!-- results:answer -->\nold\n<!-- /results:answer -->\n")
+    result = CliRunner().invoke(app, ["scorecard", "--across", "--page", str(page), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert report.readme_block_in(page.read_text(), report.ANSWER) == report.answer_block(
+        report.committed_scorecards(ROOT, _profiles()))
+    page.write_text("# no block\n")
+    result = CliRunner().invoke(app, ["scorecard", "--across", "--page", str(page), "--quiet"])
+    assert result.exit_code != 0 and "no block built across profiles" in result.output and page.read_text() == "# no block\n"
+
+
 # ---- no open result written as a negative ---------------------------------------------------------------
 #: phrases that state an effect's absence (or a fall) in words; beside an open verdict they say
 #: more than the data do

@@ -19,7 +19,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
-                        count_lines, seeds_text, summarize)
+                        VERDICTS, claim_group, count_lines, seeds_text, summarize)
 
 #: how the seeds table and the README name the two scopes
 SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
@@ -399,3 +399,79 @@ def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict
     if not out:
         raise PosrnnError(f"no profile has a committed scorecard under {Path(root) / 'results'}; run dvc repro first")
     return out
+
+
+# ---- the README's answer: what the scorecards say of PE for the GRU and LSTM ------------------------
+#: the name of the README's block that answers its question from every committed scorecard
+ANSWER = "answer"
+#: the papers' recurrent models the answer speaks of
+ANSWER_MODELS = ("gru", "lstm")
+
+
+def _measured_text(rows: list[dict], scope: str) -> Optional[str]:
+    """"3 reproduced, 14 inconclusive, 5 not reproduced (2 of them partial)": the verdicts of the
+    claims of ``rows`` measured in ``scope``; None when none is measured."""
+    xs = [r[scope] for r in rows if r[scope]["verdict"] != NOT_MEASURED]
+    if not xs:
+        return None
+    words = [x["verdict"] for x in xs]
+    partial = sum(bool(x.get("partial")) for x in xs)
+    return (", ".join(f"{words.count(v)} {v}" for v in VERDICTS if v in words) +
+            (f" ({partial} of them partial)" if partial else ""))
+
+
+def _per_profile(scored: dict[str, list[dict]], keep, scope: str) -> list[str]:
+    out = []
+    for p, rows in scored.items():
+        text = _measured_text([r for r in rows if keep(r)], scope)
+        if text:
+            out.append(f"`{p}`: {text}")
+    return out
+
+
+def _joined(parts: list[str]) -> str:
+    return "; ".join(parts)
+
+
+def answer_block(scored: dict[str, list[dict]]) -> str:
+    """The README's answer, from every committed scorecard: Morita's claims about the GRU and LSTM
+    at CPU scale (per profile, the claims measured and their verdicts, all off the papers'
+    regime), then at the papers' regime, then the project's hypotheses about other cores."""
+    def rnn(r: dict) -> bool:
+        return claim_group(r) == "morita" and bool(set(r.get("models") or []) & set(ANSWER_MODELS))
+    first = next(iter(scored.values()))
+    n_rnn, n_morita = sum(map(rnn, first)), sum(claim_group(r) == "morita" for r in first)
+    off = _per_profile(scored, rnn, "indication")
+    at = _per_profile(scored, lambda r: claim_group(r) == "morita", "at_regime")
+    hyp = _per_profile(scored, lambda r: claim_group(r) == "hypotheses", "at_regime")
+    cpu = (f"At CPU scale, off the papers' regime, the committed profiles read Morita's {n_rnn} claims about "
+           f"the GRU and LSTM as indications only: {_joined(off)}."
+           if off else f"No committed profile measures Morita's {n_rnn} claims about the GRU and LSTM.")
+    paper = (f"At the papers' regime, Morita's claims measured: {_joined(at)}." if at else
+             f"At the papers' regime none of Morita's {n_morita} claims is measured in any committed profile; "
+             f"`paper_core`, below, prices its headline questions on one GPU.")
+    beyond = (f" Beyond the papers, the project's hypotheses about other cores, at their own regime: {_joined(hyp)}."
+              if hyp else "")
+    return "\n".join([f"<!-- results:{ANSWER} -->",
+                      f"*Generated from the committed `results/NAME/scorecard/scorecard.json` by `posrnn scorecard "
+                      f"--across --page README.md`; a test fails when this block differs from them.*", "",
+                      f"{cpu} {paper}{beyond}", f"<!-- /results:{ANSWER} -->"])
+
+
+def across_blocks(scored: dict[str, list[dict]]) -> dict[str, str]:
+    """Every block built from all the committed scorecards: the table across profiles, the answer."""
+    return {ACROSS: across_markdown(scored), ANSWER: answer_block(scored)}
+
+
+def update_across_page(page: Path, scored: dict[str, list[dict]]) -> list[str]:
+    """Rewrite each across-profile block ``page`` holds (``across_blocks``); the names of those
+    that changed. A page with none of them is refused."""
+    try:
+        text = Path(page).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
+    blocks = {k: v for k, v in across_blocks(scored).items() if readme_block_in(text, k) is not None}
+    if not blocks:
+        raise PosrnnError(f"{page} has no block built across profiles; add the two lines '<!-- results:{ACROSS} -->' "
+                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own, where it should go")
+    return [k for k, block in blocks.items() if update_block(page, k, block)]

@@ -283,7 +283,7 @@ def scorecard(
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
-    across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's across block).")] = False,
+    across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's blocks built across profiles, the across table and the README's answer).")] = False,
     json_out: JsonOpt = False,
 ):
     """Every claim of the papers against what a profile measured, with a verdict.
@@ -331,15 +331,15 @@ def scorecard(
 
 def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> None:
     """``posrnn scorecard --across``: every profile's committed verdict of each claim."""
-    from ..analysis.report import ACROSS, across, across_lines, across_markdown, committed_scorecards, update_block
+    from ..analysis.report import across, across_lines, committed_scorecards, update_across_page
     from ..common.profiles import profiles_of, read_params
 
     names = list(profiles_of(read_params(params), params))
     scored = committed_scorecards(Path(params).resolve().parent, names)
     if page is not None:
-        changed = update_block(page, ACROSS, across_markdown(scored))
+        changed = update_across_page(page, scored)
         if not quiet:
-            typer.echo(f"{page}: the across block {'rewritten' if changed else 'already up to date'}")
+            typer.echo(f"{page}: {', '.join(changed) + ' rewritten' if changed else 'already up to date'}")
     if quiet:
         return
     if json_out:
