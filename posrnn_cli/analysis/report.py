@@ -444,8 +444,8 @@ def answer_block(scored: dict[str, list[dict]]) -> str:
     off = _per_profile(scored, rnn, "indication")
     at = _per_profile(scored, lambda r: claim_group(r) == "morita", "at_regime")
     hyp = _per_profile(scored, lambda r: claim_group(r) == "hypotheses", "at_regime")
-    cpu = (f"At CPU scale, off the papers' regime, the committed profiles read Morita's {n_rnn} claims about "
-           f"the GRU and LSTM as indications only: {_joined(off)}."
+    cpu = (f"At CPU scale, off the papers' regime (indications only), the committed profiles read Morita's "
+           f"{n_rnn} claims about the GRU and LSTM: {_joined(off)}."
            if off else f"No committed profile measures Morita's {n_rnn} claims about the GRU and LSTM.")
     paper = (f"At the papers' regime, Morita's claims measured: {_joined(at)}." if at else
              f"At the papers' regime none of Morita's {n_morita} claims is measured in any committed profile; "
