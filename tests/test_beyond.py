@@ -87,9 +87,9 @@ def _git(*args: str) -> str:
 
 #: the first hypothesis of each beyond set, and the results that score it
 STATED_FIRST = [("beyond_pe_helps_mamba_vocab", "results/beyond"), ("beyond_pe_helps_xlstm_vocab", "results/beyond2"),
-                ("beyond_map_pe_helps_mamba_with_conv", "results/beyond_map"),
-                ("beyond_map_pe_conv_add_xlstm", "results/beyond_map"),
-                ("beyond_map_pe_conv_add_xlstm", "results/beyond_map_paper"),
+                ("map_pe_on_mamba", "results/beyond_map"),
+                ("map_pe_conv_add_xlstm", "results/beyond_map"),
+                ("map_pe_conv_add_xlstm", "results/beyond_map_paper"),
                 ("kind: permutation_split", "results/beyond3"),
                 ("model: noncausal_transformer, pe: none", "results/beyond3")]
 

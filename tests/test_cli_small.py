@@ -106,7 +106,7 @@ def complete(words: str) -> list[str]:
 
 def test_completion_offers_profile_and_experiment_names():
     profiles = list(yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"])
-    assert complete("posrnn profile use l") == [p for p in profiles if p.startswith("l")] == ["lite", "lite_extra", "lite_seeds"]
+    assert complete("posrnn profile use l") == [p for p in profiles if p.startswith("l")] and "lite" in profiles
     assert complete("posrnn sweep --profile bey") == [p for p in profiles if p.startswith("bey")]
     assert complete("posrnn sweep f") == ["fig2", "forms"]
     assert "posrnn --install-completion" in (ROOT / "docs" / "cli.md").read_text()

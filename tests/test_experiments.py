@@ -193,8 +193,8 @@ def test_mamba_conv_and_mqar_run_end_to_end_at_micro_size_and_their_hypotheses_a
     assert {"mamba_conv.png", "mqar_vocab.png"} <= drawn
     scored = [r for r in scorecard(tmp_path / "results" / "tables") if set(r["tables"]) & set(new)]
     # the map's hypotheses read L ≥ 12 cells only: micro's L = 4 cells are not theirs
-    assert all(r["at_regime"]["verdict"] == "not measured" for r in scored if r["id"].startswith("beyond_map_"))
-    rows = {r["id"]: r for r in scored if not r["id"].startswith("beyond_map_")}
+    assert all(r["at_regime"]["verdict"] == "not measured" for r in scored if r["id"].startswith("map_"))
+    rows = {r["id"]: r for r in scored if not r["id"].startswith("map_")}
     assert set(rows) == {"beyond_mamba_conv_orders", "beyond_pe_stands_in_for_mamba_conv", "beyond_mqar_vanilla_degrades",
                          "beyond_pe_helps_mqar"}
     for cid, r in rows.items():

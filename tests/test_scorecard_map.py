@@ -41,9 +41,8 @@ def grid(model, acc, at_=MAP, vocabs=(16, 64, 256)):
 
 
 def test_the_maps_hypotheses(tmp_path):
-    for core in ("mamba", "gated_deltanet_layer", "hawk", "xlstm"):
-        ids = [f"beyond_map_pe_helps_{core}_with_conv", f"beyond_map_pe_helps_{core}_more_without_conv",
-               f"beyond_map_conv_beats_pe_{core}", f"beyond_map_pe_conv_add_{core}"]
+    for core, short in (("mamba", "mamba"), ("gated_deltanet_layer", "gdn_layer"), ("hawk", "hawk"), ("xlstm", "xlstm")):
+        ids = [f"map_pe_on_{short}", f"map_pe_more_off_{short}", f"map_conv_beats_pe_{short}", f"map_pe_conv_add_{short}"]
         for cid in ids:
             validate_claim(CLAIMS[cid])
         # the convolution worth 0.3, PE 0.2 without it and 0.05 with it: the first three hold, no additivity
@@ -58,7 +57,7 @@ def test_the_maps_hypotheses(tmp_path):
 
 
 def test_additivity_is_inconclusive_where_the_interaction_is_noisy(tmp_path):
-    cid = "beyond_map_pe_conv_add_hawk"
+    cid = "map_pe_conv_add_hawk"
     noisy = {(True, "sinusoidal"): [0.5, 0.7, 0.6], (True, "none"): [0.4, 0.4, 0.4],
              (False, "sinusoidal"): [0.3, 0.3, 0.3], (False, "none"): [0.2, 0.2, 0.2]}
     rows = grid("hawk", lambda conv, pe: noisy[(conv, pe)])
