@@ -124,7 +124,7 @@ def _read(path: Path) -> tuple[Optional[str], Optional[int]]:
     return (text.splitlines()[0][:400] if text else ""), st.st_ino
 
 
-def _read_settled(path: Path, wait: float = 0.5) -> tuple[Optional[str], Optional[int]]:
+def _read_settled(path: Path, wait: float = 2.0) -> tuple[Optional[str], Optional[int]]:
     """``_read``, but a lock file found empty is read again for up to ``wait`` seconds: a racer
     creates it (O_EXCL) an instant before it writes its holder's line, and is no holder-less lock."""
     deadline = time.monotonic() + wait
