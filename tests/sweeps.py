@@ -32,6 +32,30 @@ def results(root: Path) -> dict:
     return out
 
 
+def kill_sweep_while_training(work: Path, args: list[str], env: dict, pause: float) -> None:
+    """Start ``posrnn sweep ARGS`` in ``work``, wait until a worker has started a job (a run's log
+    grows), let it train ``pause`` seconds more, SIGKILL the sweep and wait until none of its
+    workers is left (they see their pipe from the sweep close and exit)."""
+    import signal
+    import subprocess
+
+    seen = sum(f.stat().st_size for f in (work / "runs").rglob("*.log"))
+    p = subprocess.Popen([*POSRNN, "sweep", *args], cwd=work, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and p.poll() is None and \
+            sum(f.stat().st_size for f in (work / "runs").rglob("*.log")) == seen:
+        time.sleep(0.05)
+    time.sleep(pause)
+    assert p.poll() is None, "the sweep finished before it could be killed"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and processes_in(work):
+        time.sleep(0.1)
+    assert not processes_in(work), "a worker outlived its sweep"
+
+
 def processes_in(folder: Path) -> list[int]:
     """Live processes whose working directory is ``folder`` (a sweep's workers inherit it)."""
     out = []

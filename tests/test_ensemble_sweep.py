@@ -6,9 +6,7 @@ while its ensemble trains, then run again, ends bit-identical to one never inter
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -21,7 +19,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.sweep.packing import default_k, ensemble_k, measured_rows, pack
 from posrnn_cli.sweep.plan import plan
-from sweeps import POSRNN, processes_in, results, same  # noqa: E402
+from sweeps import POSRNN, kill_sweep_while_training, results, same  # noqa: E402
 
 GRID = {"cells": [{"model": "gru", "vocab": 6}], "pe": ["none"], "seeds": [1, 2], "length": 4, "hidden": 8,
         "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
@@ -97,22 +95,8 @@ def test_a_packed_sweep_killed_while_its_ensemble_trains_ends_bit_identical(tmp_
     scratch(work, fig2=grid)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rng = __import__("random").Random(1)
-    for _ in range(5):
-        seen = sum(f.stat().st_size for f in (work / "runs").rglob("*.log"))
-        p = subprocess.Popen([*POSRNN, "sweep", "fig2", "--profile", "t", "--ensemble", "2"], cwd=work, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60  # until the worker has started the pack
-        while time.time() < deadline and p.poll() is None and \
-                sum(f.stat().st_size for f in (work / "runs").rglob("*.log")) == seen:
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.5, 2.0))
-        assert p.poll() is None, "the sweep finished before it could be killed"
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        deadline = time.time() + 10
-        while time.time() < deadline and processes_in(work):
-            time.sleep(0.1)
-        assert not processes_in(work), "a worker outlived its sweep"
+    for _ in range(5):  # killed while the worker trains the pack
+        kill_sweep_while_training(work, ["fig2", "--profile", "t", "--ensemble", "2"], env, rng.uniform(0.5, 2.0))
         for run in (work / "runs" / "t" / "fig2").glob("*/"):
             for _, path in list_checkpoints(run):  # whatever a loader sees is whole, and resumable alone
                 assert load_checkpoint(path)["optimizer"]["state"]

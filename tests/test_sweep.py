@@ -5,7 +5,6 @@ profile switch."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from posrnn_cli.sweep.plan import plan
 
 from conftest import ROOT  # noqa: E402 - the repository
 from fabricate import scratch  # noqa: E402 - a params file with one profile t
-from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, processes_in, results, same  # noqa: E402
+from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, kill_sweep_while_training, results, same  # noqa: E402
 TINY = {"cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6}], "pe": ["none", "sinusoidal"],
         "seeds": [1], "length": 4, "hidden": 8, "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
 
@@ -176,23 +175,8 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
     scratch(work, fig2=grid)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rng = __import__("random").Random(0)
-    for _ in range(10):
-        logs = list((work / "runs").rglob("*.log"))
-        seen = sum(f.stat().st_size for f in logs)
-        p = subprocess.Popen([*POSRNN, "sweep", "fig2", "--profile", "t"], cwd=work, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60  # until a worker has started a job: the sweep is training
-        while time.time() < deadline and p.poll() is None and \
-                sum(f.stat().st_size for f in (work / "runs").rglob("*.log")) == seen:
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 1.0))
-        assert p.poll() is None, "the sweep finished before it could be killed"
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        deadline = time.time() + 10  # its workers see their pipe from the sweep close and exit
-        while time.time() < deadline and processes_in(work):
-            time.sleep(0.1)
-        assert not processes_in(work), "a worker outlived its sweep"
+    for _ in range(10):  # killed while a worker trains a job
+        kill_sweep_while_training(work, ["fig2", "--profile", "t"], env, rng.uniform(0.0, 1.0))
         for run in (work / "runs" / "t" / "fig2").glob("*/"):
             for _, path in list_checkpoints(run):  # whatever a loader sees is whole
                 load_checkpoint(path)
