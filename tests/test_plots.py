@@ -380,3 +380,28 @@ def test_the_autoregression_figure_tells_the_feedback_modes_apart(figures):
     truth = lines["PE (sinusoidal), ground-truth feedback"]
     assert (truth.get_linestyle(), truth.get_marker()) == ("--", "s")
     assert truth.get_color() == figkit.pe_color("sinusoidal")
+
+
+def test_the_map_is_one_panel_a_core_with_an_arm_a_line_and_its_chance_curve(kept, tmp_path):
+    """The map (several cores, three V): a panel per core in the registry's order, x = V, one line
+    per {PE} × {convolution on (solid), off (dashed)}, each at its rows' means with their t
+    intervals, and the chance curve 1/V."""
+    cores = ("xlstm", "mamba")
+    rows = [acc_row(m, pe, _vals(k * 12 + c * 6 + p * 3 + j), V=V, conv=conv)
+            for k, m in enumerate(cores) for c, conv in enumerate((True, False))
+            for p, pe in enumerate(("none", "sinusoidal")) for j, V in enumerate((16, 64, 256))]
+    plots.draw_mamba_conv({"mamba_conv": rows}, tmp_path / "map.png")
+    fig = kept["map.png"]
+    panels = [ax for ax in fig.axes if ax.lines]
+    assert [ax.get_title().split(" (")[0] for ax in panels] == [figkit.model_label(m) for m in figkit.models_in_order(rows)]
+    for ax, model in zip(panels, figkit.models_in_order(rows)):
+        lines = {ln.get_label(): ln for ln in ax.lines if ln.get_gid() is None and not ln.get_label().startswith("_")}
+        assert set(lines) == {f"{figkit.pe_label(pe)}, {c}" for pe in ("none", "sinusoidal") for c in ("conv", "no conv")}
+        for label, ln in lines.items():
+            conv = not label.endswith("no conv")
+            assert ln.get_linestyle() == ("-" if conv else "--")
+            pe = "none" if label.startswith(figkit.pe_label("none")) else "sinusoidal"
+            want = [r["token_accuracy"] for r in rows if r["model"] == model and r["conv"] == conv and r["pe"] == pe]
+            assert list(ln.get_xdata()) == [16, 64, 256] and same(ln.get_ydata(), want)
+    assert drawn_intervals(fig) == expected_intervals(rows, "token_accuracy")
+    assert all(ys == pytest.approx([1 / 16, 1 / 64, 1 / 256]) for _, ys in chance_lines(fig)) and len(chance_lines(fig)) == 2

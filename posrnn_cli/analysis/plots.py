@@ -263,15 +263,42 @@ def draw_mqar(t: dict, path: Path) -> None:
     fig_vocab(t["mqar"], path, f"Multi-query associative recall ({pairs} key-value pairs)")
 
 
+def fig_map(rows: list[dict], path: Path) -> None:
+    """The map: one panel per core, token accuracy vs V, one line per arm of {PE} × {its short
+    convolution on (solid), off (dashed)}, with the chance line."""
+    models = models_in_order(rows)
+    fig, items = _grid(len(models), w=4.2, h=3.2)
+    spreads: list[Spread] = []
+    for model, (ax,) in zip(models, items):
+        mrows = [r for r in rows if r["model"] == model]
+        for conv in (True, False):
+            for pe in _pe_sorted({r["pe"] for r in mrows}):
+                rs = sorted((r for r in mrows if r["pe"] == pe and bool(r.get("conv", True)) == conv),
+                            key=lambda r: r["vocab_size"])
+                if rs:
+                    spreads += _series(ax, [r["vocab_size"] for r in rs], rs, "token_accuracy", pe_color(pe),
+                                       f"{pe_label(pe)}, {'conv' if conv else 'no conv'}", ls="-" if conv else "--",
+                                       marker="o" if conv else "s")
+        _chance(ax, [r["vocab_size"] for r in mrows], mrows, half=None)
+        _sweep_axis(ax, [r["vocab_size"] for r in mrows])
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("vocabulary size V")
+        ax.set_ylabel("token accuracy")
+        ax.grid(alpha=0.3)
+        _ax_title(ax, f"{model_label(model)} ({_setting(mrows[0])})")
+    note, name = describe(spreads)
+    _legend(items[0][0], name)
+    _finish(fig, f"The map, reverse ordering: PE × the short convolution × V ({note})", path)
+
+
 def draw_mamba_conv(t: dict, path: Path) -> None:
-    """Mamba ± its convolution; with several cores (the map), cores × {PE, conv} × V."""
+    """Mamba ± its convolution; with several cores or vocabularies (the map), one panel a core."""
     rows = sorted(t["mamba_conv"], key=lambda r: (_model_key(r["model"]), r["vocab_size"], not r.get("conv", True),
                                                   _pe_key(r["pe"])))
-    several = len({r["model"] for r in rows}) > 1
-    title = ("Cores with and without their short convolution" if several else "Mamba with and without its convolution")
-    fig_bars(rows, path, f"{title}, reverse ({_setting(rows[0])})",
-             label=lambda r: (f"{model_label(r['model'])}\n" if several else "")
-             + f"{'conv' if r.get('conv', True) else 'no conv'} {pe_label(r['pe'])}\nV {r['vocab_size']}")
+    if len({r["model"] for r in rows}) > 1 or len({r["vocab_size"] for r in rows}) > 2:
+        return fig_map(rows, path)
+    fig_bars(rows, path, f"Mamba with and without its convolution, reverse ({_setting(rows[0])})",
+             label=lambda r: f"{'conv' if r.get('conv', True) else 'no conv'} {pe_label(r['pe'])}\nV {r['vocab_size']}")
 
 
 def draw_irie(t: dict, path: Path) -> None:
