@@ -54,19 +54,30 @@ def test_the_scorecard_piped_without_columns_is_80_wide(rows, monkeypatch):
 
 
 def test_the_detailed_scorecard_fits_and_never_cuts_a_claim_id(rows):
+    """--detail: one block a claim, its id whole on the block's first line, wrapped at words."""
     out = cli("scorecard", "lite", "--results", TABLES, "--detail")
     assert widest(out) <= 80
-    blocks, block = [], []
-    for line in out.splitlines():  # the claim column of each row, its folded lines joined
-        if line.startswith(("├", "└")) and block:
-            blocks.append("".join(block))
-            block = []
-        elif line.startswith("│"):
-            block.append(line.split("│")[1].strip())
-    assert [b[:len(r["id"])] for b, r in zip(blocks, rows)] == [r["id"] for r in rows]
+    heads = [ln.split()[0] for ln in out.splitlines() if ln and not ln.startswith(" ") and "[" in ln]
+    assert heads == [r["id"] for r in rows]
+    assert len(out.splitlines()) < 25 * len(rows)
 
 
 def test_listings_wrap_to_columns():
     for argv in (["profile", "list", "--params", ROOT / "params.yaml"], ["sweep", "--list"]):
         out = cli(*argv, columns=70)
         assert widest(out) <= 70, out
+
+
+def test_one_claim_is_asked_for_by_id_and_wraps_at_word_boundaries(rows):
+    """``--claim ID`` prints that claim alone, in full; every line breaks at a space, so each
+    word of the claim's text and its id come out whole; a near-miss id gets a one-line error."""
+    r = next(r for r in rows if len(r["indication"]["measured"]) > 200)
+    out = cli("scorecard", "lite", "--results", TABLES, "--claim", r["id"], columns=60)
+    assert widest(out) <= 60
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    assert lines[0].split()[0] == r["id"] and not any(o["id"] in out for o in rows if o["id"] != r["id"]
+                                                         and not o["id"].startswith(r["id"]))
+    words = set(" ".join(lines).split())
+    assert set(r["claim"].split()) <= words and set(r["indication"]["measured"].split()) <= words
+    bad = runner.invoke(app, ["scorecard", "lite", "--results", str(TABLES), "--claim", r["id"][:-1] + "x"])
+    assert bad.exit_code == 1 and f"did you mean {r['id']!r}" in bad.output and len(bad.output.strip().splitlines()) == 1

@@ -283,6 +283,7 @@ def scorecard(
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
+    claim: Annotated[Optional[list[str]], typer.Option("--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row).", show_default=False)] = None,
     across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's blocks built across profiles, the across table and the README's answer).")] = False,
     json_out: JsonOpt = False,
 ):
@@ -310,6 +311,8 @@ def scorecard(
         check_scorecard_out(out)
     rows = write_scorecard(folder, out_dir=out, power=power) if out is not None else score(folder, power=power)
     label = name or Path(folder).parent.name
+    if claim:
+        rows, detail = _only_claims(rows, claim), True
     if out is not None:
         write_seeds(rows, out, label)
     if readme is not None:
@@ -323,10 +326,23 @@ def scorecard(
     elif json_out:
         typer.echo(json.dumps(rows))
     elif detail:
-        console().print(scorecard_rich_table(rows))
+        console().print(scorecard_rich_table(rows, counts=not claim))
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
+
+
+def _only_claims(rows: list[dict], ids: list[str]) -> list[dict]:
+    """The scored rows of the claims ``ids`` asks for, in its order; an unknown id is refused in one
+    line with the nearest id."""
+    from ..common.errors import did_you_mean
+
+    by_id = {r["id"]: r for r in rows}
+    for i in ids:
+        if i not in by_id:
+            raise PosrnnError(f"no claim {i!r} in posrnn_cli/analysis/claims.yaml{did_you_mean(i, by_id)}; "
+                              "`posrnn scorecard` lists every claim's id")
+    return [by_id[i] for i in dict.fromkeys(ids)]
 
 
 def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text
 
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES, TOO_FEW_SEEDS, VERDICTS)
-from .claims import GROUPS, REGIME_WORDS, SECTIONS
+from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group
 from .score import scorecard, summarize
 
 
@@ -123,33 +123,33 @@ _STYLE = {REPRODUCED: "bold green", DIRECTION_ONLY: "yellow", TOO_FEW_SEEDS: "ma
           NOT_REPRODUCED: "bold red", NOT_MEASURED: "dim"}
 
 
-def scorecard_rich_table(rows: list[dict]):
-    """The scorecard as ``rich`` renderables: the counts, and one table (claim, regime, at the
-    papers' regime, indication off it)."""
+def scorecard_rich_table(rows: list[dict], counts: bool = True):
+    """The scorecard in full as ``rich`` renderables: the counts, then one block a claim (its id on
+    its own line, the claim, its regime, and each scope's verdict, reason, measurement and seeds
+    needed, indented). Text wraps at word boundaries to the console's width; an id is one word and
+    is never broken (``posrnn scorecard --detail``, ``--claim ID``)."""
     from rich.console import Group
-    from rich.table import Table as RichTable
+    from rich.padding import Padding
     from rich.text import Text
 
     summary = summarize(rows)
-    heads = []
+    parts: list = []  # the counts (without ``counts``: the claims alone, as --claim prints them)
     for section, title in SECTIONS.items():
-        if section in summary:
-            heads.append(Text(f"{title}: " + " ".join(count_lines(section, summary[section]))))
-    t = RichTable(title="Reproduction scorecard", show_lines=True)
-    t.add_column("claim", ratio=3, overflow="fold")  # an id folds, never cut: two claims never look the same
-    t.add_column("regime", ratio=2, overflow="fold")
-    t.add_column("at the papers' regime", ratio=3, overflow="fold")
-    t.add_column("indication off the regime", ratio=4, overflow="fold")
+        if section in summary and counts:
+            parts.append(Text(f"{title}: " + " ".join(count_lines(section, summary[section]))))
     for r in rows:
-        cells = []
-        for scope in SCOPES:
-            x = r[scope]
-            cell = Text(x["verdict"] + (" (partial)" if x["partial"] else ""), style=_STYLE.get(x["verdict"], ""))
-            cell.append(f"\n{x['reason']}", style="dim")
-            if x["measured"] != "—":
-                cell.append(f"\n{x['measured']}")
-            cells.append(cell)
         models = f" ({', '.join(r['models'])})" if r["models"] else ""
-        section = " [beyond the papers]" if r["section"] == "beyond" else ""
-        t.add_row(Text(f"{r['id']}{section}\n", style="bold") + Text(r["claim"]), Text(r["regime"] + models), *cells)
-    return Group(*heads, t)
+        head = Text(r["id"], style="bold")
+        head.append(f"  [{GROUPS[claim_group(r)][1]}]", style="dim")
+        body = [Text(r["claim"]), Text(f"paper: {r['paper']}. regime: {r['regime']}{models}.", style="dim")]
+        for scope, where in zip(SCOPES, (REGIME_WORDS[r["section"]], "indication off the regime")):
+            x = r[scope]
+            cell = Text(f"{where}: ")
+            cell.append(x["verdict"] + (" (partial)" if x["partial"] else ""), style=_STYLE.get(x["verdict"], ""))
+            cell.append(f": {x['reason']}.")
+            if x["measured"] != "—":
+                cell.append(f" Measured: {x['measured']}")
+            cell.append(_needs_text(x))
+            body.append(cell)
+        parts += [Text(""), head, Padding(Group(*body), (0, 0, 0, 2))]
+    return Group(*parts)
