@@ -405,3 +405,26 @@ def test_the_map_is_one_panel_a_core_with_an_arm_a_line_and_its_chance_curve(kep
             assert list(ln.get_xdata()) == [16, 64, 256] and same(ln.get_ydata(), want)
     assert drawn_intervals(fig) == expected_intervals(rows, "token_accuracy")
     assert all(ys == pytest.approx([1 / 16, 1 / 64, 1 / 256]) for _, ys in chance_lines(fig)) and len(chance_lines(fig)) == 2
+
+
+def _notes(fig) -> list[str]:
+    return [" ".join(t.get_text().split()) for ax in fig.axes for t in ax.texts if t.get_gid() == "note"]
+
+
+def test_equal_stability_lines_and_values_one_by_construction_are_said(kept, tmp_path):
+    """A panel whose conditions give exactly equal values says which (one line hides the other);
+    a core whose stability is 1 by construction says so; a panel with distinct lines says nothing."""
+    rows = stability_rows([("gru", "none"), ("mingru", "none")])
+    for r in rows:
+        if r["model"] == "gru" and r["condition"] == "F/R":  # F/R made equal to F/F
+            twin = next(o for o in rows if (o["model"], o["pair"], o["step"], o["condition"]) ==
+                        (r["model"], r["pair"], r["step"], "F/F"))
+            r.update({k: twin[k] for k in ("stability", "stability_by_seed", "ci_low", "ci_high")})
+        if r["model"] == "mingru":
+            r.update(stability=1.0, stability_by_seed="1 1 1", ci_low=1.0, ci_high=1.0)
+    plots.fig_stability(rows, tmp_path / "s.png")
+    notes = _notes(kept["s.png"])
+    assert notes.count("equal values, one line over the other: F/F = F/R") == 2  # both pairs of the GRU
+    assert sum("by construction" in n for n in notes) == 2 and sum("F/F = F/R = R/F = R/R" in n for n in notes) == 2
+    plots.fig_stability(stability_rows([("gru", "none")]), tmp_path / "t.png")
+    assert _notes(kept["t.png"]) == []

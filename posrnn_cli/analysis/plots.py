@@ -113,6 +113,23 @@ def _conditions(rows: list[dict]) -> list[str]:
     return sorted(names, key=lambda c: (DUAL_CONDITIONS.index(c) if c in DUAL_CONDITIONS else len(DUAL_CONDITIONS), c))
 
 
+def _panel_notes(ax, model: str, drawn: dict[str, tuple]) -> None:
+    """What a stability panel cannot show by itself, written in it (gid "note"): conditions whose
+    values are exactly equal (one line hides the other) and values that are 1 by construction."""
+    notes = []
+    if model in catalog.ONE_BY_CONSTRUCTION:
+        notes.append("1 by construction (diagonal positive state Jacobian): measures nothing")
+    firsts: dict[tuple, list[str]] = {}
+    for cond, series in drawn.items():
+        firsts.setdefault(series, []).append(cond)
+    equal = [" = ".join(conds) for conds in firsts.values() if len(conds) > 1]
+    if equal:
+        notes.append(f"equal values, one line over the other: {'; '.join(equal)}")
+    if notes:
+        ax.text(0.02, 0.02, "\n".join(notes), transform=ax.transAxes, fontsize=6, va="bottom", ha="left",
+                color="0.25", gid="note", wrap=True)
+
+
 def fig_stability(rows: list[dict], path: Path) -> None:
     """Fig. 5: gradient stability over training, per arm (model, PE), each with its two pairs
     stacked; a single run's rows (``posrnn stability --plot``) or a table's over seeds."""
@@ -126,11 +143,14 @@ def fig_stability(rows: list[dict], path: Path) -> None:
     several = len({r["step"] for r in rows}) > 1
     for (model, pe), panels in zip(arms, items):
         for pair, ax in zip(pairs, panels):
+            drawn: dict[str, tuple] = {}
             for cond in conds:
                 rs = sorted((r for r in rows if (r["model"], r["pe"], r["pair"], r["condition"]) == (model, pe, pair, cond)),
                             key=lambda r: r["step"])
                 if rs:
                     spreads += _series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], cond, band=True)
+                    drawn[cond] = tuple((r["step"], r["stability"], str(r.get("stability_by_seed", ""))) for r in rs)
+            _panel_notes(ax, model, drawn)
             _sweep_axis(ax, [r["step"] for r in rows], log2=False)
             _ax_title(ax, f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
             ax.grid(alpha=0.3)

@@ -334,7 +334,8 @@ def stability(
 
 def _stability_notes(c, run: Path, checkpoint: Optional[int], rows: list[dict]) -> None:
     """What the table leaves out (checkpoints off the schedule) and values that measure nothing."""
-    from ..engine.stability import ONE_BY_CONSTRUCTION, unscheduled_checkpoints
+    from ..common.catalog import ONE_BY_CONSTRUCTION
+    from ..engine.stability import unscheduled_checkpoints
 
     skipped = unscheduled_checkpoints(run) if Path(run).is_dir() and checkpoint is None else []
     if skipped:

@@ -65,6 +65,10 @@ CORES: dict[str, Entry] = {
 #: runs trained as one model); every other core's runs train solo
 ENSEMBLE_CORES = ("elman", "gru", "lstm")
 
+#: cores whose gradient stability is 1 for every pair by construction: their state Jacobian is
+#: diagonal and positive whatever the input (docs/bench.md), so a value of 1.000 measures nothing
+ONE_BY_CONSTRUCTION = ("mingru", "rglru")
+
 PE_FORMS: dict[str, Entry] = {
     "none": Entry("vanilla: token embedding only", "vanilla", "#4c72b0"),
     "sinusoidal": Entry("fixed sinusoidal PE, unit norm, positions 0..T-1", "PE (sinusoidal)", "#dd8452"),

@@ -182,11 +182,6 @@ def unscheduled_checkpoints(run_dir: Path) -> list[int]:
     return [s for s, _ in list_checkpoints(run_dir) if s not in kept]
 
 
-#: cores whose stability is 1 for every pair by construction: their state Jacobian is diagonal
-#: and positive whatever the input (docs/bench.md), so a value of 1.000 measures nothing
-ONE_BY_CONSTRUCTION = ("mingru", "rglru")
-
-
 def stability_values(
     run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk_size: int = 64, device: str = "cpu",
     seed: int = 0, on_checkpoint: Optional[Callable[[int, float], None]] = None, skip: Iterable[int] = (),
