@@ -178,7 +178,7 @@ def test_a_micro_sweep_makes_the_table_headline_and_figure(tmp_path, monkeypatch
             [e["truth_feedback_token_accuracy"] for e in evals], abs=1e-5)
     else:
         assert [float(v) for v in first["cosine_q50_by_seed"].split()] == pytest.approx([e["cosine_q50"] for e in evals], abs=1e-5)
-    metrics = read_json(tmp_path / "results" / "metrics" / f"{name}.json")[name]
+    (metrics,) = read_json(tmp_path / "results" / "metrics" / f"{name}.json")[name].values()
     assert metrics and all(type(v) in (int, float) for v in metrics.values())
     drawn = draw_all(tmp_path / "results" / "tables", tmp_path / "figs")
     assert len(drawn) == 1 and drawn[0].read_bytes()[:4] == b"\x89PNG"

@@ -102,3 +102,46 @@ def test_lites_run_counts_in_docs_results_are_the_plans():
     said = (f"Lite trains {len(jobs)} runs ({len(jobs) - ext - lm} in the main sweep, {ext} extensions, "
             f"{lm} language models)")
     assert said in " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").split())
+
+
+def _flat(path) -> str:
+    return " ".join((ROOT / path).read_text(encoding="utf-8").split())
+
+
+def test_the_readmes_paper_core_prices_are_what_its_dry_run_gives_now():
+    """README's paper_core figures (run counts, the headline claim count, the H100-hours each way)
+    are recomputed by the dry run's own functions on the committed params and GPU rows."""
+    import re
+
+    from posrnn_cli.common.profiles import load_profile
+    from posrnn_cli.sweep import cost
+
+    jobs = [j for j in _plan("paper_core")]
+    rate = cost.profile_rate(load_profile(ROOT / "params.yaml", "paper_core"), jobs=jobs)
+    text, _ = cost.summary(jobs, rate, "paper_core")
+    got = {m.group(1): m.groups()[1:] for m in re.finditer(
+        r"^  (synthetic tasks|language model|extend)\s+(\d+)\s+([\d,.]+)\s+([\d,.]+)\s+([\d,.]+)$", text, re.M)}
+    runs, fp32, amp, packed = got["synthetic tasks"]
+    _, lm_fp32, lm_amp, _ = got["language model"]
+    readme = _flat("README.md")
+    assert f"its {runs} synthetic runs at **{packed} H100-hours**" in readme, text
+    assert f"{amp} run one at a time under `amp` + `cuda_graph` and {fp32} in fp32" in readme, text
+    assert f"at {lm_amp} H100-hours under `amp` + `cuda_graph` ({lm_fp32} in fp32)" in readme, text
+    assert f"{packed} H100-hours with the seeds packed, and the language model as its own stage, {lm_amp}" in _flat(
+        "docs/pipeline.md")
+    assert f"(the {got['extend'][0]} extensions stay solo)" in readme or f"the {got['extend'][0]} extensions stay" in readme
+    headline = load_profile(ROOT / "params.yaml", "paper_core").get("headline") or []
+    assert f"each of the {len(headline)} claims it lists as `headline`" in readme
+
+
+def test_the_times_the_readme_quotes_are_the_measured_repros():
+    """Each `dvc repro` time in the README is its measured record (``sweep/measured_repros.json``),
+    and its figure at a 12 ms step is that record scaled, rounded as the README rounds it."""
+    from posrnn_cli.sweep.calibrate import last_repro
+
+    readme = _flat("README.md")
+    lite = last_repro("lite")
+    assert f"({round(lite['wall_minutes'] * 12 / lite['calibration_ms'])} min on 2 cores at a 12 ms calibration step)" in readme
+    b2 = last_repro("beyond2")
+    assert (f"{b2['machine']}, {b2['date']}: {b2['wall']} at a # {b2['calibration_ms']} ms calibration step, "
+            f"about {round(b2['wall_minutes'] * 12 / b2['calibration_ms'])} min at 12 ms") in readme

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,8 +161,8 @@ def test_dvc_exp_show_only_changed_fits_120_columns(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(ROOT / "params.yaml", repo / "params.yaml")
-    headlines = {p.stem: json.loads(p.read_text())[p.stem] for p in (ROOT / "results" / "lite" / "metrics").glob("*.json")}
-    assert len(headlines) > 5
+    headlines = {p.stem: json.loads(p.read_text()) for p in (ROOT / "results" / "lite" / "metrics").glob("*.json")}
+    assert len(headlines) > 5 and list(headlines["fig2"]["fig2"]) == ["acc_all_cells"]
     (repo / "headlines.json").write_text(json.dumps(headlines))
     (repo / "write.py").write_text(
         "import json, os, sys, yaml\n"
@@ -169,10 +170,11 @@ def test_dvc_exp_show_only_changed_fits_120_columns(tmp_path):
         "from posrnn_cli.analysis.aggregate import metrics_text\n"
         "it = yaml.safe_load(open('params.yaml'))['profiles']['lite']['fig2']['iterations']\n"
         "heads = json.load(open('headlines.json'))\n"
-        "heads['fig2'] = {'none': round(0.4 + it / 1e5, 4), 'sinusoidal': round(0.5 + it / 1e5, 4)}\n"
         "os.makedirs('results/lite/metrics', exist_ok=True)\n"
         "for name, h in heads.items():\n"
-        "    open(f'results/lite/metrics/{name}.json', 'wb').write(metrics_text(name, h))\n")
+        "    open(f'results/lite/metrics/{name}.json', 'w').write(json.dumps(h, indent=2) + '\\n')\n"
+        "open('results/lite/metrics/fig2.json', 'wb').write(metrics_text('fig2', 'eval', "
+        "{'none': round(0.4 + it / 1e5, 4), 'sinusoidal': round(0.5 + it / 1e5, 4)}))\n")
     (repo / "dvc.yaml").write_text(
         f"stages:\n  s:\n    cmd: python write.py {ROOT}\n    params:\n      - profiles.lite.fig2.iterations\n"
         "    metrics:\n      - results/lite/metrics: {cache: false}\n")
@@ -191,7 +193,7 @@ def test_dvc_exp_show_only_changed_fits_120_columns(tmp_path):
     run(DVC, "exp", "run", "-q", "-S", "profiles.lite.fig2.iterations=3500")
     shown = run(DVC, "exp", "show", "--only-changed", "--no-pager").stdout
     assert max(len(line) for line in shown.splitlines()) <= 120, shown
-    assert "fig2.none" in shown and "fig2.sinusoidal" in shown and "0.435" in shown, shown
+    assert "fig2.acc_all_cells.none" in shown and "fig2.acc_all_cells.sinusoidal" in shown and "0.435" in shown, shown
     assert "metrics/" not in shown, shown  # no column named by a file's path
 
 @pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
@@ -283,6 +285,12 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
     assert cfg["train"]["iterations"] == 24
     shown = json.loads(dvc(repo, "exp", "show", "--json"))
     assert any(e for c in shown for e in (c.get("experiments") or []))
+    view = subprocess.run([DVC, "exp", "show", "--only-changed", "--no-pager"], cwd=repo, env={**ENV, "COLUMNS": "120"},
+                          capture_output=True, text=True, timeout=300)
+    assert view.returncode == 0 and max(len(ln) for ln in view.stdout.splitlines()) <= 120, view.stdout + view.stderr
+    header = " ".join(ln for ln in view.stdout.splitlines() if "fig2" in ln)
+    assert "fig2.acc_all_cells.none" in header and "iterations" in header, view.stdout  # named, not cut to "…"
+    assert re.search(r"\b0\.\d{3,}", view.stdout), view.stdout  # the changed numbers themselves
 
     # switch profiles and back: the other profile runs into its own directories; micro is untouched
     posrnn(repo, "profile", "use", "nano")

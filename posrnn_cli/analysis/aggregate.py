@@ -409,11 +409,25 @@ def headline_cosine(rows: list[dict]) -> dict:
     return by_pe(rows, "cosine")
 
 
-def metrics_text(experiment: str, headline: dict) -> bytes:
-    """An experiment's metrics file: its headline numbers under its own name, so every key is
-    unique across a profile's files (``fig2.none``): DVC then names a column by its key alone, not
-    by the file's path, and ``dvc exp show`` stays narrow."""
-    return (json.dumps({experiment: headline}, indent=2) + "\n").encode()
+def metrics_text(experiment: str, form: str, headline: dict) -> bytes:
+    """An experiment's metrics file: its headline numbers under its own name, then under what
+    they pool (``POOLED``), so every key is unique across a profile's files and says what it is
+    (``fig2.acc_all_cells.none``): DVC then names a column by its key alone, not by the file's
+    path, and ``dvc exp show`` stays narrow."""
+    return (json.dumps({experiment: {POOLED[form]: headline}}, indent=2) + "\n").encode()
+
+
+#: the metrics' middle key, by table form: the measure and what it pools (``MEASURES`` in full)
+POOLED = {
+    "eval": "acc_all_cells",
+    "dual": "acc_FR_all_cells",
+    "stability": "stab_FR_last_ckpt",
+    "extend": "acc_new_ids",
+    "lm": "ppl_mean_seeds",
+    "irie": "perm_share",
+    "autoreg": "acc_all_cells",
+    "cosine": "cos_all_cells",
+}
 
 
 #: what the numbers of each table form's metrics file are (by PE form, ``none`` = vanilla)
@@ -488,7 +502,7 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
                         fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then re-run their sweep")
             tables[name] = rows
             files[out_dir / f"{name}.csv"] = csv_text(rows).encode()
-            files[metrics_dir / f"{name}.json"] = metrics_text(name, resolve(TABLE_FORMS[form].headline)(rows))
+            files[metrics_dir / f"{name}.json"] = metrics_text(name, form, resolve(TABLE_FORMS[form].headline)(rows))
             log = curves(runs)
             if log:
                 files[curves_dir / f"{name}.csv"] = csv_text(log).encode()
