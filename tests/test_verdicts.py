@@ -19,7 +19,7 @@ from posrnn_cli.common import stats
 from posrnn_cli.common.errors import PosrnnError
 from fabricate import CLAIMS, INC, NM, NR, NT, R, UP, at, dual, ev, ind, score, stab
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 # ---- the statistics behind "seeds needed" --------------------------------------------------------
@@ -643,3 +643,34 @@ def test_the_second_round_is_committed_before_any_of_its_runs():
     for commit in git("log", "--format=%H", "--", "results/lite_round2").splitlines():
         assert commit != stated[0]
         assert subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", stated[0], commit]).returncode == 0
+
+
+#: a verdict word in prose (the longest first, so "not reproduced" is not read as "reproduced")
+VERDICT_WORDS = re.compile(r"\b(not reproduced|reproduced|inconclusive|underpowered|not testable|direction only)\b", re.I)
+
+
+def misread_verdicts(text: str, verdicts: dict) -> list[str]:
+    """Sentences outside the generated blocks and tables that name claims (in backticks) beside a
+    verdict word that no committed scorecard gives any of them."""
+    prose = "\n".join(ln for ln in _BLOCK.sub(" ", text).splitlines() if not ln.lstrip().startswith("|"))
+    bad = []
+    for sentence in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", prose)):
+        ids = [i for i in re.findall(r"`([a-z0-9_]+)`", sentence) if i in verdicts]
+        words = {w.lower() for w in VERDICT_WORDS.findall(sentence)}
+        if ids and words - set().union(*(verdicts[i] for i in ids)):
+            bad.append(sentence)
+    return bad
+
+
+def test_a_verdict_typed_beside_a_claim_is_the_scorecards():
+    verdicts = {"vanilla_more_training_no_help": {NR}, "lm_no_gain": {INC}}
+    assert misread_verdicts("Twice the iterations helped (`vanilla_more_training_no_help`, reproduced).", verdicts)
+    assert not misread_verdicts("Twice the iterations helped (`vanilla_more_training_no_help`, not reproduced).", verdicts)
+    assert misread_verdicts("`lm_no_gain` is not reproduced here.", verdicts)
+    assert not misread_verdicts("| `lm_no_gain` | reproduced before the change |", verdicts)  # a table row: history
+
+
+def test_no_readme_or_docs_sentence_gives_a_claim_a_verdict_its_scorecards_do_not():
+    verdicts = _verdicts_by_claim()
+    for path in [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "papers.md")]:
+        assert not misread_verdicts(path.read_text(), verdicts), path.name
