@@ -345,9 +345,9 @@ def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, 
     """One training process: warm up, wait for the others, time ``iters`` steps; it exits at once
     when the bench that started it is gone (``alive``'s other end closes)."""
     if alive is not None:
-        from .sweep.local import _die_with_sweep
+        from .sweep.local import die_with_sweep
 
-        _die_with_sweep(alive)
+        die_with_sweep(alive)
     try:
         cfg = RunConfig.from_dict(cfg_dict)
         device = resolve_device(cfg.train.device)
@@ -363,7 +363,7 @@ def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, 
             step()
         sync(device)
         queue.put(("ok", time.perf_counter() - t0))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
+    except BaseException as e:
         barrier.abort()
         queue.put(("error", f"{type(e).__name__}: {e}"))
 

@@ -338,7 +338,8 @@ def table_rows(report: dict) -> list[dict]:
     one = next((x for x in conc.get("result") or [] if x["k"] == 1), None)
     if one:
         from .common.config import resolve_config
-        from .sweep.cost import flops_per_iteration, run_steps
+        from .sweep.cost import run_steps
+        from .sweep.calibrate import flops_per_iteration
 
         cfg = resolve_config(options=conc["config"])
         rows.append({**stamp, "model": cfg.model.name, "vocab": cfg.task.vocab_size, "length": cfg.task.length,

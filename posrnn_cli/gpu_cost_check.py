@@ -70,14 +70,14 @@ def lm_step(size: str, device: str, iters: int = 3) -> dict:
     from .common.config import resolve_config
     from .models import build_model
     from .sweep.lm_tokens import sample_lengths
-    from .sweep.storage import _task_shape
+    from .sweep.storage import task_shape
     from .tasks.lm import LMTask
 
     cfg = resolve_config(options={**LM[size], "task.name": "lm", "task.data": "synthetic", "train.device": device})
     dev = torch.device(device)
     B, L, V = cfg.train.batch_size, cfg.task.length, cfg.task.vocab_size
     torch.manual_seed(0)
-    model = build_model(cfg, _task_shape(cfg)).to(dev)
+    model = build_model(cfg, task_shape(cfg)).to(dev)
     lengths = torch.tensor(sample_lengths(B, L, seed=0))
     tokens = torch.randint(V, (B, int(lengths.max()))) * (torch.arange(int(lengths.max())) < lengths[:, None])
     task = LMTask.__new__(LMTask)  # the loss and batch layout only: no corpus on disk

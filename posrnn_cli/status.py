@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Optional
 
 from .common.experiments import EXPERIMENTS, JOB_KINDS
-from .engine.rundir import CODE_FILE
 
 #: the counts of one experiment, in the order the table shows them
 COUNTS = ("finished", "unfinished", "not started", "other config", "stale")

@@ -15,7 +15,7 @@ import torch
 from posrnn_cli.common.io import read_npz
 from posrnn_cli.common.provenance import STAMPS
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 #: the CLI as a subprocess (the sweeps' own interpreter)
 POSRNN = [sys.executable, "-c", "from posrnn_cli.cli import run; run()"]

@@ -22,7 +22,7 @@ from posrnn_cli.common.io import read_json
 from posrnn_cli.common.stats import hierarchical, t975
 from posrnn_cli.tasks import build_task
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 def autoreg_run(root: Path, seed: int, self_acc: list, truth_acc: list, task: str = "reverse", autoregressive=True) -> Path:

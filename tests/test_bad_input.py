@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from posrnn_cli.common.config import RunConfig, parse_set, set_key
 from posrnn_cli.common.errors import PosrnnError
 
-from conftest import ROOT, tiny_train  # noqa: E402 - the repository
+from conftest import ROOT, tiny_train
 MINI = ROOT / "data" / "wikitext-mini"
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
 ROW_TIMEOUT_S = 120

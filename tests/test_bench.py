@@ -24,7 +24,7 @@ FIELDS = ["train_ms_per_iter", "train_tokens_per_s", "train_tflops", "train_peak
           "reference_sampler_seqs_per_s", "train_speedup", "sampler_speedup", "refcode_sampler_seqs_per_s",
           "refcode_sampler_speedup", "stability_triplets_per_s",
           "stability_s_per_1024_triplets", "flops_per_iter", "device", "date", "threads", "fast_paths"]
-from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+from conftest import tiny_train
 
 TINY = tiny_train(task=None, vocab_size=8, length=5, iterations=None, batch_size=16, seed=None, checkpoint_every=None,
                   n_test=64)

@@ -13,7 +13,7 @@ from posrnn_cli.models import build_model, count_parameters
 from posrnn_cli.sweep.plan import plan
 from posrnn_cli.tasks import build_task
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 PARAMS = ROOT / "params.yaml"
 FIRST = {"gru", "s4d", "mingru", "mamba"}  # the first beyond profile's cores
 SECOND = {"xlstm", "rglru", "gated_deltanet"}  # the second's

@@ -6,7 +6,6 @@ the memory is refused before it is allocated."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from posrnn_cli.engine.rundir import code_state
 from posrnn_cli.status import is_stale
 from posrnn_cli.sweep.plan import plan
 
-from conftest import tiny_train  # noqa: E402
+from conftest import tiny_train
 from fabricate import scored_run, scratch
 from test_params_as_dvc import params
 

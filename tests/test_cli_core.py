@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app, run
 
 runner = CliRunner()
-from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+from conftest import tiny_train
 
 TINY = tiny_train(length=5, hidden_size=16, iterations=30, batch_size=16, warmup=3, checkpoint_every=10, n_test=64)
 

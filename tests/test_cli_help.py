@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 
-from conftest import ROOT  # noqa: E402 - the repository
 runner = CliRunner()
 
 

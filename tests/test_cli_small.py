@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app, run
 
 runner = CliRunner()
-from conftest import ROOT, tiny_train  # noqa: E402 - the repository; the options of a run of seconds
+from conftest import ROOT, tiny_train
 
 TINY = ["train", *tiny_train()]
 
@@ -68,14 +68,14 @@ def test_extend_vocab_explains_its_rows_and_says_when_the_new_ids_were_not_learn
 
 
 # ---- help, completion, near misses -----------------------------------------------------------------
-import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-import yaml  # noqa: E402
-from typer.main import get_command  # noqa: E402
+import yaml
+from typer.main import get_command
 
 
 

@@ -19,7 +19,7 @@ from posrnn_cli.models import CORES, PE_FORMS, check_model_config
 from posrnn_cli.tasks import TASKS, build_task
 
 runner = CliRunner()
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 BASE = {"--model": "gru", "--vocab-size": "8", "--length": "5", "--hidden-size": "16", "--iterations": "12",
         "--batch-size": "8", "--warmup": "2", "--device": "cpu", "--checkpoint-every": "12"}
 

@@ -16,7 +16,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import bootstrap_ci, t_interval
 
 runner = CliRunner()
-from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+from conftest import tiny_train
 
 TINY = tiny_train(length=5, iterations=20, batch_size=16, warmup=2, threads=1, seed=None, checkpoint_every=None,
                   n_test=64)

@@ -17,12 +17,12 @@ from posrnn_cli.cli import app
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import evaluate as ev
-from posrnn_cli.engine.checkpoint import list_checkpoints
+from posrnn_cli.common.rundir import list_checkpoints
 from posrnn_cli.engine.extend import extend_vocab
-from posrnn_cli.engine.rundir import LockBusy, run_lock
+from posrnn_cli.engine.lock import LockBusy, run_lock
 from posrnn_cli.engine.train import train
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
@@ -42,7 +42,7 @@ def trained(tmp_path_factory) -> Path:
 
 # ---- extend-vocab and a run still training --------------------------------------------------------------
 def test_extend_vocab_refuses_a_run_another_process_holds(trained, tmp_path):
-    code = "import sys, time\nfrom posrnn_cli.engine.rundir import run_lock\n" \
+    code = "import sys, time\nfrom posrnn_cli.engine.lock import run_lock\n" \
            "with run_lock(sys.argv[1], 'posrnn train --out run'):\n    print('held', flush=True)\n    time.sleep(60)\n"
     p = subprocess.Popen([sys.executable, "-c", code, str(trained)], env=ENV, stdout=subprocess.PIPE, text=True)
     try:

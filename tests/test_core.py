@@ -8,7 +8,8 @@ import pytest
 import torch
 import yaml
 
-from posrnn_cli.engine.checkpoint import atomic_torch_save, list_checkpoints, load_checkpoint
+from posrnn_cli.engine.checkpoint import atomic_torch_save, load_checkpoint
+from posrnn_cli.common.rundir import list_checkpoints
 from posrnn_cli.common.config import RunConfig, TaskConfig, config_diff, resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.stats import bootstrap_ci
@@ -17,7 +18,7 @@ from posrnn_cli.models import CORES, build_model, sinusoidal_pe
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows
 from posrnn_cli.engine.train import lr_factor, train
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 def tiny(**over) -> RunConfig:

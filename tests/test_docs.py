@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 #: the README's length, in words as `wc -w` counts them; the depth lives in docs/

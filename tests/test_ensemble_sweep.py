@@ -11,15 +11,15 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
-from conftest import ROOT  # noqa: E402 - the repository
-from ensembles import FLOAT32_TOL, mismatches  # noqa: E402
-from fabricate import scratch  # noqa: E402 - a params file with one profile t
+from conftest import ROOT
+from ensembles import FLOAT32_TOL, mismatches
+from fabricate import scratch
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.sweep.packing import default_k, ensemble_k, measured_rows, pack
 from posrnn_cli.sweep.plan import plan
-from sweeps import POSRNN, kill_sweep_while_training, results, same  # noqa: E402
+from sweeps import POSRNN, kill_sweep_while_training, results, same
 
 GRID = {"cells": [{"model": "gru", "vocab": 6}], "pe": ["none"], "seeds": [1, 2], "length": 4, "hidden": 8,
         "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
@@ -84,7 +84,8 @@ def test_a_packed_sweep_killed_while_its_ensemble_trains_ends_bit_identical(tmp_
     """kill -9 of `posrnn sweep --ensemble 2` (and so of the worker training the ensemble) at five
     random moments; between kills every member's checkpoints load whole, and each member alone
     resumes; the re-run ends with the weights and scores of a packed sweep never interrupted."""
-    from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
+    from posrnn_cli.engine.checkpoint import load_checkpoint
+    from posrnn_cli.common.rundir import list_checkpoints
 
     grid = {**GRID, "iterations": 3000, "checkpoint_every": 100, "set": {"train.log_every": 50}}
     ref = tmp_path / "ref"

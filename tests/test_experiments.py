@@ -14,7 +14,7 @@ from posrnn_cli.common import experiments as reg
 from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLE_FORMS, Experiment, resolve
 from posrnn_cli.common.sources import closure
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 def test_every_reference_resolves_and_every_link_exists():
@@ -54,7 +54,7 @@ def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothi
     import re
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    runs = lambda entries: {re.fullmatch(r"runs/\$\{item\}/(\w+)", e if isinstance(e, str) else next(iter(e))).group(1)  # noqa: E731
+    runs = lambda entries: {re.fullmatch(r"runs/\$\{item\}/(\w+)", e if isinstance(e, str) else next(iter(e))).group(1)
                             for e in entries if re.fullmatch(r"runs/\$\{item\}/\w+", e if isinstance(e, str) else next(iter(e)))}
     by_stage = {}
     for e in EXPERIMENTS.values():

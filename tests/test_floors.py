@@ -13,9 +13,9 @@ from posrnn_cli.common import floors
 from posrnn_cli.common.config import TaskConfig
 from posrnn_cli.tasks import build_task
 from posrnn_cli.tasks import mqar as mqar_task
-from fabricate import CLAIMS, R, NT, at, score, vals, measure, SEEDS
+from fabricate import R, NT, at, score, vals, measure, SEEDS
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT
 
 
 def _q_by_permutations(S, P, a=floors.MQAR_POWER_A):

@@ -23,7 +23,7 @@ from posrnn_cli.engine.train import train
 from posrnn_cli.tasks import HeldOut, ReverseTask
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: GPU test")]
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 STEPS = 120  # "some hundred steps"
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from posrnn_cli import gpu_check, gpu_check_ensemble
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
              "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence", "test_amp_trains_to_the_same_place_as_fp32",
              "test_fused_adam_gives_the_same_run_within_rounding", "test_a_gpu_checkpoint_resumes_on_the_cpu_and_back",

@@ -22,7 +22,7 @@ from posrnn_cli.sweep.plan import Job
 from posrnn_cli.sweep.lm_tokens import lm_tokens
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fabricate import scratch  # noqa: E402
+from fabricate import scratch
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -21,10 +21,11 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common.config import resolve_config
-from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
+from posrnn_cli.engine.checkpoint import load_checkpoint
+from posrnn_cli.common.rundir import list_checkpoints
 from posrnn_cli.engine.train import train
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 POSRNN = [sys.executable, "-m", "posrnn_cli"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SMALL = ["--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size", "8",
@@ -398,7 +399,7 @@ def test_a_failed_write_names_the_file(tmp_path, monkeypatch):
 # ---- checkpoints prove what they are ------------------------------------------------------------------
 def test_a_checkpoint_records_its_config_digest_and_refuses_an_edit(tmp_path):
     from posrnn_cli.common.errors import PosrnnError
-    from posrnn_cli.engine.checkpoint import config_digest
+    from posrnn_cli.common.provenance import config_digest
 
     run = tmp_path / "run"
     assert cli("train", *SMALL, "--iterations", "4", "--out", str(run))[0] == 0

@@ -17,7 +17,7 @@ import yaml
 
 from posrnn_cli.common.sources import closure, cycles, import_graph, module_files
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 TRAINING = ("posrnn_cli/engine", "posrnn_cli/tasks", "posrnn_cli/models", "posrnn_cli/sweep", "posrnn_cli/lm")
 
 
@@ -155,3 +155,28 @@ def test_no_module_over_600_lines_and_no_function_over_60():
                 long_functions.append(f"{rel}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not long_modules, long_modules
     assert not long_functions, long_functions
+
+
+def _private_imports(root: Path) -> list[str]:
+    """Every ``from X import _name`` in the package under ``root`` (relative or absolute, X one of
+    its modules): a name with a leading underscore is its module's own."""
+    bad = []
+    for path in sorted((root / "posrnn_cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("posrnn_cli")):
+                bad += [f"{path.relative_to(root).as_posix()}:{node.lineno} {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_module_imports_another_modules_private_name():
+    """Interfaces, not cuts: what a module lends another is public (ruff's PLC2701 checks the tests,
+    but not imports within one package, so this test checks the package)."""
+    assert _private_imports(ROOT) == []
+
+
+def test_the_private_import_check_finds_one(tmp_path):
+    (tmp_path / "posrnn_cli" / "sub").mkdir(parents=True)
+    (tmp_path / "posrnn_cli" / "sub" / "a.py").write_text("def _helper():\n    pass\n")
+    (tmp_path / "posrnn_cli" / "b.py").write_text("from .sub.a import _helper\nfrom .sub import a\n")
+    assert _private_imports(tmp_path) == ["posrnn_cli/b.py:1 _helper"]

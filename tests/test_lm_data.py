@@ -17,7 +17,7 @@ from posrnn_cli.cli.lm import lm_app
 from posrnn_cli.lm.encode import LMCorpus, cap_paragraph, encode
 from posrnn_cli.lm.tokenizer import train_tokenizer
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 def build_splits(seed: int) -> dict:

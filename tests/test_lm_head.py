@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.models import build_model
 from posrnn_cli.models.head import chunked_cross_entropy, head_peak_bytes, token_nll
-from posrnn_cli.tasks.base import Batch
 
 TOL = {torch.float64: 1e-12, torch.float32: 2e-5}
 cuda = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),

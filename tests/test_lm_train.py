@@ -18,7 +18,7 @@ from posrnn_cli.common.config import resolve_config
 from posrnn_cli.lm.encode import LMCorpus
 from posrnn_cli.engine.train import train
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 runner = CliRunner()
 
 

@@ -15,15 +15,15 @@ import pytest
 
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import lock
-from posrnn_cli.engine.rundir import LOCK, LOCK_FILE, LockBusy, run_lock
+from posrnn_cli.engine.lock import LOCK, LOCK_FILE, LockBusy, run_lock
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 #: says READY, takes DIR's lock once GO exists; says HELD (or DOUBLE when another holder is inside too) or BUSY; holds it SECONDS
 HOLD = """
 import os, sys, time
 from pathlib import Path
-from posrnn_cli.engine.rundir import LockBusy, run_lock
+from posrnn_cli.engine.lock import LockBusy, run_lock
 d, go, hold = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 print("READY", flush=True)
 while not go.exists():

@@ -18,7 +18,7 @@ from posrnn_cli.common.config import RunConfig, resolve_config
 from posrnn_cli.common.machine import choose_threads, is_small_model, state_size_for
 
 runner = CliRunner()
-from conftest import tiny_train  # noqa: E402 - the options of a run of seconds
+from conftest import tiny_train
 
 TINY = tiny_train()
 

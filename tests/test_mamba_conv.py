@@ -16,7 +16,7 @@ from posrnn_cli.cli import app
 from posrnn_cli.common.config import RunConfig, resolve_config
 
 pytest.importorskip("mambapy", reason="the mamba core needs mambapy (make setup installs it)")
-from posrnn_cli.models.mamba import MambaCore  # noqa: E402
+from posrnn_cli.models.mamba import MambaCore
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from posrnn_cli.common import memory
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 SIX_GB = 6 * 10**9
 
 

@@ -20,8 +20,8 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.tasks import HeldOut, MQARTask, build_task, hash_rows
 
-from conftest import tiny_train  # noqa: E402
-from fabricate import scratch  # noqa: E402
+from conftest import tiny_train
+from fabricate import scratch
 
 runner = CliRunner()
 CPU = torch.device("cpu")

@@ -16,7 +16,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.provenance import config_digest
 from posrnn_cli.tasks import build_task
 
-from conftest import tiny_train  # noqa: E402
+from conftest import tiny_train
 
 CPU = torch.device("cpu")
 

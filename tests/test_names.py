@@ -9,7 +9,7 @@ from pathlib import Path
 from posrnn_cli.common import catalog
 from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 #: the registries and the modules that implement their entries
 REGISTRIES = ("posrnn_cli/common/catalog.py", "posrnn_cli/common/experiments.py", "posrnn_cli/tasks/",
               "posrnn_cli/models/", "posrnn_cli/common/floors.py")  # floors: each task's floor lines, by name

@@ -20,9 +20,10 @@ from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.rundir import is_run_file, not_posrnns
 from posrnn_cli.engine import replace
-from posrnn_cli.engine.rundir import REPLACED, Replacement, run_lock
+from posrnn_cli.engine.replace import REPLACED, Replacement
+from posrnn_cli.engine.lock import run_lock
 
-from conftest import ROOT, tiny_train  # noqa: E402 - the repository
+from conftest import ROOT, tiny_train
 
 
 def tree(root: Path) -> dict[str, bytes]:

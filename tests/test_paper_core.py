@@ -14,7 +14,7 @@ from posrnn_cli.analysis.scorecard.claims import load_claims
 from posrnn_cli.sweep import cost
 from posrnn_cli.sweep.plan import plan
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT
 
 PROFILE = "paper_core"
 #: claims.yaml's regime columns → the run config key they read
@@ -69,7 +69,7 @@ def test_every_headline_claim_has_the_cells_its_test_reads_at_the_papers_regime(
                     assert len(vocabs) >= 3, (cid, model, vocabs)
         match = (c.get("params") or {}).get("match")
         if match:  # the two sides of a gap contrast meet on the same cells
-            side = lambda t: {tuple(getattr(cfg.model if k == "model" else cfg.task if k != "hidden_size" else cfg.model,  # noqa: E731
+            side = lambda t: {tuple(getattr(cfg.model if k == "model" else cfg.task if k != "hidden_size" else cfg.model,
                                         {"model": "name"}.get(k, k)) for k in match) for exp, cfg in runs if exp == t}
             assert side("extend") <= side("fig2"), cid
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 def test_papers_md_describes_every_version_and_the_settings():

@@ -15,7 +15,7 @@ from posrnn_cli.common.config import parse_set, resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep.plan import plan
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 FIG2 = ("  fig2:\n    cells: [{model: gru, vocab: 4}]\n    pe: [none]\n    seeds: [SEED]\n    length: 4\n"
         "    hidden: 8\n    iterations: 4\n    batch: 8\n    warmup: 1\n    lr: LR\n")

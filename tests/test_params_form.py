@@ -15,7 +15,7 @@ import yaml
 
 from posrnn_cli.common.profiles import active_profiles, use_profile
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 PARAMS = ROOT / "params.yaml"
 
 

@@ -160,7 +160,7 @@ def expected_intervals(rows, metric: str) -> list[tuple[float, float]]:
 
 def test_every_bar_and_band_is_the_t_interval_of_the_seeds_not_the_tables_ci(figures):
     t = tables()
-    acc = lambda rows: expected_intervals(rows, "token_accuracy")  # noqa: E731
+    acc = lambda rows: expected_intervals(rows, "token_accuracy")
     fig2_rows = t["fig2"]
     beside = [r for r in fig2_rows if r["model"] == "lstm" and r["vocab_size"] == 16]
     want = {

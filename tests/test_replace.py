@@ -14,9 +14,10 @@ import pytest
 
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import replace
-from posrnn_cli.engine.rundir import REPLACED, Replacement, run_lock
+from posrnn_cli.engine.replace import REPLACED, Replacement
+from posrnn_cli.engine.lock import run_lock
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 POSRNN = [sys.executable, "-m", "posrnn_cli"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SMALL = ["--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size", "8",

@@ -17,12 +17,13 @@ import pytest
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import write_marker
-from posrnn_cli.engine.rundir import LOCK_FILE, prepare_run_dir, run_lock, run_state
+from posrnn_cli.engine.rundir import prepare_run_dir, run_state
+from posrnn_cli.engine.lock import LOCK_FILE, run_lock
 from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import _state
 from posrnn_cli.sweep.plan import Job
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 
 
 def cfg(iterations: int = 10) -> RunConfig:

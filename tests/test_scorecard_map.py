@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from posrnn_cli.analysis.scorecard.claims import validate_claim
 
-from fabricate import CLAIMS, DO, INC, NM, NR, R, at, ev, irie, score  # noqa: E402
+from fabricate import CLAIMS, DO, INC, NM, NR, R, at, ev, irie, score
 
 MAP = {"length": 12, "hidden_size": 58}
 

@@ -62,7 +62,7 @@ class SleepUntilPreempted(submitit.helpers.Checkpointable):
 
 
 @pytest.fixture
-def executor(slurm_cluster, tmp_path, monkeypatch):  # noqa: F811
+def executor(slurm_cluster, tmp_path, monkeypatch):
     """An AutoExecutor on the test cluster. submitit calls sbatch/squeue/sacct from this
     process's environment, so the cluster's environment is set for the test's duration; the
     tests directory goes on PYTHONPATH so jobs can unpickle this module's functions."""
@@ -111,7 +111,7 @@ def _final_state(job, timeout_s: float) -> str:
         time.sleep(0.5)
 
 
-def test_map_array_runs_on_the_cluster(executor, slurm_cluster):  # noqa: F811
+def test_map_array_runs_on_the_cluster(executor, slurm_cluster):
     jobs = executor.map_array(square, [1, 2])
     assert len(jobs) == 2
     for job in jobs:
@@ -123,7 +123,7 @@ def test_map_array_runs_on_the_cluster(executor, slurm_cluster):  # noqa: F811
 
 
 def test_preempted_checkpointable_job_is_requeued_and_resumes(
-    executor, slurm_cluster, tmp_path  # noqa: F811
+    executor, slurm_cluster, tmp_path
 ):
     started = tmp_path / "started"
     job = executor.submit(SleepUntilPreempted(), str(started))
@@ -152,7 +152,7 @@ def _last_step(metrics: Path) -> int:
 
 @pytest.mark.slow
 def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped(
-    slurm_cluster, tmp_path, monkeypatch  # noqa: F811
+    slurm_cluster, tmp_path, monkeypatch
 ):
     """One task is preempted as submitit's ``_interrupt`` does it (SIGTERM, then SIGUSR2), the
     other requeued with ``scontrol requeue`` (SIGTERM), both while training. Each saves a
@@ -220,7 +220,7 @@ def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped
 
 
 def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
-    slurm_cluster, tmp_path, monkeypatch  # noqa: F811
+    slurm_cluster, tmp_path, monkeypatch
 ):
     """``scancel`` of a training task: the task saves a checkpoint at the step in progress, and the
     sweep names the run as cancelled (exit 1, no "failed")."""
@@ -264,7 +264,7 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
 
 @pytest.mark.slow
 def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failure(
-    slurm_cluster, tmp_path  # noqa: F811
+    slurm_cluster, tmp_path
 ):
     """The whole cluster scenario at once. While both tasks train, one is requeued by SLURM
     (``scontrol requeuehold``: SIGTERM, then held so it cannot start again before the second sweep

@@ -161,7 +161,7 @@ def test_stability_reads_only_the_checkpoints_of_the_schedule(tmp_path, monkeypa
     """A checkpoint taken for the wall clock (train.checkpoint_minutes, a runtime key) is no point
     of the curve, even when a run kept it."""
     from posrnn_cli.engine import train as train_mod
-    from posrnn_cli.engine.checkpoint import list_checkpoints
+    from posrnn_cli.common.rundir import list_checkpoints
     from posrnn_cli.engine.stability import scheduled_checkpoints, stability_values
 
     monkeypatch.setattr(train_mod, "drop_unscheduled", lambda *a: 0)  # a run trained before they were removed

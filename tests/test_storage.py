@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.engine.rundir import list_checkpoints
+from posrnn_cli.common.rundir import list_checkpoints
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.sweep.plan import plan
 from posrnn_cli.sweep.storage import checkpoint_bytes, checkpoints_kept, estimate
 
-from conftest import ROOT  # noqa: E402 - the repository
-from fabricate import scratch  # noqa: E402 - the same scratch params file as the sweep tests
+from conftest import ROOT
+from fabricate import scratch
 
 TINY = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4, "hidden": 8,
         "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
@@ -158,7 +158,7 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     (a / "code.json").write_text(json.dumps({"module": "posrnn_cli.engine.train", "fingerprint": "0123456789abcdef"}))
     (b / "code.json").unlink()  # a run trained before runs recorded their code
     before = {p: p.read_bytes() for p in (a / "checkpoints").iterdir()}
-    weights = lambda: {n: t.tolist() for n, t in torch.load(list_checkpoints(a)[-1][1], weights_only=True)["model"].items()}  # noqa: E731
+    weights = lambda: {n: t.tolist() for n, t in torch.load(list_checkpoints(a)[-1][1], weights_only=True)["model"].items()}
     trained = weights()
 
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--json"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from posrnn_cli.common.profiles import active_profiles, use_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
 from posrnn_cli.sweep.plan import plan
 
-from conftest import ROOT  # noqa: E402 - the repository
-from fabricate import scratch  # noqa: E402 - a params file with one profile t
-from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, kill_sweep_while_training, results, same  # noqa: E402
+from conftest import ROOT
+from fabricate import scratch
+from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, kill_sweep_while_training, results, same
 TINY = {"cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6}], "pe": ["none", "sinusoidal"],
         "seeds": [1], "length": 4, "hidden": 8, "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
 
@@ -162,7 +161,8 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
     """kill -9 of `posrnn sweep` (and so of its workers) at ten random moments while it trains;
     a re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
     and no partial file is ever left where a loader would read it."""
-    from posrnn_cli.engine.checkpoint import list_checkpoints, load_checkpoint
+    from posrnn_cli.engine.checkpoint import load_checkpoint
+    from posrnn_cli.common.rundir import list_checkpoints
 
     grid = {**TINY, "cells": [{"model": "gru", "vocab": 6}], "iterations": 4000, "checkpoint_every": 100,
             "set": {"train.log_every": 50}}
@@ -246,7 +246,7 @@ def test_a_second_sweep_on_the_same_runs_gets_one_line_naming_the_first(tmp_path
     runs = tmp_path / "runs" / "t"
     runs.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom posrnn_cli.engine.rundir import run_lock\n"
+        "import sys, time\nfrom posrnn_cli.engine.lock import run_lock\n"
         "with run_lock(sys.argv[1], 'posrnn sweep --profile t'):\n    print('held', flush=True)\n    time.sleep(60)\n"),
         str(runs)], stdout=subprocess.PIPE, text=True)
     try:
@@ -261,7 +261,7 @@ def test_a_second_sweep_on_the_same_runs_gets_one_line_naming_the_first(tmp_path
 
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurm_cluster import slurm_cluster  # noqa: E402,F401 - the fixture
+from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture
 
 
 def test_sweep_through_a_real_slurm_array(slurm_cluster, tmp_path, monkeypatch):

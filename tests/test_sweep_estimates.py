@@ -16,8 +16,8 @@ from posrnn_cli.sweep import calibrate, cost
 from posrnn_cli.sweep.plan import plan
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import ROOT  # noqa: E402 - the repository
-from fabricate import scratch  # noqa: E402 - the same scratch params file as the sweep tests
+from conftest import ROOT
+from fabricate import scratch
 
 GRID = {"cells": [{"model": "gru", "vocab": 8}, {"model": "lstm", "vocab": 16}], "pe": ["none", "sinusoidal"],
         "seeds": [1], "length": 6, "hidden": 16, "iterations": 500, "batch": 32, "warmup": 5}

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 TABLES = ROOT / "results" / "lite" / "tables"
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 
-from conftest import ROOT  # noqa: E402 - the repository
+from conftest import ROOT
 #: the tour's sections of single runs, (file, heading), in the order they run (the pipeline's and the
 #: sweep's run whole profiles, language modelling needs WikiText)
 SECTIONS = (("README.md", "One run"), ("docs/tour.md", "Gradient stability"), ("docs/tour.md", "Vocabulary extension"))

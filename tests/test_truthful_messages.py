@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +22,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.lock import LOCK_FILE, LockBusy, run_lock
 from posrnn_cli.sweep import SweepOptions, run_sweep
 
-from conftest import tiny_train  # noqa: E402
+from conftest import tiny_train
 from fabricate import scratch
 
 HOST = socket.gethostname()

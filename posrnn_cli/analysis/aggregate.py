@@ -39,7 +39,8 @@ from ..common import keys, rundir
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import check_table, csv_text, read_json, read_npz, same_path, write_files_together
+from ..common.io import csv_text, read_json, read_npz, same_path, write_files_together
+from ..common.tables import check_table
 from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
 from ..common.stats import hierarchical
 from ..common.tables import COSINE_QUANTILES

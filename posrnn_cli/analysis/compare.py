@@ -122,7 +122,7 @@ def pair_by_seed(a: list[tuple[int, str]], b: list[tuple[int, str]]) -> list[tup
             raise PosrnnError(f"side {side} has two runs of seed {twice[0]}; pass one run per seed on each side")
     sa, sb = {s: r for s, r in a}, {s: r for s, r in b}
     if set(sa) != set(sb):
-        show = lambda d: " ".join(str(s) for s in sorted(d))  # noqa: E731
+        show = lambda d: " ".join(str(s) for s in sorted(d))
         raise PosrnnError(f"the sides' seeds differ (A: {show(sa)}; B: {show(sb)}); pass runs of the same seeds on both sides")
     return [(s, sa[s], sb[s]) for s in sorted(sa)]
 

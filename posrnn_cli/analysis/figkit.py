@@ -47,19 +47,19 @@ def models_in_order(rows: list[dict]) -> list[str]:
     return catalog.order(catalog.CORES, (r["model"] for r in rows))
 
 
-def _model_key(model: str) -> tuple:
+def model_key(model: str) -> tuple:
     return (MODEL_ORDER.index(model) if model in MODEL_ORDER else len(MODEL_ORDER), str(model))
 
 
-def _pe_key(pe: str) -> tuple:
+def pe_key(pe: str) -> tuple:
     return (PE_ORDER.index(pe) if pe in PE_ORDER else len(PE_ORDER), str(pe))
 
 
-def _arm_key(model: str, pe: str) -> tuple:
-    return (*_model_key(model), *_pe_key(pe))
+def arm_key(model: str, pe: str) -> tuple:
+    return (*model_key(model), *pe_key(pe))
 
 
-def _plt():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,7 +94,7 @@ def save_bytes(path: Path, data: bytes) -> None:
 def _save(fig, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI)
-    _plt().close(fig)
+    pyplot().close(fig)
     save_bytes(path, buf.getvalue())
 
 
@@ -111,7 +111,7 @@ class Spread:
     n: int
 
 
-def _n_seeds(r: dict) -> int:
+def seed_count(r: dict) -> int:
     if isinstance(r.get("n_seeds"), int):
         return r["n_seeds"]
     return len(str(r.get("seeds") or "").split()) or 1
@@ -142,7 +142,7 @@ def spread(r: dict, metric: str) -> Spread:
     if vals is not None:
         _, lo, hi = t_interval(vals)
         return Spread(lo, hi, "t", len(vals)) if len(vals) >= 2 else Spread(math.nan, math.nan, "none", 1)
-    n = _n_seeds(r)
+    n = seed_count(r)
     lo, hi = r.get(f"{metric}_min"), r.get(f"{metric}_max")
     if n >= 2 and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
         return Spread(float(lo), float(hi), "range", n)
@@ -178,7 +178,7 @@ def describe(spreads: list[Spread], mark: str = "bars") -> tuple[str, Optional[s
     return note, name
 
 
-def _errorbars(ax, xs: list, ys: list, spreads: list[Spread], color: str) -> None:
+def errorbars(ax, xs: list, ys: list, spreads: list[Spread], color: str) -> None:
     """The finite ``spreads`` as error bars at ``xs`` (their lines tagged gid "interval")."""
     pts = [(x, y, s) for x, y, s in zip(xs, ys, spreads) if math.isfinite(s.lo) and math.isfinite(s.hi)]
     if not pts:
@@ -190,7 +190,7 @@ def _errorbars(ax, xs: list, ys: list, spreads: list[Spread], color: str) -> Non
         c.set_gid("interval")
 
 
-def _series(ax, xs: list, rows: list[dict], key: str, color: str, label: str, band: bool = False,
+def draw_series(ax, xs: list, rows: list[dict], key: str, color: str, label: str, band: bool = False,
             ls: str = "-", marker: str = "o") -> list[Spread]:
     """One line of means (points only when it has a single x) with its intervals: error bars,
     or a shaded band when ``band`` and there are several points. Returns the intervals."""
@@ -199,11 +199,11 @@ def _series(ax, xs: list, rows: list[dict], key: str, color: str, label: str, ba
     if band and len(xs) > 1:
         ax.fill_between(xs, [s.lo for s in spreads], [s.hi for s in spreads], color=color, alpha=0.2, lw=0, gid="interval")
     else:
-        _errorbars(ax, xs, ys, spreads, color)
+        errorbars(ax, xs, ys, spreads, color)
     return spreads
 
 
-def _sweep_axis(ax, xs: list, log2: bool = True) -> None:
+def sweep_axis(ax, xs: list, log2: bool = True) -> None:
     """A log2 axis for a sweep over several values; over one value a linear axis ticked there."""
     values = sorted(set(xs))
     if len(values) > 1 and log2:
@@ -230,7 +230,7 @@ def position_level(r: dict) -> Optional[float]:
     return floors.position_line(r["task"], v, r.get("length"), r.get("pairs"), r.get("filler") or "random")
 
 
-def _chance(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
+def draw_floors(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
     """The floor lines of each row at ``xs``: chance (dashed, gid "chance") and what position
     alone reaches (dotted, gid "position"): one horizontal line when all rows share it, short
     segments over each x otherwise, a curve when ``half`` is None (x = V)."""
@@ -253,7 +253,7 @@ def _chance(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
             ax.hlines([c for _, c in pts], [x - half for x, _ in pts], [x + half for x, _ in pts], label=name, **style)
 
 
-def _legend(ax, interval: Optional[str], mark: str = "bars", **kw) -> None:
+def add_legend(ax, interval: Optional[str], mark: str = "bars", **kw) -> None:
     """``ax``'s legend, the intervals named last (``interval``: their name, None when none is drawn)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -267,10 +267,10 @@ def _legend(ax, interval: Optional[str], mark: str = "bars", **kw) -> None:
 
 
 # ---- layout ------------------------------------------------------------------------------------
-def _grid(n: int, rows_each: int = 1, w: float = 4.6, h: float = 3.2, sharey: bool = False, min_width: float = 5.5):
+def panel_grid(n: int, rows_each: int = 1, w: float = 4.6, h: float = 3.2, sharey: bool = False, min_width: float = 5.5):
     """A figure of ``n`` items, each ``rows_each`` panels stacked, at most ``MAX_COLUMNS`` items a
     row. Returns (figure, the panels of each item)."""
-    plt = _plt()
+    plt = pyplot()
     cols = max(1, min(n, MAX_COLUMNS))
     grid_rows = -(-max(n, 1) // cols)
     fig, axes = plt.subplots(grid_rows * rows_each, cols, squeeze=False, sharey=sharey,
@@ -288,12 +288,12 @@ def _wrap(text: str, width_in: float, fontsize: float) -> str:
     return "\n".join(textwrap.fill(part, max(16, int(width_in * 110 / fontsize))) for part in text.split("\n"))
 
 
-def _ax_title(ax, text: str, fontsize: float = 8) -> None:
+def ax_title(ax, text: str, fontsize: float = 8) -> None:
     width = ax.get_position().width * ax.figure.get_figwidth()
     ax.set_title(_wrap(text, width, fontsize), fontsize=fontsize)
 
 
-def _finish(fig, title: str, path: Path, fontsize: float = 10) -> None:
+def finish(fig, title: str, path: Path, fontsize: float = 10) -> None:
     """The figure's title, wrapped to its width; laid out so that nothing is clipped; saved."""
     fig.suptitle(_wrap(title, 0.95 * fig.get_figwidth(), fontsize), fontsize=fontsize)
     fig.tight_layout()

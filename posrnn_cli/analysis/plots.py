@@ -34,12 +34,13 @@ from typing import Callable, Optional
 from ..common import catalog
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, resolve
-from ..common.io import check_table, read_csv, write_files_together
+from ..common.io import read_csv, write_files_together
+from ..common.tables import check_table
 from .aggregate import DUAL_CONDITIONS
 from .figkit import (
-    pe_label, pe_color, model_label, models_in_order, _model_key, _pe_key, _arm_key, _plt, collecting, save_bytes,
-    Spread, _n_seeds, spread, describe, _errorbars, _series, _sweep_axis, _chance, _legend, _grid, _ax_title,
-    _finish)
+    pe_label, pe_color, model_label, models_in_order, model_key, pe_key, arm_key, pyplot, collecting, save_bytes,
+    Spread, seed_count, spread, describe, errorbars, draw_series, sweep_axis, draw_floors, add_legend, panel_grid, ax_title,
+    finish)
 
 # ---- the figures ------------------------------------------------------------------------------
 #: the columns each figure reads from its table (the experiment registry's ``Figure.columns``)
@@ -60,30 +61,30 @@ def fig_vocab(rows: list[dict], path: Path, task: str = "Reverse ordering",
     """Fig. 2: token accuracy (top) and Damerau–Levenshtein distance (bottom) vs V, per model
     (``task`` names the task in the title; ``setting`` describes a model's training setting)."""
     models = models_in_order(rows)
-    fig, items = _grid(len(models), rows_each=2, w=4.6, h=3.0)
+    fig, items = panel_grid(len(models), rows_each=2, w=4.6, h=3.0)
     spreads: list[Spread] = []
     for model, (acc, dl) in zip(models, items):
         mrows = [r for r in rows if r["model"] == model]
         for pe in _pe_sorted(r["pe"] for r in mrows):
             rs = sorted((r for r in mrows if r["pe"] == pe), key=lambda r: r["vocab_size"])
             for ax, key in ((acc, "token_accuracy"), (dl, "damerau_levenshtein")):
-                spreads += _series(ax, [r["vocab_size"] for r in rs], rs, key, pe_color(pe), pe_label(pe))
-        _chance(acc, [r["vocab_size"] for r in mrows], mrows, half=None)
+                spreads += draw_series(ax, [r["vocab_size"] for r in rs], rs, key, pe_color(pe), pe_label(pe))
+        draw_floors(acc, [r["vocab_size"] for r in mrows], mrows, half=None)
         for ax, ylabel in ((acc, "token accuracy"), (dl, "Damerau–Levenshtein distance")):
-            _sweep_axis(ax, [r["vocab_size"] for r in mrows])
+            sweep_axis(ax, [r["vocab_size"] for r in mrows])
             ax.set_ylabel(ylabel)
             ax.set_xlabel("vocabulary size V")
             ax.grid(alpha=0.3)
-        _ax_title(acc, f"{model_label(model)} ({setting(mrows[0])})")
+        ax_title(acc, f"{model_label(model)} ({setting(mrows[0])})")
     note, name = describe(spreads)
-    _legend(items[0][0], name)
-    _finish(fig, f"{task}: accuracy and edit distance vs vocabulary size ({note})", path)
+    add_legend(items[0][0], name)
+    finish(fig, f"{task}: accuracy and edit distance vs vocabulary size ({note})", path)
 
 
 def fig_dual(rows: list[dict], path: Path) -> None:
     """The dual-frequency grid: accuracy on the target token per (target kind / disturbant kind)."""
     models = models_in_order(rows)
-    fig, items = _grid(len(models), w=5.2, h=3.6)
+    fig, items = panel_grid(len(models), w=5.2, h=3.6)
     spreads: list[Spread] = []
     for model, (ax,) in zip(models, items):
         pes = _pe_sorted(r["pe"] for r in rows if r["model"] == model)
@@ -94,18 +95,18 @@ def fig_dual(rows: list[dict], path: Path) -> None:
             xs = [i + (k - (len(pes) - 1) / 2) * width for i in range(len(DUAL_CONDITIONS))]
             ax.bar(xs, [r["token_accuracy"] for r in rs], width, color=pe_color(pe), label=pe_label(pe))
             spreads += [spread(r, "token_accuracy") for r in rs]
-            _errorbars(ax, xs, [r["token_accuracy"] for r in rs], spreads[-len(rs):], "black")
-        _chance(ax, list(range(len(DUAL_CONDITIONS))), rs)
+            errorbars(ax, xs, [r["token_accuracy"] for r in rs], spreads[-len(rs):], "black")
+        draw_floors(ax, list(range(len(DUAL_CONDITIONS))), rs)
         ax.set_xticks(range(len(DUAL_CONDITIONS)), [f"{c[0]} target\n{c[2]} disturbants" for c in DUAL_CONDITIONS], fontsize=8)
         ax.set_ylabel("accuracy on the target token")
         ax.set_ylim(0, 1.3)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.grid(alpha=0.3, axis="y")
-        _ax_title(ax, f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})")
+        ax_title(ax, f"{model_label(model)}, V={rs[0]['vocab_size']}, rarity={rs[0]['rarity']:g} ({_setting(rs[0])})")
     note, name = describe(spreads)
     for (ax,) in items:
-        _legend(ax, name, loc="upper center", ncol=2)
-    _finish(fig, f"Dual-frequency vocabulary: F = Frequent half, R = Rare half ({note})", path)
+        add_legend(ax, name, loc="upper center", ncol=2)
+    finish(fig, f"Dual-frequency vocabulary: F = Frequent half, R = Rare half ({note})", path)
 
 
 def _conditions(rows: list[dict]) -> list[str]:
@@ -135,10 +136,10 @@ def fig_stability(rows: list[dict], path: Path) -> None:
     stacked; a single run's rows (``posrnn stability --plot``) or a table's over seeds."""
     import matplotlib as mpl
 
-    arms = sorted(dict.fromkeys((r["model"], r["pe"]) for r in rows), key=lambda a: _arm_key(*a))
+    arms = sorted(dict.fromkeys((r["model"], r["pe"]) for r in rows), key=lambda a: arm_key(*a))
     pairs, conds = ["common_target", "common_suffix"], _conditions(rows)
     colors = {c: mpl.colormaps["tab10"](i % 10) for i, c in enumerate(conds)}
-    fig, items = _grid(len(arms), rows_each=2, w=4.2, h=2.9, sharey=True)
+    fig, items = panel_grid(len(arms), rows_each=2, w=4.2, h=2.9, sharey=True)
     spreads: list[Spread] = []
     several = len({r["step"] for r in rows}) > 1
     for (model, pe), panels in zip(arms, items):
@@ -148,47 +149,47 @@ def fig_stability(rows: list[dict], path: Path) -> None:
                 rs = sorted((r for r in rows if (r["model"], r["pe"], r["pair"], r["condition"]) == (model, pe, pair, cond)),
                             key=lambda r: r["step"])
                 if rs:
-                    spreads += _series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], cond, band=True)
+                    spreads += draw_series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], cond, band=True)
                     drawn[cond] = tuple((r["step"], r["stability"], str(r.get("stability_by_seed", ""))) for r in rs)
             _panel_notes(ax, model, drawn)
-            _sweep_axis(ax, [r["step"] for r in rows], log2=False)
-            _ax_title(ax, f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
+            sweep_axis(ax, [r["step"] for r in rows], log2=False)
+            ax_title(ax, f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
             ax.grid(alpha=0.3)
             ax.set_xlabel("training iteration")
             ax.set_ylabel("gradient stability")
     mark = "bands" if several else "bars"
     note, name = describe(spreads, mark)
-    _legend(items[0][0], name, mark, title="target/disturbant", title_fontsize=7)
+    add_legend(items[0][0], name, mark, title="target/disturbant", title_fontsize=7)
     at = sorted({int(r.get("target_position") or 1) for r in rows})  # a row without the column: the first token
     where = "" if at == [1] else f"; target at t = {', '.join(map(str, at))}"
-    _finish(fig, f"Gradient stability over training (row-wise Jacobian similarity; {note}{where})", path, fontsize=9)
+    finish(fig, f"Gradient stability over training (row-wise Jacobian similarity; {note}{where})", path, fontsize=9)
 
 
 def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy", label: Optional[Callable] = None) -> None:
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
-    plt = _plt()
+    plt = pyplot()
     width = max(4.0, 1.2 * len(rows) + 1.5) + 2.4  # + the legend beside the axes
     spreads = [spread(r, key) for r in rows]
     fig, ax = plt.subplots(figsize=(width, 3.8))
     xs = list(range(len(rows)))
-    labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{_n_seeds(r)} seed{'' if _n_seeds(r) == 1 else 's'}"
+    labels = [(label(r) if label else pe_label(r["pe"])) + f"\n{seed_count(r)} seed{'' if seed_count(r) == 1 else 's'}"
               for r in rows]
     ax.bar(xs, [r[key] for r in rows], color=[pe_color(r["pe"]) for r in rows])
-    _errorbars(ax, xs, [r[key] for r in rows], spreads, "black")
+    errorbars(ax, xs, [r[key] for r in rows], spreads, "black")
     if key == "token_accuracy":
-        _chance(ax, xs, rows)
+        draw_floors(ax, xs, rows)
     ax.set_xticks(xs, labels, fontsize=8)
     ax.set_ylabel(key.replace("_", " "))
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3, axis="y")
     note, name = describe(spreads)
-    _legend(ax, name, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    _finish(fig, f"{title} ({note})", path, fontsize=9)
+    add_legend(ax, name, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    finish(fig, f"{title} ({note})", path, fontsize=9)
 
 
 def fig_length(rows: list[dict], path: Path) -> None:
     """The length sweep at V = 2: token accuracy vs L (points only when it holds one length)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     spreads: list[Spread] = []
     pes = _pe_sorted(r["pe"] for r in rows)
@@ -196,24 +197,24 @@ def fig_length(rows: list[dict], path: Path) -> None:
     for k, pe in enumerate(pes):
         rs = sorted((r for r in rows if r["pe"] == pe), key=lambda r: r["length"])
         xs = [r["length"] + (k - (len(pes) - 1) / 2) * dodge for r in rs]
-        spreads += _series(ax, xs, rs, "token_accuracy", pe_color(pe), pe_label(pe))
-    _chance(ax, [r["length"] for r in rows], rows, half=None)
-    _sweep_axis(ax, [r["length"] for r in rows])
+        spreads += draw_series(ax, xs, rs, "token_accuracy", pe_color(pe), pe_label(pe))
+    draw_floors(ax, [r["length"] for r in rows], rows, half=None)
+    sweep_axis(ax, [r["length"] for r in rows])
     ax.set_xlabel("input length L")
     ax.set_ylabel("token accuracy")
     ax.grid(alpha=0.3)
     note, name = describe(spreads)
-    _legend(ax, name, loc="lower right")
+    add_legend(ax, name, loc="lower right")
     r0 = rows[0]
-    _finish(fig, f"Length sweep, V = {r0['vocab_size']} ({model_label(r0['model'])}, H={r0['hidden_size']}, "
+    finish(fig, f"Length sweep, V = {r0['vocab_size']} ({model_label(r0['model'])}, H={r0['hidden_size']}, "
                  f"{r0['iterations']:,} it; {note})", path, fontsize=9)
 
 
 def fig_sweep(rows: list[dict], path: Path, x: str, key: str, xlabel: str, title: str, split: Optional[str] = None) -> None:
     """``key`` vs ``x`` on a log2 axis, a panel per (task, model), a line per PE form (colour) and,
     with ``split`` (e.g. ``feedback``), per value of that column (solid, then dashed)."""
-    panels = sorted({(r.get("task", ""), r["model"]) for r in rows}, key=lambda p: (str(p[0]), _model_key(p[1])))
-    fig, items = _grid(len(panels))
+    panels = sorted({(r.get("task", ""), r["model"]) for r in rows}, key=lambda p: (str(p[0]), model_key(p[1])))
+    fig, items = panel_grid(len(panels))
     spreads: list[Spread] = []
     for (task, model), (ax,) in zip(panels, items):
         prow = [r for r in rows if r.get("task", "") == task and r["model"] == model]
@@ -223,18 +224,18 @@ def fig_sweep(rows: list[dict], path: Path, x: str, key: str, xlabel: str, title
                 rs = sorted((r for r in prow if r["pe"] == pe and (split is None or r[split] == kind)), key=lambda r: r[x])
                 label = pe_label(pe) + (f", {catalog.label(catalog.FEEDBACK, kind)}" if split else "")
                 if rs:
-                    spreads += _series(ax, [r[x] for r in rs], rs, key, pe_color(pe), label, ls=("-", "--", ":")[k % 3],
+                    spreads += draw_series(ax, [r[x] for r in rs], rs, key, pe_color(pe), label, ls=("-", "--", ":")[k % 3],
                                        marker="os^"[k % 3])
         if key == "token_accuracy":
-            _chance(ax, [r[x] for r in prow], prow, half=None)
-        _sweep_axis(ax, [r[x] for r in prow])
+            draw_floors(ax, [r[x] for r in prow], prow, half=None)
+        sweep_axis(ax, [r[x] for r in prow])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(key.replace("_", " "))
         ax.grid(alpha=0.3)
-        _ax_title(ax, f"{task + ': ' if task and split else ''}{model_label(model)} ({_setting(prow[0])})")
+        ax_title(ax, f"{task + ': ' if task and split else ''}{model_label(model)} ({_setting(prow[0])})")
     note, name = describe(spreads)
-    _legend(items[0][0], name, handlelength=3)
-    _finish(fig, f"{title} ({note})", path)
+    add_legend(items[0][0], name, handlelength=3)
+    finish(fig, f"{title} ({note})", path)
 
 
 def _same_setting(a: dict, b: dict) -> bool:
@@ -255,7 +256,7 @@ def lm_table(rows: list[dict]) -> str:
 def _beside_fig2(t: dict, name: str) -> list[dict]:
     """``name``'s rows after fig2's vanilla and sinusoidal rows of the same setting, in PE order."""
     rows = [r for r in t.get("fig2", []) if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t[name][0])] + t[name]
-    return sorted(rows, key=lambda r: _arm_key(r["model"], r["pe"]))
+    return sorted(rows, key=lambda r: arm_key(r["model"], r["pe"]))
 
 
 def draw_fig2(t: dict, path: Path) -> None:
@@ -287,7 +288,7 @@ def fig_map(rows: list[dict], path: Path) -> None:
     """The map: one panel per core, token accuracy vs V, one line per arm of {PE} × {its short
     convolution on (solid), off (dashed)}, with the chance line."""
     models = models_in_order(rows)
-    fig, items = _grid(len(models), w=4.2, h=3.2)
+    fig, items = panel_grid(len(models), w=4.2, h=3.2)
     spreads: list[Spread] = []
     for model, (ax,) in zip(models, items):
         mrows = [r for r in rows if r["model"] == model]
@@ -296,25 +297,25 @@ def fig_map(rows: list[dict], path: Path) -> None:
                 rs = sorted((r for r in mrows if r["pe"] == pe and bool(r.get("conv", True)) == conv),
                             key=lambda r: r["vocab_size"])
                 if rs:
-                    spreads += _series(ax, [r["vocab_size"] for r in rs], rs, "token_accuracy", pe_color(pe),
+                    spreads += draw_series(ax, [r["vocab_size"] for r in rs], rs, "token_accuracy", pe_color(pe),
                                        f"{pe_label(pe)}, {'conv' if conv else 'no conv'}", ls="-" if conv else "--",
                                        marker="o" if conv else "s")
-        _chance(ax, [r["vocab_size"] for r in mrows], mrows, half=None)
-        _sweep_axis(ax, [r["vocab_size"] for r in mrows])
+        draw_floors(ax, [r["vocab_size"] for r in mrows], mrows, half=None)
+        sweep_axis(ax, [r["vocab_size"] for r in mrows])
         ax.set_ylim(0, 1.05)
         ax.set_xlabel("vocabulary size V")
         ax.set_ylabel("token accuracy")
         ax.grid(alpha=0.3)
-        _ax_title(ax, f"{model_label(model)} ({_setting(mrows[0])})")
+        ax_title(ax, f"{model_label(model)} ({_setting(mrows[0])})")
     note, name = describe(spreads)
-    _legend(items[0][0], name)
-    _finish(fig, f"The map, reverse ordering: PE × the short convolution × V ({note})", path)
+    add_legend(items[0][0], name)
+    finish(fig, f"The map, reverse ordering: PE × the short convolution × V ({note})", path)
 
 
 def draw_mamba_conv(t: dict, path: Path) -> None:
     """Mamba ± its convolution; with several cores or vocabularies (the map), one panel a core."""
-    rows = sorted(t["mamba_conv"], key=lambda r: (_model_key(r["model"]), r["vocab_size"], not r.get("conv", True),
-                                                  _pe_key(r["pe"])))
+    rows = sorted(t["mamba_conv"], key=lambda r: (model_key(r["model"]), r["vocab_size"], not r.get("conv", True),
+                                                  pe_key(r["pe"])))
     if len({r["model"] for r in rows}) > 1 or len({r["vocab_size"] for r in rows}) > 2:
         return fig_map(rows, path)
     fig_bars(rows, path, f"Mamba with and without its convolution, reverse ({_setting(rows[0])})",
@@ -323,7 +324,7 @@ def draw_mamba_conv(t: dict, path: Path) -> None:
 
 def draw_irie(t: dict, path: Path) -> None:
     """Irie's Transformers: accuracy per core, layer count and PE (the permutation shares are in the table)."""
-    rows = sorted(t["irie"], key=lambda r: (_model_key(r["model"]), r["layers"], _pe_key(r["pe"])))
+    rows = sorted(t["irie"], key=lambda r: (model_key(r["model"]), r["layers"], pe_key(r["pe"])))
     fig_bars(rows, path, f"Irie's task: Transformers by layers ({_setting(rows[0])})",
              label=lambda r: f"{model_label(r['model'])}\n{r['layers']} layer{'' if r['layers'] == 1 else 's'} "
                              f"{pe_label(r['pe'])}")
@@ -353,7 +354,7 @@ def draw_double(t: dict, path: Path) -> None:
 
 
 def draw_extend(t: dict, path: Path) -> None:
-    rows = sorted(t["extend"], key=lambda r: (_model_key(r["model"]), r["base_vocab"], _pe_key(r["pe"])))
+    rows = sorted(t["extend"], key=lambda r: (model_key(r["model"]), r["base_vocab"], pe_key(r["pe"])))
     fig_bars(rows, path, "Vocabulary extension: accuracy on sequences of new ids only (frozen trained weights)",
              label=lambda r: f"{model_label(r['model'])} {pe_label(r['pe'])}\nV {r['base_vocab']}+{r['extra_vocab']}")
 

@@ -13,14 +13,14 @@ from ..common.signals import quiet_interrupts
 
 quiet_interrupts()  # before the slow imports below
 
-import typer  # noqa: E402
-from typer.core import TyperArgument  # noqa: E402
+import typer
+from typer.core import TyperArgument
 
-from .. import __version__  # noqa: E402
-from . import lm as _lm  # noqa: E402
-from . import pipeline as _pipeline  # noqa: E402
-from . import runs as _runs  # noqa: E402
-from . import status as _status  # noqa: E402
+from .. import __version__
+from . import lm as _lm
+from . import pipeline as _pipeline
+from . import runs as _runs
+from . import status as _status
 
 # An argument's metavar names it (RUN, DIR); Typer would add a Python type after it ("<path>").
 TyperArgument.display_type_rich = lambda self, ctx: None

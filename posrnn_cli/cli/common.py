@@ -113,7 +113,7 @@ def advise_on_interrupt(out: Path, resume: Optional[str]):
     try:
         yield
     except KeyboardInterrupt:
-        from ..engine.rundir import list_checkpoints
+        from ..common.rundir import list_checkpoints
 
         if resume is not None and (Path(out) / "config.yaml").is_file() and list_checkpoints(out):
             msg = f"interrupted; {out} keeps its last checkpoint: continue with {resume}"
@@ -164,7 +164,8 @@ def threads_for_run(requested: Optional[int], run: Path):
     extend-vocab): ``requested``, else the machine's choice for the run's size. Returns the
     ``ThreadChoice``."""
     from ..common.machine import choose_threads, is_small_model
-    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.rundir import read_run_config
     from ..engine.device import setup_threads
 
     cfg = read_run_config(resolve_checkpoint(run)[1]) if requested is None else None

@@ -16,7 +16,7 @@ PARAMS = Path("params.yaml")
 ParamsFile = Annotated[Path, typer.Option("--params", metavar="FILE", help="The params file holding the profiles.")]
 
 
-def _profile(params: Path, profile: Optional[str]) -> str:
+def active_profile(params: Path, profile: Optional[str]) -> str:
     from ..common.profiles import active_profiles
 
     if profile is not None:
@@ -81,7 +81,7 @@ def sweep(
     names = list(experiments or []) + (experiments_of_stage(stage) if stage else [])
     if not names:
         names = list(EXPERIMENTS)
-    name = _profile(params, profile)
+    name = active_profile(params, profile)
     slurm = {"partition": partition, "gpus_per_task": gpus_per_task, "cpus_per_task": cpus_per_task, "mem_gb": mem_gb,
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
@@ -299,7 +299,7 @@ def scorecard(
 
     if across:
         return _across(params, readme, quiet, json_out)
-    name = profile if profile is not None or results is not None else _profile(params, None)
+    name = profile if profile is not None or results is not None else active_profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
         check_profile_name(params, name)

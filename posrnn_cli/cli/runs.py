@@ -42,7 +42,7 @@ def train(
     opts: Optional[dict] = None,
 ):
     from ..common.config import resolve_config
-    from ..engine.checkpoint import read_run_config
+    from ..engine.rundir import read_run_config
     from ..engine.lock import restore_before_reading
     from ..engine.train import train as train_run
 
@@ -143,7 +143,8 @@ def eval_cmd(
 
 def _evaluated(run: Path, device: str) -> tuple[dict, object]:
     """A run's evaluation of its latest checkpoint (the cached one when current) and its config."""
-    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.rundir import read_run_config
     from ..engine.evaluate import cached_eval, evaluate
 
     ckpt, run_dir = resolve_checkpoint(run)
@@ -174,7 +175,8 @@ def _title(results: list[dict], configs: list) -> str:
 def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, int]]:
     """(seed, index in A, index in B) of each pair of runs, from their configs."""
     from ..analysis.compare import pair_by_seed
-    from ..engine.checkpoint import read_run_config, resolve_checkpoint
+    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.rundir import read_run_config
 
     def seeds(side):
         out = []
@@ -219,7 +221,7 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
     pairs = _seeds_of([r["run_dir"] for r, _ in a], [r["run_dir"] for r, _ in b])
     if len({cmp.score_of(r["task"]).key for r, _ in a + b}) > 1:
         raise PosrnnError("the runs measure different things (e.g. accuracy and perplexity); compare runs of one task")
-    mean = lambda rc: float(cmp.sequence_scores(rc[0]["run_dir"], rc[0]).mean())  # noqa: E731
+    mean = lambda rc: float(cmp.sequence_scores(rc[0]["run_dir"], rc[0]).mean())
     d = cmp.per_seed([s for s, _, _ in pairs], [mean(a[i]) for _, i, _ in pairs], [mean(b[j]) for _, _, j in pairs])
     out = one(a[0][0], a[0][1], b[0][0], b[0][1], d)
     return [{**out, "a": [r["label"] for r, _ in a], "b": [r["label"] for r, _ in b]}]
@@ -292,7 +294,7 @@ def stability(
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
     from ..common.io import write_csv
     from ..engine.checkpoint import resolve_checkpoint
-    from ..engine.rundir import run_lock
+    from ..engine.lock import run_lock
     from ..engine.stability import analyze, check_stability_out
 
     run_dir = resolve_checkpoint(run, checkpoint)[1]

@@ -24,9 +24,9 @@ def status(
     next command to run. Reads the run directories only."""
     from ..common.profiles import active_profiles
     from ..status import COUNTS, next_command, profile_status
-    from .pipeline import _profile
+    from .pipeline import active_profile
 
-    name = _profile(params, profile)
+    name = active_profile(params, profile)
     active = name in active_profiles(params)
     rows = profile_status(params, name)
     then, why = next_command(name, rows, Path("results"), active=active)
@@ -37,7 +37,7 @@ def status(
     typer.echo(f"profile {name}{' (active)' if active else ''}: runs under runs/{name}")
     heads = ("experiment", "runs", *COUNTS)
     widths = [max(10, max((len(r.name) for r in rows), default=0)), *(max(4, len(h)) for h in heads[1:])]
-    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     typer.echo(line(heads).rstrip())
     from ..common.experiments import EXPERIMENTS
 

@@ -285,7 +285,7 @@ def parse_set(item: str) -> tuple[str, Any]:
 MAX_YAML_NODES = 100_000
 
 
-def _expanded_size(node, memo: dict, open_: set, limit: int) -> int:
+def expanded_size(node, memo: dict, open_: set, limit: int) -> int:
     """Nodes of ``node`` once every alias is expanded (memoised per node, so a shared anchor is
     counted each time it is used but walked once); stops early above ``limit``."""
     key = id(node)
@@ -302,7 +302,7 @@ def _expanded_size(node, memo: dict, open_: set, limit: int) -> int:
     else:
         children = []
     for child in children:
-        total += _expanded_size(child, memo, open_, limit)
+        total += expanded_size(child, memo, open_, limit)
         if total > limit:
             break
     open_.discard(key)
@@ -352,7 +352,7 @@ def safe_load_bounded(text: str, source: str, as_dvc: bool = False) -> Any:
             node = loader.get_single_node()
             if node is None:
                 return None
-            if _expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+            if expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
                 raise PosrnnError(f"{source}: its YAML aliases (&/*) expand beyond {MAX_YAML_NODES:,} values; "
                                   f"write the values out instead of aliasing them")
             repeated = _repeated_key(node, set())
@@ -418,7 +418,7 @@ def _tagged_readings(tag: str, value: str) -> tuple[Any, Any]:
     for load in (yaml.safe_load, YAML(typ="safe", pure=True).load):
         try:
             out.append(load(text))
-        except Exception:  # noqa: BLE001 - either parser's error means: not read alike
+        except Exception:
             out.append(_Unreadable())
     return out[0], out[1]
 

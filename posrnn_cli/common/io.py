@@ -26,10 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .tables import check_table  # noqa: F401  (the one check of a result table, read from here too)
 
 TEMP_SUFFIX = ".tmp"
-_TEMP_RE = re.compile(r"^\..+\.posrnn-(\d+)\.[^.]+\.tmp$")
+TEMP_RE = re.compile(r"^\..+\.posrnn-(\d+)\.[^.]+\.tmp$")
 MARKER = ".posrnn.json"
 
 
@@ -103,7 +102,7 @@ def remove_stale_temps(folder: Path) -> int:
     folder = Path(folder)
     if folder.is_dir():
         for p in folder.iterdir():
-            m = _TEMP_RE.match(p.name)
+            m = TEMP_RE.match(p.name)
             if m and not _alive(int(m.group(1))) and p.is_file() and not p.is_symlink():
                 p.unlink(missing_ok=True)
                 n += 1

@@ -17,7 +17,6 @@ edits one profile's value (no YAML anchors, so DVC's rewrite keeps the file vali
 
 from __future__ import annotations
 
-import re
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -74,7 +73,7 @@ def _top_entries(text: str, params: Path) -> list:
     quoted ``"profile":`` key is found as well as a plain one)."""
     import yaml
 
-    from .config import MAX_YAML_NODES, _expanded_size
+    from .config import MAX_YAML_NODES, expanded_size
 
     loader = yaml.SafeLoader(text)
     try:
@@ -83,7 +82,7 @@ def _top_entries(text: str, params: Path) -> list:
         raise PosrnnError(f"{params} is not valid YAML; fix it before choosing a profile") from None
     finally:
         loader.dispose()
-    if not isinstance(node, yaml.MappingNode) or _expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+    if not isinstance(node, yaml.MappingNode) or expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
         raise PosrnnError(f"{params} is not a mapping of sections; restore it from git (git checkout {params})")
     return node.value
 

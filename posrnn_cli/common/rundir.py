@@ -29,7 +29,7 @@ SEQUENCES_FILE = "eval_sequences.npz"
 #: the fingerprint of the code that trained the run (``engine.rundir.record_code``)
 CODE_FILE = "code.json"
 CKPT_DIR = "checkpoints"
-_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
+STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 #: the files whose presence makes a directory a run's
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, SEQUENCES_FILE, CKPT_DIR)
 #: the files of a run directory that only training and evaluation write
@@ -49,7 +49,7 @@ def is_run_file(name: str) -> bool:
 
 def _checkpoint_stranger(run_dir: Path) -> Optional[str]:
     """The first entry of ``run_dir/checkpoints`` that posrnn never writes there, or None."""
-    from .io import _TEMP_RE
+    from .io import TEMP_RE
 
     d = Path(run_dir) / CKPT_DIR
     if d.is_symlink() or (d.exists() and not d.is_dir()):
@@ -57,7 +57,7 @@ def _checkpoint_stranger(run_dir: Path) -> Optional[str]:
     if not d.is_dir():
         return None
     for p in sorted(d.iterdir()):
-        if not (_STEP_RE.match(p.name) or _TEMP_RE.match(p.name)) or p.is_symlink():
+        if not (STEP_RE.match(p.name) or TEMP_RE.match(p.name)) or p.is_symlink():
             return f"its {CKPT_DIR}/ holds {p.name}, which posrnn never writes"
     return None
 
@@ -91,7 +91,7 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     d = Path(run_dir) / CKPT_DIR
     if not d.is_dir():
         return []
-    return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
+    return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := STEP_RE.match(p.name)))
 
 
 def read_config(run_dir: Path, fix: str = "restore or remove it"):

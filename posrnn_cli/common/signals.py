@@ -59,11 +59,6 @@ class StopFlag:
 _task: Optional[StopFlag] = None  # the flag of the SLURM task this process runs, if any
 
 
-def task_flag() -> Optional[StopFlag]:
-    """The running SLURM task's flag, or None outside one."""
-    return _task
-
-
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 

@@ -24,10 +24,12 @@ import torch
 from ..common.rundir import CONFIG_FILE, METRICS_FILE
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.provenance import config_digest  # noqa: F401  (read from here too)
-from ..common.io import MARKER, atomic_write, check_out_path, inside, read_marker, same_path
-from .lock import LOCK, _read, restore_before_reading
-from .rundir import _STEP_RE, CKPT_DIR, list_checkpoints, read_run_config  # noqa: F401  (the torch-free half of run directories)
+from ..common.provenance import config_digest
+from ..common.io import atomic_write, check_out_path, inside, read_marker, same_path
+from .lock import LOCK, read_lock_line, restore_before_reading
+from .rundir import read_run_config
+from ..common.rundir import list_checkpoints
+from ..common.rundir import STEP_RE, CKPT_DIR
 
 FORMAT = "posrnn-checkpoint"
 VERSION = 2  # 2: the run identity; version 1 (without it) is still read
@@ -90,7 +92,7 @@ class CheckpointGone(PosrnnError):
 
 def vanished(ckpt_path: Path, run_dir: Path) -> PosrnnError:
     """The error for a checkpoint deleted while it was being read: names who writes the run."""
-    holder = _read(Path(run_dir) / LOCK)[0]
+    holder = read_lock_line(Path(run_dir) / LOCK)[0]
     who = f"another process ({holder})" if holder else "another process"
     return PosrnnError(f"checkpoint {ckpt_path} was deleted while it was being read: {who} is training {run_dir} and "
                        f"keeps only its latest checkpoint; evaluate the run once that process has finished")
@@ -145,7 +147,7 @@ def _load_open(path: Path, f, map_location) -> dict[str, Any]:
     step = ckpt.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise _refuse(path, f"its step is {step!r}, not a count of iterations")
-    m = _STEP_RE.match(path.name)
+    m = STEP_RE.match(path.name)
     if m and int(m.group(1)) != step:
         raise _refuse(path, f"it holds step {step}, but its name says step {int(m.group(1))} (renamed or copied?)")
     model = ckpt.get("model")
@@ -230,7 +232,7 @@ def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Pa
 
 # ---- where outputs may go ----------------------------------------------------------------------
 #: the files of a run directory that only training and evaluation write
-from ..common.rundir import RUN_OWN  # noqa: E402,F401  (what only training and evaluation write)
+from ..common.rundir import RUN_OWN
 
 
 def is_run_dir(path: Path) -> bool:

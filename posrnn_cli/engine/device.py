@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 
 from ..common.errors import PosrnnError
+
+if TYPE_CHECKING:
+    from ..common.config import TrainConfig
 
 
 def resolve_device(name: str) -> torch.device:

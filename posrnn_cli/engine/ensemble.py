@@ -40,8 +40,8 @@ from ..common.rundir import CODE_FILE
 from ..models import count_parameters
 from ..models.ensemble import EnsembleModel, check_ensemble_core
 from ..tasks import Batch, HeldOut
-from .checkpoint import (NonFiniteState, check_belongs, check_resumable, list_checkpoints, load_checkpoint, non_finite,
-                         save_checkpoint)
+from .checkpoint import check_belongs, check_resumable, load_checkpoint, non_finite, save_checkpoint
+from ..common.rundir import list_checkpoints
 from .device import check_machine, resolve_device, setup_threads, world
 from .graphed import graph_lr
 from .rundir import prune_checkpoints, record_code, run_state

@@ -20,12 +20,14 @@ from ..common.catalog import feedback_prefix
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, loads_bounded, read_bounded, write_csv, write_npz
-from ..common.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped  # noqa: F401  (read from here too)
+from ..common.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
-from .checkpoint import (CKPT_DIR, CheckpointGone, check_belongs, config_digest, list_checkpoints, load_checkpoint,
-                         read_run_config, resolve_checkpoint, vanished)
+from .checkpoint import CheckpointGone, check_belongs, load_checkpoint, resolve_checkpoint, vanished
+from ..common.rundir import CKPT_DIR, list_checkpoints
+from ..common.provenance import config_digest
+from .rundir import read_run_config
 from .device import resolve_device
 
 

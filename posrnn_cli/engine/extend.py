@@ -22,11 +22,12 @@ from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .checkpoint import check_out_dir, resolve_checkpoint
-from .evaluate import check_finite_scores, evaluate_model, file_sha256, load_run
+from .evaluate import check_finite_scores, evaluate_model, load_run
+from ..common.provenance import file_sha256
 from .lock import check_free
-from .rundir import list_checkpoints
-from .train import (Trainer, check_fast_paths, check_machine, check_train_config, open_run, owned_run_dir,
-                    start_and_fit)
+from ..common.rundir import list_checkpoints
+from .train import Trainer, check_fast_paths, check_train_config, open_run, owned_run_dir, start_and_fit
+from .device import check_machine
 
 
 def _extendable(run: Path, extra: int, out: Path):

@@ -102,7 +102,7 @@ def _open(path: Path, flags: int) -> int:
         raise
 
 
-def _read(path: Path) -> tuple[Optional[str], Optional[int]]:
+def read_lock_line(path: Path) -> tuple[Optional[str], Optional[int]]:
     """(the lock file's first line, its inode), without following links or blocking on a FIFO;
     (None, None) when it is gone, (None, inode) when it is no regular file of its own (a link)."""
     try:
@@ -125,13 +125,13 @@ def _read(path: Path) -> tuple[Optional[str], Optional[int]]:
 
 
 def _read_settled(path: Path, wait: float = 2.0) -> tuple[Optional[str], Optional[int]]:
-    """``_read``, but a lock file found empty is read again for up to ``wait`` seconds: a racer
+    """``read_lock_line``, but a lock file found empty is read again for up to ``wait`` seconds: a racer
     creates it (O_EXCL) an instant before it writes its holder's line, and is no holder-less lock."""
     deadline = time.monotonic() + wait
-    text, ino = _read(path)
+    text, ino = read_lock_line(path)
     while text == "" and time.monotonic() < deadline:
         time.sleep(0.02)
-        text, ino = _read(path)
+        text, ino = read_lock_line(path)
     return text, ino
 
 
@@ -237,7 +237,7 @@ def _take_over(run_dir: Path, path: Path, text: str, ino: int) -> None:
     """Remove the dead holder's lock file ``path`` (read as ``text``, inode ``ino``) unless
     another taker was first: then the file there now is left alone."""
     with _one_taker(run_dir):
-        now, now_ino = _read(path)
+        now, now_ino = read_lock_line(path)
         if now_ino != ino or now != text:
             return
         m = _HOLDER_RE.match(text)
@@ -258,7 +258,7 @@ def _check_file_lock(run_dir: Path) -> None:
             _take_over(run_dir, path, text, ino)
             continue
         raise (_busy(run_dir, desc, LOCK_FILE) if kind == "held" else PosrnnError(desc))
-    raise _busy(run_dir, _read(path)[0] or "another process", LOCK_FILE)
+    raise _busy(run_dir, read_lock_line(path)[0] or "another process", LOCK_FILE)
 
 
 def _unlink_own(path: Path, fd: int) -> None:
@@ -292,7 +292,7 @@ def _flock(run_dir: Path, path: Path, what: str) -> Optional[int]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read(path)[0] or "a process that did not say which"
+            holder = read_lock_line(path)[0] or "a process that did not say which"
             os.close(fd)
             raise _busy(run_dir, holder) from None
         except OSError as e:
@@ -336,7 +336,7 @@ def _lock_file(run_dir: Path, what: str, why: str) -> int:
                       f"({e.strerror or type(e).__name__})") from None
         _write_holder(fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
         return fd
-    raise _busy(run_dir, _read(path)[0] or "another process", LOCK_FILE)
+    raise _busy(run_dir, read_lock_line(path)[0] or "another process", LOCK_FILE)
 
 
 def _acquire(run_dir: Path, what: str, mode: str) -> _Held:
@@ -444,12 +444,12 @@ def check_free(run_dir: Path) -> None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             fcntl.flock(fd, fcntl.LOCK_UN)
         except BlockingIOError:
-            raise _busy(run_dir, _read(run_dir / LOCK)[0] or "a process that did not say which") from None
+            raise _busy(run_dir, read_lock_line(run_dir / LOCK)[0] or "a process that did not say which") from None
         except OSError:
             pass  # no flock on this filesystem
         finally:
             os.close(fd)
-    text, ino = _read(run_dir / LOCK_FILE)
+    text, ino = read_lock_line(run_dir / LOCK_FILE)
     if ino is not None:
         kind, desc = _verdict(run_dir / LOCK_FILE, text)
         if kind == "held":

@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..common.rundir import CKPT_DIR, CODE_FILE, RUN_FILES, is_run_file  # noqa: F401  (the run's layout)
+from ..common.rundir import CODE_FILE, RUN_FILES, is_run_file
 from ..common.errors import PosrnnError
-from ..common.io import _TEMP_RE, MARKER, atomic_write_text, loads_bounded
+from ..common.io import TEMP_RE, MARKER, atomic_write_text, loads_bounded
 
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
 REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
@@ -133,7 +133,7 @@ def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str]
 def _mismatch(aside: Path, record: Path, names: list[str], planned: list[str]) -> Optional[str]:
     """How the record disagrees with the directory: a file aside it does not list, or a file of
     the new run it would remove that is older than the record itself; None when it agrees."""
-    unlisted = [n for n in os.listdir(aside) if n != MANIFEST and not _TEMP_RE.match(n) and n not in planned]
+    unlisted = [n for n in os.listdir(aside) if n != MANIFEST and not TEMP_RE.match(n) and n not in planned]
     if unlisted:
         return f"does not list {unlisted[0]}, which lies aside"
     if not any(_there(aside / n) for n in planned):
@@ -156,7 +156,7 @@ def recover(run_dir: Path) -> None:
             continue
         found = _manifest(folder, REPLACED)
         if found is None:  # cut short before anything was moved: at most the record's temporary file is there
-            if any(not _TEMP_RE.match(n) for n in os.listdir(folder)):
+            if any(not TEMP_RE.match(n) for n in os.listdir(folder)):
                 raise PosrnnError(f"{folder} holds files that an interrupted `--force` moved aside, but no {MANIFEST} "
                                   f"saying which; move them back into {run_dir} by hand (over the files of the same "
                                   f"names), then remove it")

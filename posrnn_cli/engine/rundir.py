@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..common.rundir import _STEP_RE, CKPT_DIR, CONFIG_FILE, list_checkpoints, not_posrnns, read_config  # noqa: F401  (read from here too)
+from ..common.rundir import CONFIG_FILE, list_checkpoints, not_posrnns, read_config
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text, loads_bounded
-from .replace import CODE_FILE, REPLACED, RUN_FILES  # noqa: F401  (the run's layout)
-
-STATES = ("new", "resume", "done", "different")
+from ..common.rundir import CODE_FILE, RUN_FILES
 
 
 def prune_checkpoints(run_dir: Path) -> int:
@@ -204,15 +200,6 @@ def refuse_sweep_dirs(run_dir: Path) -> None:
                           f"directory of its own for the run")
 
 
-def clear_run_dir(run_dir: Path) -> None:
-    for name in RUN_FILES:
-        p = Path(run_dir) / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
-
-
 def truncate_log(path: Path, step: int) -> None:
     """Drop log lines written after ``step`` (a crash after the last checkpoint)."""
     if not path.is_file():
@@ -229,5 +216,3 @@ def truncate_log(path: Path, step: int) -> None:
 
 
 # ---- one process per run directory (``lock``), replacing a run only on success (``replace``) --------------
-from .lock import LOCK, LOCK_ENV, LOCK_FILE, NO_FLOCK, LockBusy, holding, relabel, run_lock  # noqa: E402,F401
-from .replace import Replacement  # noqa: E402,F401

@@ -42,7 +42,9 @@ from ..common.errors import PosrnnError
 from ..common.memory import check_stability_fits
 from ..common.stats import bootstrap_ci
 from ..models import CORES
-from .checkpoint import check_out_file, list_checkpoints, load_checkpoint, read_run_config, resolve_checkpoint
+from .checkpoint import check_out_file, load_checkpoint, resolve_checkpoint
+from ..common.rundir import list_checkpoints
+from .rundir import read_run_config
 from .device import resolve_device
 from .evaluate import load_run
 

@@ -40,14 +40,15 @@ from ..common.io import atomic_write_text, check_out_path, read_marker, remove_s
 from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
-from .checkpoint import (CKPT_DIR, NonFiniteState, check_belongs, check_resumable, enclosing_run, list_checkpoints,
-                         load_checkpoint, save_checkpoint)
-from .device import (MAX_TOKENS_PER_BATCH, check_amp, check_machine, join_process_group, local_device,  # noqa: F401
+from .checkpoint import NonFiniteState, check_belongs, check_resumable, enclosing_run, load_checkpoint, save_checkpoint
+from ..common.rundir import CKPT_DIR, list_checkpoints
+from .device import (check_amp, check_machine, join_process_group, local_device,
                      resolve_device, setup_threads, world)
 from .graphed import GraphedStep, graph_lr
 from .progress_bar import ProgressBar
-from .rundir import (REPLACED, Replacement, Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code,
-                     run_lock, run_state, truncate_log)
+from .rundir import Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, run_state, truncate_log
+from .replace import REPLACED, Replacement
+from .lock import run_lock
 
 class TrainingStopped(PosrnnError):
     """The run stopped before its last iteration (a signal, or a non-finite value)."""
@@ -574,7 +575,7 @@ def _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_chec
     model.to(device)
     if task.holds_out:
         heldout = HeldOut(task.test_set(device))
-        sample = lambda n, g, d: heldout.sample(task, n, g, d)  # noqa: E731
+        sample = lambda n, g, d: heldout.sample(task, n, g, d)
     else:
         sample = task.sample
     wrapped = model

@@ -212,7 +212,7 @@ class LMCorpus:
             raise PosrnnError(f"{meta_path} not found: {self.root} is not an encoded corpus (run `posrnn lm encode`)")
         try:
             self.meta = json.loads(meta_path.read_text())
-            self.meta["splits"], self.meta["vocab_size"]  # noqa: B018 - the keys every reader needs
+            self.meta["splits"], self.meta["vocab_size"]
         except (ValueError, UnicodeDecodeError, KeyError, TypeError):
             raise PosrnnError(f"{meta_path} is not an encoded corpus's metadata (corrupt); re-run `posrnn lm encode`") from None
         if split not in self.meta["splits"]:

@@ -107,7 +107,7 @@ class EnsembleModel(nn.Module):
         from torch.func import functional_call, vmap
 
         enc = self.template.encoder
-        run = lambda w, i, q: functional_call(enc, w, (i, q))  # noqa: E731
+        run = lambda w, i, q: functional_call(enc, w, (i, q))
         return vmap(run, in_dims=(0, 0, None if query is None else 0))(self._part("encoder."), inputs, query)
 
     def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None) -> Tensor:

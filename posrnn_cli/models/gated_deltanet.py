@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .s4d import _no_weight_decay
+from .s4d import no_weight_decay
 from .stepped import SteppedView
 
 #: the ε of the L2 normalisation of q and k (fla's l2norm)
@@ -53,9 +53,9 @@ def l2_normalise(x: Tensor) -> Tensor:
 def decay_parameters(heads: int) -> tuple[nn.Parameter, nn.Parameter]:
     """A_log and dt_bias, one per head, initialised as the released layer does (A ~ U[0, 16], dt
     log-uniform in [0.001, 0.1], dt_bias = softplus⁻¹(dt)); neither is weight-decayed."""
-    A_log = _no_weight_decay(nn.Parameter(torch.log(torch.empty(heads).uniform_(0, 16))))
+    A_log = no_weight_decay(nn.Parameter(torch.log(torch.empty(heads).uniform_(0, 16))))
     dt = torch.exp(torch.rand(heads) * (math.log(0.1) - math.log(0.001)) + math.log(0.001)).clamp_min(1e-4)
-    return A_log, _no_weight_decay(nn.Parameter(dt + torch.log(-torch.expm1(-dt))))
+    return A_log, no_weight_decay(nn.Parameter(dt + torch.log(-torch.expm1(-dt))))
 
 
 class GatedDeltaNetCore(SteppedView, nn.Module):

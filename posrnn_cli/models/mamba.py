@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from ..common.errors import PosrnnError
+from .s4d import no_weight_decay
 from .stepped import SteppedView
 
 #: the install line a missing extra names (the --no-deps keeps pip from swapping the CPU torch)
@@ -47,11 +48,6 @@ def require_mambapy():
     except ImportError:
         raise PosrnnError(f"the mamba core needs the mambapy package: {INSTALL}") from None
     return mamba
-
-
-def _no_weight_decay(p: nn.Parameter) -> nn.Parameter:
-    p._optim = {"weight_decay": 0.0}  # as Mamba's reference code: A_log and D are not decayed
-    return p
 
 
 class MambaCore(SteppedView, nn.Module):
@@ -68,8 +64,8 @@ class MambaCore(SteppedView, nn.Module):
         self.block.in_proj = nn.Linear(in_dim, 2 * self.config.d_inner, bias=self.config.bias)  # D → 2·E·H
         if not conv:
             self.block.conv1d = nn.Identity()  # forward and step slice its output at d_conv − 1 = 0: x itself
-        _no_weight_decay(self.block.A_log)
-        _no_weight_decay(self.block.D)
+        no_weight_decay(self.block.A_log)  # as Mamba's reference code: A_log and D are not decayed
+        no_weight_decay(self.block.D)
         self.in_dim, self.H, self.N, self.d_inner, self.d_conv = in_dim, hidden_size, state_size, self.config.d_inner, d_conv
 
     def forward(self, x: Tensor) -> Tensor:

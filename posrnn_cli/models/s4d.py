@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 
-def _no_weight_decay(p: nn.Parameter) -> nn.Parameter:
+def no_weight_decay(p: nn.Parameter) -> nn.Parameter:
     """Tag an SSM parameter like Gu's ``register``: its own optimiser group, no weight decay."""
     p._optim = {"weight_decay": 0.0}
     return p
@@ -60,9 +60,9 @@ class S4DCore(nn.Module):
         self.in_proj = nn.Linear(in_dim, H)
 
         log_dt = torch.rand(H) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)  # (H)
-        self.log_dt = _no_weight_decay(nn.Parameter(log_dt))
-        self.log_A_real = _no_weight_decay(nn.Parameter(torch.full((H, N // 2), math.log(0.5))))  # (H N/2)
-        self.A_imag = _no_weight_decay(nn.Parameter(math.pi * torch.arange(N // 2).float().expand(H, -1).clone()))  # (H N/2)
+        self.log_dt = no_weight_decay(nn.Parameter(log_dt))
+        self.log_A_real = no_weight_decay(nn.Parameter(torch.full((H, N // 2), math.log(0.5))))  # (H N/2)
+        self.A_imag = no_weight_decay(nn.Parameter(math.pi * torch.arange(N // 2).float().expand(H, -1).clone()))  # (H N/2)
         self.C = nn.Parameter(torch.view_as_real(torch.randn(H, N // 2, dtype=torch.cfloat)).clone())  # (H N/2 2)
         self.D = nn.Parameter(torch.randn(H))  # (H)
 

@@ -224,7 +224,7 @@ def _execute(jobs: list[Job], experiments: list[str], executor: str, pool: Optio
     """Run the waves under the run root's lock. A SLURM sweep that finds another SLURM sweep
     holding it waits on that sweep's tasks and then takes over; Ctrl-C of a SLURM sweep names the
     arrays that keep running; a refused start removes the folders it created."""
-    from ..engine.rundir import LockBusy, run_lock
+    from ..engine.lock import LockBusy, run_lock
 
     made = [d for d in (runs_root, *runs_root.parents) if not d.exists()]  # the folders this sweep creates
     runs_root.mkdir(parents=True, exist_ok=True)

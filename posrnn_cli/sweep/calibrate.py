@@ -43,9 +43,9 @@ def flops_per_iteration(cfg: RunConfig) -> float:
     import torch
 
     from ..models import build_model
-    from .storage import _task_shape
+    from .storage import task_shape
 
-    task = _task_shape(cfg)
+    task = task_shape(cfg)
     with torch.device("meta"):
         model = build_model(cfg, task)
     T, K, B = task.max_steps, cfg.task.length, cfg.train.batch_size

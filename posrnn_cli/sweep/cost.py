@@ -46,7 +46,7 @@ from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
 from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms, peak_bytes,
                        priced_packs)
 from ..common.machine import ASSUMED_GPU, gpu_kind
-from .calibrate import CALIBRATION, flops_per_iteration  # noqa: F401 - cost's names for them
+from .calibrate import CALIBRATION, flops_per_iteration
 from .plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
@@ -105,9 +105,9 @@ def run_work(cfg: RunConfig) -> Work:
     import torch
 
     from ..models import build_model
-    from .storage import _task_shape
+    from .storage import task_shape
 
-    task = _task_shape(cfg)
+    task = task_shape(cfg)
     with torch.device("meta"):
         model = build_model(cfg, task)
     T, K, B, H = task.max_steps, cfg.task.length, cfg.train.batch_size, cfg.model.hidden_size
@@ -145,9 +145,9 @@ def run_seconds(cfg: RunConfig, rate: Rate, work: Optional[Work] = None) -> floa
 
 def run_steps(cfg: RunConfig) -> int:
     """The sequential steps of one training sequence of ``cfg``."""
-    from .storage import _task_shape
+    from .storage import task_shape
 
-    return int(_task_shape(cfg).max_steps)
+    return int(task_shape(cfg).max_steps)
 
 
 def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, float]]] = None,

@@ -34,14 +34,12 @@ from ..common.provenance import Proof, file_sha256, stamped
 from ..common.sources import fingerprint
 from .plan import Job
 
-LOCK = ".lock"
-
 
 @contextmanager
 def locked(run_dir: Path):
-    """Hold ``run_dir``'s lock (``engine.rundir.run_lock``: the one ``posrnn train`` takes, so the
+    """Hold ``run_dir``'s lock (``engine.lock.run_lock``: the one ``posrnn train`` takes, so the
     job's own training re-enters it) for the duration; another process gets one line naming it."""
-    from ..engine.rundir import run_lock
+    from ..engine.lock import run_lock
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +75,7 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
 
 def ensure_trained(job: Job) -> str:
     """Train the job's run unless it is already finished; returns what was done."""
-    from ..engine.checkpoint import list_checkpoints
+    from ..common.rundir import list_checkpoints
     from ..engine.train import train
 
     run_dir, cfg = Path(job.run_dir), job.run_config()
@@ -204,7 +202,8 @@ def run_extend(job: Job) -> dict:
 def _extended_from(out: Path) -> Optional[str]:
     """The sha256 of the checkpoint the extension in ``out`` extends, as its latest checkpoint
     records it (None: an extension that predates the record, or none yet)."""
-    from ..engine.checkpoint import list_checkpoints, load_checkpoint
+    from ..engine.checkpoint import load_checkpoint
+    from ..common.rundir import list_checkpoints
 
     ckpts = list_checkpoints(out)
     if not ckpts:
@@ -214,8 +213,8 @@ def _extended_from(out: Path) -> Optional[str]:
 
 
 def _latest_digest(run: Path) -> Optional[str]:
-    from ..engine.checkpoint import list_checkpoints
-    from ..engine.evaluate import file_sha256
+    from ..common.rundir import list_checkpoints
+    from ..common.provenance import file_sha256
 
     ckpts = list_checkpoints(run)
     return file_sha256(ckpts[-1][1]) if ckpts else None

@@ -47,7 +47,7 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _die_with_sweep(alive) -> None:
+def die_with_sweep(alive) -> None:
     """Exit at once when the sweep's end of ``alive`` closes (the sweep died: the pipe's other
     end was held by it alone). A worker's parent is the forkserver, so PR_SET_PDEATHSIG cannot
     tell; the pipe can."""
@@ -108,7 +108,7 @@ def stop_workers(procs: list, grace: float, gently: bool, say: Callable[[str], N
 
 def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
     """A worker process: pin, redirect output to the log, run the job, report."""
-    _die_with_sweep(alive)
+    die_with_sweep(alive)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
     os.environ.update(env)
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +132,7 @@ def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
     except PosrnnError as e:
         print(f"error: {e}", flush=True)
         conn.send(("failed", str(e)))
-    except BaseException as e:  # noqa: BLE001 - any failure is this job's, reported to the sweep
+    except BaseException as e:
         traceback.print_exc()
         sys.stderr.flush()
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""

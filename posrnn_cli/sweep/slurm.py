@@ -411,7 +411,7 @@ def local_states(tasks: list[Task]) -> Callable[[list[str]], dict]:
             h = by_id[i].handle
             try:
                 out[i] = "COMPLETED" if h.done() else "RUNNING"
-            except Exception:  # noqa: BLE001 - a vanished process reads as finished
+            except Exception:
                 out[i] = "COMPLETED"
         return out
 
@@ -435,7 +435,7 @@ def submit(jobs: list[Job], folder: Path, params: dict, cluster: str = "slurm") 
     present = set(folder.rglob("*")) if folder.is_dir() else set()
     try:
         handles = ex.map_array(task, [j.to_dict() for j in jobs])
-    except Exception as e:  # noqa: BLE001 - sbatch errors arrive as several exception types
+    except Exception as e:
         # a refused submission leaves nothing behind: the pickles and folders submitit wrote for it go
         for path in sorted(set(folder.rglob("*")) - present if folder.is_dir() else (), key=lambda p: -len(p.parts)):
             if path.is_dir() and not path.is_symlink():
@@ -512,7 +512,7 @@ def observe(jobs: list[Job], runs_root: Path, out: TextIO, sweep: SlurmSweep) ->
 def run_wave(jobs: list[Job], executor: str, runs_root: Path, out: TextIO, sweep: SlurmSweep) -> list[JobOutcome]:
     """One wave on SLURM (or submitit-local): reattach to the recorded tasks still in flight,
     evaluate finished runs here, submit the rest as one array, and wait on them all."""
-    from ..engine.rundir import relabel
+    from ..engine.lock import relabel
 
     cluster = "slurm" if executor == "slurm" else "local"
     folder = runs_root / SUBMITIT_DIR

@@ -44,7 +44,7 @@ def checkpoints_kept(cfg: RunConfig, keep: str) -> int:
         1 if t.checkpoint_initial else 0)
 
 
-def _task_shape(cfg: RunConfig):
+def task_shape(cfg: RunConfig):
     """The task's sizes the model reads; for a task whose data is not made yet (the LM before
     ``lm_data``), its vocabulary and length stand in."""
     from ..tasks import build_task
@@ -66,7 +66,7 @@ def checkpoint_bytes(cfg: RunConfig) -> int:
 
     from ..models import build_model
 
-    task = _task_shape(cfg)
+    task = task_shape(cfg)
     with torch.device("meta"):
         model = build_model(cfg, task)
     state = model.state_dict()

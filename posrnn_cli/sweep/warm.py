@@ -24,7 +24,7 @@ def _warm() -> None:
         with tempfile.TemporaryDirectory(prefix="posrnn-warm-") as tmp:
             train(cfg, Path(tmp) / "run", progress=False)
             evaluate(Path(tmp) / "run", device="cpu", n_resamples=10)
-    except Exception:  # noqa: BLE001 - warming is an optimisation; the real job reports real errors
+    except Exception:
         return
     finally:
         torch.set_num_threads(threads)

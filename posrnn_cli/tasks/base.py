@@ -16,7 +16,6 @@ in ``common/catalog.py`` (what ``--help`` shows).
 from __future__ import annotations
 
 import abc
-import math
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
@@ -309,7 +308,7 @@ def phase_layout(x: Tensor, lengths: Optional[Tensor], query_id: int, feed: Opti
     return inputs, out_index, mask
 
 
-def _tally(ok: Tensor, batch: Batch) -> tuple[int, int, int]:
+def tally(ok: Tensor, batch: Batch) -> tuple[int, int, int]:
     """(right targets, valid targets, whole sequences right) of a (B, K) ``correct`` mask."""
     if batch.mask is None:
         return int(ok.sum()), ok.numel(), int(ok.all(1).sum())

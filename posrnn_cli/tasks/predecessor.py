@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
 
 from ..common.errors import PosrnnError
 from .base import Batch, Task

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..common.config import TaskConfig
 from ..common.errors import PosrnnError
-from .base import Batch, Task, _tally, first_unique, hash_rows, phase_layout
+from .base import Batch, Task, tally, first_unique, hash_rows, phase_layout
 
 
 class ReverseTask(Task):
@@ -99,7 +99,7 @@ class ReverseTask(Task):
     def report(self, pred: Tensor, batch: Batch) -> dict:
         if not self.cfg.autoregressive:
             return {}
-        n_ok, n, n_seq = _tally(self.correct(pred, batch), batch)  # ``pred`` came from ``infer``: self-feedback
+        n_ok, n, n_seq = tally(self.correct(pred, batch), batch)  # ``pred`` came from ``infer``: self-feedback
         return {"self_feedback_token_accuracy": n_ok / n, "self_feedback_sequence_accuracy": n_seq / len(batch)}
 
 

@@ -42,7 +42,8 @@ claims.yaml), ``score`` (scoring, Holm's step, seeds needed, counts) and ``rende
 JSON, rich).
 """
 
-from .claims import AUTHORS, CLAIMS_PATH, GROUPS, KINDS, PAPER_NUMBER, REGIME_WORDS, claim_group, SCHEMAS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
+from .claims import AUTHORS, GROUPS, KINDS, PAPER_NUMBER, REGIME_WORDS, claim_group, SCHEMAS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
+from .core import CLAIMS_PATH
 from .contrasts import MIN_CHECKPOINTS, check_gap_contrast, check_robust, check_stability_decay
 from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE,
                    OPEN, REPRODUCED, REQUIRED_COLUMNS, SCOPE_NAMES, SCOPES, TABLES, TOO_FEW_SEEDS, UNDERPOWERED,

@@ -15,7 +15,7 @@ from posrnn_cli.common.errors import PosrnnError, did_you_mean
 from posrnn_cli.common.keys import BOOLEAN_COLUMNS
 from posrnn_cli.common.tables import is_number
 
-from .core import CLAIMS_PATH, Outcome, TABLES, _as_list
+from .core import CLAIMS_PATH, Outcome, TABLES, as_list
 from .tables import TableSet
 from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
 from .contrasts import check_additive, check_gap_contrast, check_robust, check_stability_decay
@@ -46,7 +46,7 @@ def _check_filter(where: str, f: Any, allow_empty: bool = False) -> None:
 
 
 def _filters(where: str, x: Any) -> None:
-    for i, f in enumerate(_as_list(x)):
+    for i, f in enumerate(as_list(x)):
         _check_filter(f"{where}[{i}]" if isinstance(x, list) else where, f)
 
 

@@ -8,9 +8,9 @@ from typing import Optional
 from posrnn_cli.common import catalog
 from posrnn_cli.common.errors import PosrnnError
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, _FIX, _NotMeasured, _as_list, _cells, _complete, _describe_filter, _differing, _filter_name, _fmt_sd, _keep_steps, _label, _natural, _pe_name, _require, _sd_dict, _seeded, _select, _side, _worst, _measured)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, FIX, NotMeasured, as_list, claim_cells, complete, describe_filter, differing_keys, filter_name, fmt_sd, keep_steps, cell_label, natural, pe_name, require, sd_dict, seeded_of, select_rows, side_of, worst_of, measured_outcome)
 from .tables import TableSet
-from .kinds import _by_interval
+from .kinds import by_interval
 
 
 def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, Seeded, dict]]]:
@@ -18,16 +18,16 @@ def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, S
     metric = claim["params"].get("metric", "token_accuracy")
     tables = side.get("tables") or claim["tables"]
     rows, keys = ts.rows(tables)
-    rows = _require(rows, side.get("select"), tables)
+    rows = require(rows, side.get("select"), tables)
     out = []
-    for minus in _as_list(side["minus"]):
-        m, cells = _cells(rows, keys, {"plus": side["plus"], "minus": minus})
-        cells = _complete(cells, ["plus", "minus"])
+    for minus in as_list(side["minus"]):
+        m, cells = claim_cells(rows, keys, {"plus": side["plus"], "minus": minus})
+        cells = complete(cells, ["plus", "minus"])
         if not cells:
-            raise _NotMeasured(f"no cell has both {_describe_filter({**side.get('select', {}), **side['plus']})} and "
-                               f"{_describe_filter({**side.get('select', {}), **minus})}")
-        out.append([(dict(zip(m, k)), _seeded(c["plus"], metric) - _seeded(c["minus"], metric), c["plus"])
-                    for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0]))])
+            raise NotMeasured(f"no cell has both {describe_filter({**side.get('select', {}), **side['plus']})} and "
+                               f"{describe_filter({**side.get('select', {}), **minus})}")
+        out.append([(dict(zip(m, k)), seeded_of(c["plus"], metric) - seeded_of(c["minus"], metric), c["plus"])
+                    for k, c in sorted(cells.items(), key=lambda kv: natural(kv[0]))])
     return out
 
 
@@ -38,9 +38,9 @@ def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
     a_sets, b_sets = _side_gaps(claim, ts, p["a"]), _side_gaps(claim, ts, p["b"])
     if len(a_sets) != len(b_sets):
         raise PosrnnError(f"claim {claim['id']}: sides a and b list different numbers of minus arms; fix claims.yaml")
-    filt_cols = _differing([p["a"].get("select", {}), p["b"].get("select", {})])
+    filt_cols = differing_keys([p["a"].get("select", {}), p["b"].get("select", {})])
     for s in (p["a"], p["b"]):
-        filt_cols |= _differing([s["plus"], *_as_list(s["minus"])])
+        filt_cols |= differing_keys([s["plus"], *as_list(s["minus"])])
     comps = []
     for a_gaps, b_gaps in zip(a_sets, b_sets):
         match = p.get("match")
@@ -51,7 +51,7 @@ def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
         for g in b_gaps:
             k = tuple(g[0].get(c) for c in match)
             if k in b_index:
-                raise _NotMeasured(f"two cells of side b share {dict(zip(match, k))}: the claim's match columns "
+                raise NotMeasured(f"two cells of side b share {dict(zip(match, k))}: the claim's match columns "
                                    f"do not pin one cell")
             b_index[k] = g
         for g in a_gaps:
@@ -59,7 +59,7 @@ def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
             if other is not None:
                 comps.append((g, other))
     if not comps:
-        raise _NotMeasured(f"no cell of side a pairs with side b on {', '.join(p.get('match') or ['their shared cell columns'])}")
+        raise NotMeasured(f"no cell of side a pairs with side b on {', '.join(p.get('match') or ['their shared cell columns'])}")
     return comps, filt_cols
 
 
@@ -72,21 +72,21 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
     out, sds = [], []
     for (ka, ga, row), (kb, gb, _) in comps:
         diff = ga - gb
-        shown = _side(ga)
-        v = (NOT_REPRODUCED if shown == "below" else INCONCLUSIVE if shown == "across" else _by_interval(diff))
-        out.append((_label(row, skip=filt_cols), ga, gb, diff, v))
+        shown = side_of(ga)
+        v = (NOT_REPRODUCED if shown == "below" else INCONCLUSIVE if shown == "across" else by_interval(diff))
+        out.append((cell_label(row, skip=filt_cols), ga, gb, diff, v))
         sds += [ga, gb, diff]
-    verdict = _worst(x[-1] for x in out)
+    verdict = worst_of(x[-1] for x in out)
     reason = {REPRODUCED: "gap a shown and larger than gap b, the interval of the difference above 0",
               INCONCLUSIVE: "gap a not shown, or the interval of gap a − gap b crosses 0, in some cell",
               NOT_REPRODUCED: "gap a negative, or smaller than gap b, in some cell"}[verdict]
     la, lb = p["a"].get("label", "a"), p["b"].get("label", "b")
-    parts = [f"{cell}: {la} {_fmt_sd(ga, sign=True)}; {lb} {_fmt_sd(gb, sign=True)}; difference "
-             f"{_fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
+    parts = [f"{cell}: {la} {fmt_sd(ga, sign=True)}; {lb} {fmt_sd(gb, sign=True)}; difference "
+             f"{fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
     details = {"metric": p.get("metric", "token_accuracy"), "comparisons": [
-        {"cell": cell, "gap_a": _sd_dict(ga), "gap_b": _sd_dict(gb), "difference": _sd_dict(diff), "verdict": v}
+        {"cell": cell, "gap_a": sd_dict(ga), "gap_b": sd_dict(gb), "difference": sd_dict(diff), "verdict": v}
         for cell, ga, gb, diff, v in out]}
-    return _measured(verdict, parts, reason, details, sds)
+    return measured_outcome(verdict, parts, reason, details, sds)
 
 
 def check_additive(claim: dict, ts: TableSet) -> Outcome:
@@ -100,22 +100,22 @@ def check_additive(claim: dict, ts: TableSet) -> Outcome:
     out, sds = [], []
     for (_, ga, row), (_, gb, _) in comps:
         diff = ga - gb
-        lo_side, hi_side = _side(diff, -margin), _side(diff, margin)
+        lo_side, hi_side = side_of(diff, -margin), side_of(diff, margin)
         v = (REPRODUCED if lo_side == "above" and hi_side == "below" else
              NOT_REPRODUCED if hi_side == "above" or lo_side == "below" else INCONCLUSIVE)
-        out.append((_label(row, skip=filt_cols), ga, gb, diff, v))
+        out.append((cell_label(row, skip=filt_cols), ga, gb, diff, v))
         sds += [ga, gb, diff]
-    verdict = _worst(x[-1] for x in out)
+    verdict = worst_of(x[-1] for x in out)
     reason = {REPRODUCED: f"the interaction's interval lies inside ±{margin:g} in every cell",
               INCONCLUSIVE: f"the interaction's interval crosses ±{margin:g} in some cell",
               NOT_REPRODUCED: f"the interaction's interval lies beyond ±{margin:g} in some cell"}[verdict]
     la, lb = p["a"].get("label", "a"), p["b"].get("label", "b")
-    parts = [f"{cell}: {la} {_fmt_sd(ga, sign=True)}; {lb} {_fmt_sd(gb, sign=True)}; interaction "
-             f"{_fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
+    parts = [f"{cell}: {la} {fmt_sd(ga, sign=True)}; {lb} {fmt_sd(gb, sign=True)}; interaction "
+             f"{fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]
     details = {"metric": p.get("metric", "token_accuracy"), "margin": margin, "comparisons": [
-        {"cell": cell, "gap_a": _sd_dict(ga), "gap_b": _sd_dict(gb), "interaction": _sd_dict(diff), "verdict": v}
+        {"cell": cell, "gap_a": sd_dict(ga), "gap_b": sd_dict(gb), "interaction": sd_dict(diff), "verdict": v}
         for cell, ga, gb, diff, v in out]}
-    return _measured(verdict, parts, reason, details, sds)
+    return measured_outcome(verdict, parts, reason, details, sds)
 
 
 def _robust_drops(p: dict, rows: list, keys: list, sel: dict, base_sel: dict, metric: str,
@@ -127,32 +127,32 @@ def _robust_drops(p: dict, rows: list, keys: list, sel: dict, base_sel: dict, me
     drops, unshown = [], []
     for pair in p["pairs"]:
         arms = {"ref": pair["ref"], "cond": pair["cond"]}
-        m, cells = _cells(_select(rows, sel), keys, arms)
-        cells = _keep_steps(_complete(cells, arms), m, steps)
+        m, cells = claim_cells(select_rows(rows, sel), keys, arms)
+        cells = keep_steps(complete(cells, arms), m, steps)
         if not cells:
-            raise _NotMeasured(f"no cell has both {_describe_filter({**sel, **pair['ref']})} and "
-                               f"{_describe_filter({**sel, **pair['cond']})}")
+            raise NotMeasured(f"no cell has both {describe_filter({**sel, **pair['ref']})} and "
+                               f"{describe_filter({**sel, **pair['cond']})}")
         own = set(p["baseline"]) | set(p.get("baseline_ignores", []))  # columns the baseline need not share
         base_m = [c for c in m if c not in own]
-        _, bcells = _cells(_select(rows, base_sel), keys, arms, base_m)
-        for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0])):
+        _, bcells = claim_cells(select_rows(rows, base_sel), keys, arms, base_m)
+        for k, c in sorted(cells.items(), key=lambda kv: natural(kv[0])):
             bk = tuple(v for c_, v in zip(m, k) if c_ not in own)
             bc = bcells.get(bk, {})
-            name = _label(c["ref"], skip=set(pair["ref"]) | set(pair["cond"]) | {"pe"})
-            ref_name, cond_name = _filter_name(pair["ref"]), _filter_name(pair["cond"])
+            name = cell_label(c["ref"], skip=set(pair["ref"]) | set(pair["cond"]) | {"pe"})
+            ref_name, cond_name = filter_name(pair["ref"]), filter_name(pair["cond"])
             if "ref" not in bc or "cond" not in bc:
                 unshown.append(f"{name} {ref_name}→{cond_name}: no baseline row")
                 continue
-            drop = _seeded(c["ref"], metric) - _seeded(c["cond"], metric)
-            base_drop = _seeded(bc["ref"], metric) - _seeded(bc["cond"], metric)
-            if _side(base_drop, tol, gate=True) != "above":
+            drop = seeded_of(c["ref"], metric) - seeded_of(c["cond"], metric)
+            base_drop = seeded_of(bc["ref"], metric) - seeded_of(bc["cond"], metric)
+            if side_of(base_drop, tol, gate=True) != "above":
                 unshown.append(f"{name} {ref_name}→{cond_name}: baseline drop {base_drop.mean:+.3f}")
                 continue
-            within = _side(drop, tol)
+            within = side_of(drop, tol)
             if within == "below":
                 v = REPRODUCED
             elif within == "above":
-                v = DIRECTION_ONLY if _side(base_drop - drop) == "above" else NOT_REPRODUCED
+                v = DIRECTION_ONLY if side_of(base_drop - drop) == "above" else NOT_REPRODUCED
             else:
                 v = INCONCLUSIVE
             drops.append({"cell": name, "ref": ref_name, "cond": cond_name, "drop": drop, "base": base_drop, "v": v})
@@ -173,16 +173,16 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     metric, tol = p.get("metric", "token_accuracy"), float(p["tolerance"])
     rows, keys = ts.rows(claim["tables"])
     sel = p["select"]
-    _require(rows, sel, claim["tables"])
-    who = _pe_name(sel["pe"]) if "pe" in sel else "PE"  # the arm whose drop is read: PE, or vanilla Mamba
+    require(rows, sel, claim["tables"])
+    who = pe_name(sel["pe"]) if "pe" in sel else "PE"  # the arm whose drop is read: PE, or vanilla Mamba
     if who != "PE" and "model" in sel:
         who = f"{who} {catalog.label(catalog.CORES, sel['model'])}"
     drops, unshown = _robust_drops(p, rows, keys, sel, {**sel, **p["baseline"]}, metric, tol)
     if not drops:
-        raise _NotMeasured(f"the baseline effect is not shown: the baseline's drop has its interval above the "
+        raise NotMeasured(f"the baseline effect is not shown: the baseline's drop has its interval above the "
                            f"tolerance {tol:g} in no compared cell ({'; '.join(unshown[:4])}"
                            f"{'; …' if len(unshown) > 4 else ''})")
-    verdict = _worst(d["v"] for d in drops)
+    verdict = worst_of(d["v"] for d in drops)
     reason = {REPRODUCED: f"where the baseline drops by more than {tol:g}, the {who} model's drop lies below {tol:g}",
               DIRECTION_ONLY: f"some {who} drop exceeds {tol:g}, but the baseline drops more there",
               INCONCLUSIVE: f"the interval of some {who} drop crosses {tol:g}",
@@ -191,15 +191,15 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
         reason += f" ({len(unshown)} cell(s) left out: the baseline effect is not shown there)"
     worst = sorted(drops, key=lambda d: -d["drop"].mean)
     shown = worst if len(worst) <= 4 else worst[:3]
-    parts = [f"{d['cell']} {d['ref']}→{d['cond']}: {who} drop {_fmt_sd(d['drop'], sign=True)}, baseline drop "
+    parts = [f"{d['cell']} {d['ref']}→{d['cond']}: {who} drop {fmt_sd(d['drop'], sign=True)}, baseline drop "
              f"{d['base'].mean:+.3f}" for d in shown]
     if len(shown) < len(drops):
         parts.append(f"largest {len(shown)} of {len(drops)} drops shown")
     sds = [x for d in drops for x in (d["drop"], d["base"])]
     details = {"metric": metric, "tolerance": tol, "steps": p.get("steps", "all"), "left_out": unshown, "drops": [
-        {"cell": d["cell"], "ref": d["ref"], "cond": d["cond"], "drop": _sd_dict(d["drop"]),
-         "baseline_drop": _sd_dict(d["base"]), "verdict": d["v"]} for d in drops]}
-    return _measured(verdict, parts, reason, details, sds)
+        {"cell": d["cell"], "ref": d["ref"], "cond": d["cond"], "drop": sd_dict(d["drop"]),
+         "baseline_drop": sd_dict(d["base"]), "verdict": d["v"]} for d in drops]}
+    return measured_outcome(verdict, parts, reason, details, sds)
 
 
 #: checkpoints a decay speed needs, the first at step 0
@@ -211,10 +211,10 @@ def _decay_series(series: list, pair: dict, metric: str, speed: str, early: floa
     separation from the Frequent condition at the last checkpoint, the speed and the verdict."""
     steps = [s for s, _ in series]
     if len(steps) < MIN_CHECKPOINTS or steps[0] != 0:
-        raise _NotMeasured(f"a decay's speed needs at least {MIN_CHECKPOINTS} checkpoints, the first at step 0; "
+        raise NotMeasured(f"a decay's speed needs at least {MIN_CHECKPOINTS} checkpoints, the first at step 0; "
                            f"this profile has {len(steps)}, the first at step {steps[0]}")
-    rare = [_seeded(c["rare"], metric) for _, c in series]
-    freq_last = _seeded(series[-1][1]["frequent"], metric)
+    rare = [seeded_of(c["rare"], metric) for _, c in series]
+    freq_last = seeded_of(series[-1][1]["frequent"], metric)
     decline, separation = rare[0] - rare[-1], freq_last - rare[-1]
     means = [r.mean for r in rare]
     if means[-1] < means[0]:
@@ -224,16 +224,16 @@ def _decay_series(series: list, pair: dict, metric: str, speed: str, early: floa
         observed = "quick" if frac <= early else "gradual"
     else:
         frac, observed = None, "no decline"
-    sides = (_side(decline), _side(separation))
+    sides = (side_of(decline), side_of(separation))
     if sides == ("above", "above"):
         v = REPRODUCED if observed == speed else DIRECTION_ONLY
     elif "below" in sides:
         v = NOT_REPRODUCED
     else:
         v = INCONCLUSIVE
-    return {"cell": _label(series[0][1]["rare"], skip={"step", "condition", "pe"}),
-            "rare_name": pair["rare"].get("condition", _describe_filter(pair["rare"])),
-            "frequent_name": pair["frequent"].get("condition", _describe_filter(pair["frequent"])),
+    return {"cell": cell_label(series[0][1]["rare"], skip={"step", "condition", "pe"}),
+            "rare_name": pair["rare"].get("condition", describe_filter(pair["rare"])),
+            "frequent_name": pair["frequent"].get("condition", describe_filter(pair["frequent"])),
             "steps": steps, "means": means, "decline": decline, "separation": separation,
             "fraction": frac, "speed": observed, "verdict": v}
 
@@ -249,35 +249,35 @@ def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
     p = claim["params"]
     metric, speed, early = p.get("metric", "stability"), p["speed"], float(p.get("early_fraction", 0.25))
     rows, keys = ts.rows(claim["tables"])
-    sel = _require(rows, p["select"], claim["tables"])
+    sel = require(rows, p["select"], claim["tables"])
     results = []
     for pair in p["pairs"]:
-        m, cells = _cells(sel, keys, {"frequent": pair["frequent"], "rare": pair["rare"]})
-        cells = _complete(cells, ["frequent", "rare"])
+        m, cells = claim_cells(sel, keys, {"frequent": pair["frequent"], "rare": pair["rare"]})
+        cells = complete(cells, ["frequent", "rare"])
         if "step" not in m:
-            raise PosrnnError(f"claim {claim['id']}: the stability rows have no step column to follow; {_FIX}")
+            raise PosrnnError(f"claim {claim['id']}: the stability rows have no step column to follow; {FIX}")
         i = m.index("step")
         groups: dict[tuple, list] = {}
         for k, c in cells.items():
             groups.setdefault(k[:i] + k[i + 1:], []).append((k[i], c))
         if not groups:
-            raise _NotMeasured(f"no checkpoint has both {_describe_filter({**p['select'], **pair['frequent']})} and "
-                               f"{_describe_filter({**p['select'], **pair['rare']})}")
-        for g, series in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
+            raise NotMeasured(f"no checkpoint has both {describe_filter({**p['select'], **pair['frequent']})} and "
+                               f"{describe_filter({**p['select'], **pair['rare']})}")
+        for g, series in sorted(groups.items(), key=lambda kv: natural(kv[0])):
             results.append(_decay_series(sorted(series, key=lambda x: x[0]), pair, metric, speed, early))
-    verdict = _worst(x["verdict"] for x in results)
+    verdict = worst_of(x["verdict"] for x in results)
     reason = {REPRODUCED: f"Rare-disturbant stability declines and ends below the Frequent one, {speed}",
               DIRECTION_ONLY: f"the decline and the separation are shown, but not at the declared speed ({speed})",
               INCONCLUSIVE: "the interval of the decline or of the separation crosses 0",
               NOT_REPRODUCED: "Rare-disturbant stability rises, or ends above the Frequent one"}[verdict]
     parts = [f"{x['cell']} {x['rare_name']}: " + " → ".join(f"{v:.3f}" for v in x["means"]) +
-             f" at steps {x['steps'][0]}…{x['steps'][-1]}; decline {_fmt_sd(x['decline'], sign=True)}; below "
-             f"{x['frequent_name']} by {_fmt_sd(x['separation'], sign=True)}; " +
+             f" at steps {x['steps'][0]}…{x['steps'][-1]}; decline {fmt_sd(x['decline'], sign=True)}; below "
+             f"{x['frequent_name']} by {fmt_sd(x['separation'], sign=True)}; " +
              (f"half the decline by {x['fraction']:.0%} of the span ({x['speed']})" if x["fraction"] is not None
               else "no decline") for x in results]
     sds = [s for x in results for s in (x["decline"], x["separation"])]
     details = {"metric": metric, "declared_speed": speed, "early_fraction": early, "series": [
         {"cell": x["cell"], "rare": x["rare_name"], "steps": x["steps"], "means": x["means"],
-         "decline": _sd_dict(x["decline"]), "separation": _sd_dict(x["separation"]), "half_fraction": x["fraction"],
+         "decline": sd_dict(x["decline"]), "separation": sd_dict(x["separation"]), "half_fraction": x["fraction"],
          "speed": x["speed"], "verdict": x["verdict"]} for x in results]}
-    return _measured(verdict, parts, reason, details, sds)
+    return measured_outcome(verdict, parts, reason, details, sds)

@@ -1,7 +1,7 @@
 """The scorecard's vocabulary: verdicts and scopes, the per-seed values a test reads
 (``Seeded``, the unit of replication), the filters that pick table rows and pair them into
 cells, and ``Outcome``, what a test kind returns. Every interval a test reads against a bound
-goes through ``_side``, which traces it (for the seeds an open verdict needs and for Holm's
+goes through ``side_of``, which traces it (for the seeds an open verdict needs and for Holm's
 step-down) and, on the step-down's second reading, leaves open every comparison Holm did not
 reject."""
 
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
-import yaml
 
 from posrnn_cli.common import catalog, experiments, keys
 from posrnn_cli.common.errors import PosrnnError
@@ -62,14 +61,14 @@ VALUE_COLUMNS = {"token_accuracy", "sequence_accuracy", "damerau_levenshtein", "
                  "perplexity_max", "token_nll", "early_train_loss", "non_decreasing_share",
                  "permutation_sensitive_share", "max_logit_change", "tolerance", "permutations"}
 
-_FIX = "re-run the aggregate stage for this profile (dvc repro) to rewrite it"
+FIX = "re-run the aggregate stage for this profile (dvc repro) to rewrite it"
 
 
-class _NotMeasured(Exception):
+class NotMeasured(Exception):
     """Raised inside a test: the rows the claim needs are not in this profile."""
 
 
-class _Settled(Exception):
+class Settled(Exception):
     """Raised inside a test that ends before its comparison: data were measured, but the test
     cannot decide (``underpowered``) or cannot apply (``not testable``); carries the Outcome."""
 
@@ -78,28 +77,28 @@ class _Settled(Exception):
         self.outcome = outcome
 
 
-#: while a test runs: every interval it reads against a bound (``_side``) and every power-guard
+#: while a test runs: every interval it reads against a bound (``side_of``) and every power-guard
 #: width it checks, so the seeds a comparison needs can be computed afterwards
-_TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("_TRACE", default=None)
-#: on Holm's second reading: the comparisons (``_key``) its step-down rejected; every other
+TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("TRACE", default=None)
+#: on Holm's second reading: the comparisons (``sort_key``) its step-down rejected; every other
 #: comparison against a bound reads "across". ``None``: every interval read at 95%
-_REJECTED: contextvars.ContextVar[Optional[frozenset]] = contextvars.ContextVar("_REJECTED", default=None)
+REJECTED: contextvars.ContextVar[Optional[frozenset]] = contextvars.ContextVar("REJECTED", default=None)
 #: while the seeds an open verdict needs are worked out (``seeds.py``): the side each comparison
-#: (``_key``; ``("width",) + _key`` for a power guard) would take at a larger seed count
-_FORCE: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("_FORCE", default=None)
+#: (``sort_key``; ``("width",) + sort_key`` for a power guard) would take at a larger seed count
+FORCE: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("FORCE", default=None)
 #: the budget columns a claim compares on purpose (its ``budget_varies``): arms may differ in those
-_BUDGET_VARIES: contextvars.ContextVar[tuple] = contextvars.ContextVar("_BUDGET_VARIES", default=())
+BUDGET_VARIES: contextvars.ContextVar[tuple] = contextvars.ContextVar("BUDGET_VARIES", default=())
 
 
-def _trace(*entry: Any) -> None:
-    trace = _TRACE.get()
+def trace_entry(*entry: Any) -> None:
+    trace = TRACE.get()
     if trace is not None:
         trace.append(entry)
 
 
 
 
-def _float_list(v: Any) -> Optional[list[float]]:
+def float_list(v: Any) -> Optional[list[float]]:
     try:
         out = [float(s) for s in str(v).split()] if v is not None else []
     except ValueError:
@@ -108,7 +107,7 @@ def _float_list(v: Any) -> Optional[list[float]]:
 
 
 
-def _seed_list(v: Any) -> list[int]:
+def seed_list(v: Any) -> list[int]:
     """A row's ``seeds`` cell ("111 222 333", or one number) as a list of ints."""
     try:
         out = [int(s) for s in str(v).split()] if v is not None else []
@@ -118,7 +117,7 @@ def _seed_list(v: Any) -> list[int]:
 
 
 # ---- filters, values, cells -----------------------------------------------------------------
-def _matches(row: dict, filt: Optional[dict]) -> bool:
+def row_matches(row: dict, filt: Optional[dict]) -> bool:
     for col, spec in (filt or {}).items():
         v = row.get(col)
         if isinstance(spec, dict):
@@ -136,11 +135,11 @@ def _matches(row: dict, filt: Optional[dict]) -> bool:
     return True
 
 
-def _select(rows: list[dict], filt: Optional[dict]) -> list[dict]:
-    return [r for r in rows if _matches(r, filt)]
+def select_rows(rows: list[dict], filt: Optional[dict]) -> list[dict]:
+    return [r for r in rows if row_matches(r, filt)]
 
 
-def _filter_name(filt: dict) -> str:
+def filter_name(filt: dict) -> str:
     """A condition's short name in a measured string: "F/R", "R/R second half", "layers=2"."""
     parts = []
     for col, spec in filt.items():
@@ -149,11 +148,11 @@ def _filter_name(filt: dict) -> str:
         elif col == "half":
             parts.append("all positions" if spec == "all" else f"{spec} half")
         else:
-            parts.append(_describe_filter({col: spec}))
+            parts.append(describe_filter({col: spec}))
     return " ".join(parts)
 
 
-def _describe_filter(filt: Optional[dict]) -> str:
+def describe_filter(filt: Optional[dict]) -> str:
     parts = []
     for col, spec in (filt or {}).items():
         if isinstance(spec, dict):
@@ -166,26 +165,26 @@ def _describe_filter(filt: Optional[dict]) -> str:
     return ", ".join(parts) or "any row"
 
 
-def _num(row: dict, col: str) -> float:
+def num(row: dict, col: str) -> float:
     v = row.get(col)
     if not is_number(v):
         raise PosrnnError(f"results table {row.get('_table')}.csv has {col} = {v!r} in a row the scorecard "
-                          f"needs, not a finite number; {_FIX}")
+                          f"needs, not a finite number; {FIX}")
     return float(v)
 
 
-def _fmt(x: float, digits: int = 3) -> str:
+def fmt_num(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
 _PE_NAMES = {"none": "vanilla", "sinusoidal": "PE", "dummy": "double vanilla"}
 
 
-def _pe_name(pe: Any) -> str:
+def pe_name(pe: Any) -> str:
     return _PE_NAMES.get(pe, f"PE {pe}") if pe is not None else "?"
 
 
-def _label(row: dict, skip: Iterable[str] = ()) -> str:
+def cell_label(row: dict, skip: Iterable[str] = ()) -> str:
     """A short name for a row's cell: "GRU V=32 L=64 H=512" (+ the cell's other axes)."""
     skip = set(skip)
     parts = []
@@ -209,51 +208,51 @@ def _label(row: dict, skip: Iterable[str] = ()) -> str:
     return " ".join(parts)
 
 
-def _require(rows: list[dict], filt: Optional[dict], tables: Iterable[str]) -> list[dict]:
+def require(rows: list[dict], filt: Optional[dict], tables: Iterable[str]) -> list[dict]:
     """The rows that match ``filt``; none makes the claim unmeasured."""
-    sel = _select(rows, filt)
+    sel = select_rows(rows, filt)
     if not sel:
-        raise _NotMeasured(f"no row of {'/'.join(tables)} matches {_describe_filter(filt)}")
+        raise NotMeasured(f"no row of {'/'.join(tables)} matches {describe_filter(filt)}")
     return sel
 
 
-def _cells(rows: list[dict], key_cols: list[str], arms: dict[str, dict],
+def claim_cells(rows: list[dict], key_cols: list[str], arms: dict[str, dict],
            match: Optional[list[str]] = None) -> tuple[list[str], dict[tuple, dict[str, dict]]]:
     """Pair the rows of several arms (name → filter) on the ``match`` columns (default: the
     shared cell columns the arms do not set). Returns the match columns and
     ``{key: {arm: row}}``. A cell found in an earlier table wins; two rows of one table for
     the same arm and key make the claim ambiguous (unmeasured)."""
     if match is None:
-        differing = _differing(list(arms.values()))
+        differing = differing_keys(list(arms.values()))
         match = [c for c in key_cols if c not in differing]
     out: dict[tuple, dict[str, dict]] = {}
     for name, filt in arms.items():
         for r in rows:
-            if not _matches(r, filt):
+            if not row_matches(r, filt):
                 continue
             k = tuple(r.get(c) for c in match)
             cell = out.setdefault(k, {})
             if name in cell:
                 if cell[name]["_table"] == r["_table"]:
-                    raise _NotMeasured(f"two rows of {r['_table']}.csv match {name} ({_describe_filter(filt)}) "
+                    raise NotMeasured(f"two rows of {r['_table']}.csv match {name} ({describe_filter(filt)}) "
                                        f"at {dict(zip(match, k))}: the claim's match columns do not pin one cell")
                 continue
             cell[name] = r
     return match, out
 
 
-def _natural(k: Any) -> tuple:
+def natural(k: Any) -> tuple:
     """Sort key for cell keys: numbers by value (V=256 before V=1024), then text, None last."""
     items = k if isinstance(k, tuple) else (k,)
     return tuple((0, v, "") if is_number(v) else (2, 0, "") if v is None else (1, 0, str(v)) for v in items)
 
 
-def _complete(cells: dict[tuple, dict[str, dict]], names: Iterable[str]) -> dict[tuple, dict[str, dict]]:
+def complete(cells: dict[tuple, dict[str, dict]], names: Iterable[str]) -> dict[tuple, dict[str, dict]]:
     names = list(names)
     return {k: c for k, c in cells.items() if all(n in c for n in names)}
 
 
-def _largest_vocab(match: list[str], cells: dict[tuple, dict[str, dict]]) -> dict[tuple, dict[str, dict]]:
+def at_largest_vocab(match: list[str], cells: dict[tuple, dict[str, dict]]) -> dict[tuple, dict[str, dict]]:
     """Keep, in each group of cells that differ only in V, the cell of the largest V."""
     if "vocab_size" not in match:
         return cells
@@ -266,7 +265,7 @@ def _largest_vocab(match: list[str], cells: dict[tuple, dict[str, dict]]) -> dic
     return {k: cells[k] for k in best.values()}
 
 
-def _differing(filters: list[dict]) -> set[str]:
+def differing_keys(filters: list[dict]) -> set[str]:
     """The columns on which some of ``filters`` disagree (set in one and not another, or to
     another value): the columns that tell arms apart, left out of the match."""
     cols = {c for f in filters for c in f}
@@ -277,11 +276,11 @@ _ORDER = {REPRODUCED: 0, DIRECTION_ONLY: 1, TOO_FEW_SEEDS: 2, INCONCLUSIVE: 3, U
           NOT_TESTABLE: 6}
 
 
-def _worst(verdicts: Iterable[str]) -> str:
+def worst_of(verdicts: Iterable[str]) -> str:
     return max(verdicts, key=_ORDER.__getitem__)
 
 
-def _as_list(x: Any) -> list:
+def as_list(x: Any) -> list:
     return x if isinstance(x, list) else [x]
 
 
@@ -328,13 +327,13 @@ class Seeded:
 
     def _pair(self, other: "Seeded", op: Callable[[float, float], float]) -> "Seeded":
         if set(self.values) != set(other.values):
-            raise _NotMeasured(f"arms ran on different seeds ({_who(self)}: seeds {_seed_text(self)}; {_who(other)}: "
+            raise NotMeasured(f"arms ran on different seeds ({_who(self)}: seeds {_seed_text(self)}; {_who(other)}: "
                                f"seeds {_seed_text(other)}); arms are compared only on identical seed sets")
         if len(self.rows) == 1 and len(other.rows) == 1:
             a, b = self.rows[0], other.rows[0]
             for c in BUDGET_COLUMNS:
-                if c in a and c in b and a[c] != b[c] and c not in _BUDGET_VARIES.get():
-                    raise _NotMeasured(f"training budgets differ ({_who(self)}: {c} {a[c]}; {_who(other)}: {c} {b[c]}); "
+                if c in a and c in b and a[c] != b[c] and c not in BUDGET_VARIES.get():
+                    raise NotMeasured(f"training budgets differ ({_who(self)}: {c} {a[c]}; {_who(other)}: {c} {b[c]}); "
                                        f"arms are compared only at equal budgets")
         return Seeded({s: op(self.values[s], other.values[s]) for s in self.values}, self.rows + other.rows)
 
@@ -351,26 +350,26 @@ def _seed_text(sd: Seeded) -> str:
 
 def _who(sd: Seeded) -> str:
     r = sd.rows[0]
-    return f"{_label(r)} {_pe_name(r.get('pe'))}".strip()
+    return f"{cell_label(r)} {pe_name(r.get('pe'))}".strip()
 
 
-def _seeded(row: dict, metric: str) -> Seeded:
+def seeded_of(row: dict, metric: str) -> Seeded:
     """A row's per-seed values of ``metric`` (the ``<metric>_by_seed`` column)."""
     col = f"{metric}_by_seed"
     if col not in row:
-        raise _NotMeasured(f"{row.get('_table')}.csv has no per-seed {metric}")
-    seeds, vals = _seed_list(row.get("seeds")), _float_list(row.get(col))
+        raise NotMeasured(f"{row.get('_table')}.csv has no per-seed {metric}")
+    seeds, vals = seed_list(row.get("seeds")), float_list(row.get(col))
     if not seeds or vals is None or len(vals) != len(seeds):
-        raise PosrnnError(f"results table {row.get('_table')}.csv: {col} does not hold one value per seed; {_FIX}")
+        raise PosrnnError(f"results table {row.get('_table')}.csv: {col} does not hold one value per seed; {FIX}")
     return Seeded(dict(zip(seeds, vals)), (row,))
 
 
-def _key(sd: Seeded, bound: float) -> tuple:
+def sort_key(sd: Seeded, bound: float) -> tuple:
     """A comparison's identity across two readings of one test: its per-seed values and bound."""
     return tuple(sorted(sd.values.items())), float(bound)
 
 
-def _side(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
+def side_of(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
     """Where the seed-level 95% interval lies against ``bound``: "above", "below" or "across".
     With one seed the point value decides (such verdicts end as "too few seeds"). A ``gate`` is
     a precondition (a baseline's effect that must be shown for a cell to count): it joins its
@@ -380,15 +379,15 @@ def _side(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
     if sd.n < 2:
         return "above" if m > bound else "below" if m < bound else "across"
     side = "above" if lo > bound else "below" if hi < bound else "across"
-    rejected = _REJECTED.get()
-    if rejected is not None and not gate and _key(sd, bound) not in rejected:
+    rejected = REJECTED.get()
+    if rejected is not None and not gate and sort_key(sd, bound) not in rejected:
         side = "across"
-    _trace("gate" if gate else "side", sd, bound, side)
-    force = _FORCE.get()
-    return force.get(_key(sd, bound), side) if force is not None else side
+    trace_entry("gate" if gate else "side", sd, bound, side)
+    force = FORCE.get()
+    return force.get(sort_key(sd, bound), side) if force is not None else side
 
 
-def _fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:
+def fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:
     m, lo, hi = sd.interval()
     f = f"{{:{'+' if sign else ''}.{digits}f}}"
     per = ", ".join(f.format(sd.values[s]) for s in sd.seeds)
@@ -396,7 +395,7 @@ def _fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:
     return f"{f.format(m)}{ci} (per seed {per})"
 
 
-def _sd_dict(sd: Optional[Seeded]) -> Optional[dict]:
+def sd_dict(sd: Optional[Seeded]) -> Optional[dict]:
     if sd is None:
         return None
     m, lo, hi = sd.interval()
@@ -425,13 +424,13 @@ def _min_n(sds: Iterable[Seeded]) -> int:
     return min((s.n for s in sds), default=0)
 
 
-def _measured(verdict: str, parts: list[str], reason: str, details: dict, sds: list[Seeded]) -> Outcome:
+def measured_outcome(verdict: str, parts: list[str], reason: str, details: dict, sds: list[Seeded]) -> Outcome:
     """The Outcome of a test that measured ``parts`` (one text each), from the seeded values ``sds``:
     the parts, then the seeds they came from."""
     return Outcome(verdict, "; ".join(parts) + f"; {_seeds_note(sds)}", reason, details, _min_n(sds))
 
 
-def _keep_steps(cells: dict[tuple, dict], match: list[str], steps: str) -> dict[tuple, dict]:
+def keep_steps(cells: dict[tuple, dict], match: list[str], steps: str) -> dict[tuple, dict]:
     if steps == "all" or "step" not in match:
         return cells
     i = match.index("step")

@@ -2,31 +2,31 @@
 
 from __future__ import annotations
 
-from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, REPRODUCED, _float_list, _label, _num, _pe_name, _require, _seed_list)
+from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, REPRODUCED, float_list, cell_label, num, pe_name, require, seed_list)
 from .tables import TableSet
 
 
 def _irie_rows(claim: dict, ts: TableSet) -> list[dict]:
     rows, _ = ts.rows(claim["tables"])
-    sel = _require(rows, claim["params"]["select"], claim["tables"])
+    sel = require(rows, claim["params"]["select"], claim["tables"])
     return sorted(sel, key=lambda r: (str(r.get("layers")), str(r.get("vocab_size")), str(r.get("length"))))
 
 
 def _irie_measured(rows: list[dict]) -> str:
     return "; ".join(
-        f"{_label(r)} ({_pe_name(r.get('pe'))}): sensitive share {_num(r, 'permutation_sensitive_share'):.3f} of "
-        f"{r.get('n_sequences', '?')} sequences, max logit change {_num(r, 'max_logit_change'):.2e} "
-        f"(tolerance {_num(r, 'tolerance'):.0e}), seeds {r.get('seeds')}" for r in rows)
+        f"{cell_label(r)} ({pe_name(r.get('pe'))}): sensitive share {num(r, 'permutation_sensitive_share'):.3f} of "
+        f"{r.get('n_sequences', '?')} sequences, max logit change {num(r, 'max_logit_change'):.2e} "
+        f"(tolerance {num(r, 'tolerance'):.0e}), seeds {r.get('seeds')}" for r in rows)
 
 
 def _irie_details(rows: list[dict]) -> list[dict]:
-    return [{"cell": _label(r), "permutation_sensitive_share": _num(r, "permutation_sensitive_share"),
-             "max_logit_change": _num(r, "max_logit_change"), "tolerance": _num(r, "tolerance"),
-             "n_sequences": r.get("n_sequences"), "seeds": _seed_list(r.get("seeds"))} for r in rows]
+    return [{"cell": cell_label(r), "permutation_sensitive_share": num(r, "permutation_sensitive_share"),
+             "max_logit_change": num(r, "max_logit_change"), "tolerance": num(r, "tolerance"),
+             "n_sequences": r.get("n_sequences"), "seeds": seed_list(r.get("seeds"))} for r in rows]
 
 
 def _irie_seeds(rows: list[dict]) -> int:
-    return min(len(_seed_list(r.get("seeds"))) for r in rows)
+    return min(len(seed_list(r.get("seeds"))) for r in rows)
 
 
 def check_permutation_invariant(claim: dict, ts: TableSet) -> Outcome:
@@ -34,7 +34,7 @@ def check_permutation_invariant(claim: dict, ts: TableSet) -> Outcome:
     positions: the sensitive share is 0 and the largest change within the tolerance, in every
     selected row, on every seed. (An exact property: no direction-only verdict.)"""
     rows = _irie_rows(claim, ts)
-    ok = [_num(r, "permutation_sensitive_share") == 0 and _num(r, "max_logit_change") <= _num(r, "tolerance")
+    ok = [num(r, "permutation_sensitive_share") == 0 and num(r, "max_logit_change") <= num(r, "tolerance")
           for r in rows]
     verdict = REPRODUCED if all(ok) else NOT_REPRODUCED
     reason = ("no permutation changed a last-position logit beyond the tolerance" if all(ok) else
@@ -48,8 +48,8 @@ def check_permutation_sensitive(claim: dict, ts: TableSet) -> Outcome:
     tolerance. Direction only: above 0 on every seed but below ``min_share`` somewhere."""
     rows = _irie_rows(claim, ts)
     need = float(claim["params"]["min_share"])
-    shares = [min(_float_list(r.get("permutation_sensitive_share_by_seed"))
-                  or [_num(r, "permutation_sensitive_share")]) for r in rows]
+    shares = [min(float_list(r.get("permutation_sensitive_share_by_seed"))
+                  or [num(r, "permutation_sensitive_share")]) for r in rows]
     if all(s >= need for s in shares):
         verdict, reason = REPRODUCED, f"sensitive share ≥ {need:g} in every row, on every seed"
     elif all(s > 0 for s in shares):

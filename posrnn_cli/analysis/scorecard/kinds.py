@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 from posrnn_cli.common.tables import is_number
 
-from .core import (_FORCE, _key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, _NotMeasured, _Settled, _as_list, _cells, _complete, _describe_filter, _fmt, _fmt_sd, _keep_steps, _label, _largest_vocab, _natural, _num, _pe_name, _require, _sd_dict, _seeded, _select, _side, _trace, _worst, _measured)
+from .core import (FORCE, sort_key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, NotMeasured, Settled, as_list, claim_cells, complete, describe_filter, fmt_num, fmt_sd, keep_steps, cell_label, at_largest_vocab, natural, num, pe_name, require, sd_dict, seeded_of, select_rows, side_of, trace_entry, worst_of, measured_outcome)
 from .tables import TableSet
 
 
@@ -23,16 +23,16 @@ def check_threshold(claim: dict, ts: TableSet) -> Outcome:
     arms = {"pe": p["select"]}
     if p.get("baseline"):
         arms["base"] = {**p["select"], **p["baseline"]}
-    match, cells = _cells(rows, keys, arms, p.get("match"))
+    match, cells = claim_cells(rows, keys, arms, p.get("match"))
     cells = {k: c for k, c in cells.items() if "pe" in c}
     if not cells:
-        raise _NotMeasured(f"no row of {'/'.join(claim['tables'])} matches {_describe_filter(p['select'])}")
+        raise NotMeasured(f"no row of {'/'.join(claim['tables'])} matches {describe_filter(p['select'])}")
     comps = []
-    for k, c in sorted(cells.items(), key=lambda kv: _natural(kv[0])):
-        pe = _seeded(c["pe"], metric)
-        diff = pe - _seeded(c["base"], metric) if "base" in c else None
-        comps.append({"cell": _label(c["pe"], skip=["pe"]), "pe": pe, "diff": diff, "level": _side(pe, thr),
-                      "ahead": _side(diff) if diff is not None else None})
+    for k, c in sorted(cells.items(), key=lambda kv: natural(kv[0])):
+        pe = seeded_of(c["pe"], metric)
+        diff = pe - seeded_of(c["base"], metric) if "base" in c else None
+        comps.append({"cell": cell_label(c["pe"], skip=["pe"]), "pe": pe, "diff": diff, "level": side_of(pe, thr),
+                      "ahead": side_of(diff) if diff is not None else None})
     if all(x["level"] == "above" for x in comps):
         verdict, reason = REPRODUCED, f"above {thr:g} in every cell"
     elif p.get("baseline") and all(x["ahead"] == "above" for x in comps):
@@ -43,28 +43,28 @@ def check_threshold(claim: dict, ts: TableSet) -> Outcome:
         verdict, reason = INCONCLUSIVE, f"the interval crosses {thr:g} in some cell"
     if any(x["diff"] is None for x in comps) and p.get("baseline"):
         reason += " (baseline row missing for some cell)"
-    measured = "; ".join(f"{x['cell']}: {_fmt_sd(x['pe'])}" + (f", ahead of the baseline by {_fmt_sd(x['diff'], sign=True)}"
+    measured = "; ".join(f"{x['cell']}: {fmt_sd(x['pe'])}" + (f", ahead of the baseline by {fmt_sd(x['diff'], sign=True)}"
                                                             if x["diff"] is not None else "") for x in comps)
     sds = [x["pe"] for x in comps] + [x["diff"] for x in comps if x["diff"] is not None]
     details = {"metric": metric, "threshold": thr, "cells": [
-        {"cell": x["cell"], "value": _sd_dict(x["pe"]), "difference": _sd_dict(x["diff"]), "level": x["level"],
+        {"cell": x["cell"], "value": sd_dict(x["pe"]), "difference": sd_dict(x["diff"]), "level": x["level"],
          "ahead": x["ahead"]} for x in comps]}
-    return _measured(verdict, [measured], reason, details, sds)
+    return measured_outcome(verdict, [measured], reason, details, sds)
 
 
 def _groups_by_vocab(claim: dict, rows: list[dict], keys: list[str], sel: dict) -> dict[tuple, list[dict]]:
     group_cols = [c for c in keys if c != "vocab_size"]
     groups: dict[tuple, list[dict]] = {}
-    for r in _require(rows, sel, claim["tables"]):
+    for r in require(rows, sel, claim["tables"]):
         groups.setdefault(tuple(r.get(c) for c in group_cols), []).append(r)
-    groups = {g: sorted(rs, key=lambda r: _num(r, "vocab_size")) for g, rs in groups.items() if len(rs) >= 2}
+    groups = {g: sorted(rs, key=lambda r: num(r, "vocab_size")) for g, rs in groups.items() if len(rs) >= 2}
     if not groups:
-        raise _NotMeasured(f"fewer than two vocabulary sizes for {_describe_filter(sel)}")
+        raise NotMeasured(f"fewer than two vocabulary sizes for {describe_filter(sel)}")
     return groups
 
 
-def _by_interval(sd: Seeded, above: str = REPRODUCED) -> str:
-    return {"above": above, "below": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(sd)]
+def by_interval(sd: Seeded, above: str = REPRODUCED) -> str:
+    return {"above": above, "below": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(sd)]
 
 
 def check_decline(claim: dict, ts: TableSet) -> Outcome:
@@ -75,17 +75,17 @@ def check_decline(claim: dict, ts: TableSet) -> Outcome:
     rows, keys = ts.rows(claim["tables"])
     groups = _groups_by_vocab(claim, rows, keys, p["select"])
     verdicts, parts, cells, sds = [], [], [], []
-    for g, rs in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
-        first, last = _seeded(rs[0], metric), _seeded(rs[-1], metric)
+    for g, rs in sorted(groups.items(), key=lambda kv: natural(kv[0])):
+        first, last = seeded_of(rs[0], metric), seeded_of(rs[-1], metric)
         drop = first - last
-        v = _by_interval(drop)
+        v = by_interval(drop)
         verdicts.append(v)
         sds += [first, last, drop]
-        series = " → ".join(f"V={r['vocab_size']} {_fmt(_num(r, metric))}" for r in rs)
-        parts.append(f"{_label(rs[0], skip=['vocab_size', 'pe'])} {_pe_name(rs[0].get('pe'))}: {series}; "
-                     f"drop {_fmt_sd(drop, sign=True)}")
-        cells.append({"cell": _label(rs[0], skip=["vocab_size"]), "verdict": v, "drop": _sd_dict(drop),
-                      "series": [{"vocab_size": r["vocab_size"], "value": _num(r, metric)} for r in rs]})
+        series = " → ".join(f"V={r['vocab_size']} {fmt_num(num(r, metric))}" for r in rs)
+        parts.append(f"{cell_label(rs[0], skip=['vocab_size', 'pe'])} {pe_name(rs[0].get('pe'))}: {series}; "
+                     f"drop {fmt_sd(drop, sign=True)}")
+        cells.append({"cell": cell_label(rs[0], skip=["vocab_size"]), "verdict": v, "drop": sd_dict(drop),
+                      "series": [{"vocab_size": r["vocab_size"], "value": num(r, metric)} for r in rs]})
     return _worst_group(verdicts, parts, cells, sds, metric, {
         REPRODUCED: "lower at the largest V in every group, the interval of the drop above 0",
         INCONCLUSIVE: "the interval of the drop crosses 0 in some group",
@@ -95,14 +95,14 @@ def check_decline(claim: dict, ts: TableSet) -> Outcome:
 def _worst_group(verdicts: list[str], parts: list[str], groups: list[dict], sds: list[Seeded], metric: str,
                  reasons: dict[str, str]) -> Outcome:
     """A test read group by group: the worst group's verdict, with its kind's reason for it."""
-    verdict = _worst(verdicts)
-    return _measured(verdict, parts, reasons[verdict], {"metric": metric, "groups": groups}, sds)
+    verdict = worst_of(verdicts)
+    return measured_outcome(verdict, parts, reasons[verdict], {"metric": metric, "groups": groups}, sds)
 
 
 def _arm_name(row: dict, filt: dict) -> str:
     """How a measured string names an arm: "PE", "vanilla", "PE random", or "half=first"."""
     if set(filt) == {"pe"}:
-        return _pe_name(row.get("pe"))
+        return pe_name(row.get("pe"))
     return ", ".join(f"{c}={row.get(c)}" for c in filt)
 
 
@@ -111,20 +111,20 @@ def _pairs_of(claim: dict, ts: TableSet, better: Any, worse: Any, where: str = "
     """Every (better row, worse row, better filter, worse filter) of the compared cells."""
     tables = claim["tables"]
     rows, keys = ts.rows(tables)
-    rows = _require(rows, select, tables)
+    rows = require(rows, select, tables)
     out = []
-    for b in _as_list(better):
-        for w in _as_list(worse):
-            m, cells = _cells(rows, keys, {"better": b, "worse": w}, match)
-            cells = _complete(cells, ["better", "worse"])
+    for b in as_list(better):
+        for w in as_list(worse):
+            m, cells = claim_cells(rows, keys, {"better": b, "worse": w}, match)
+            cells = complete(cells, ["better", "worse"])
             if where == "largest_vocab":
-                cells = _largest_vocab(m, cells)
+                cells = at_largest_vocab(m, cells)
             elif where == "last_step":
-                cells = _keep_steps(cells, m, "last")
+                cells = keep_steps(cells, m, "last")
             if not cells:
-                raise _NotMeasured(f"no cell has both {_describe_filter({**(select or {}), **b})} and "
-                                   f"{_describe_filter({**(select or {}), **w})}")
-            out += [(cells[k]["better"], cells[k]["worse"], b, w) for k in sorted(cells, key=_natural)]
+                raise NotMeasured(f"no cell has both {describe_filter({**(select or {}), **b})} and "
+                                   f"{describe_filter({**(select or {}), **w})}")
+            out += [(cells[k]["better"], cells[k]["worse"], b, w) for k in sorted(cells, key=natural)]
     return out
 
 
@@ -141,25 +141,25 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
     comps = []
     for br, wr, bf, wf in _pairs_of(claim, ts, p["better"], p["worse"], p.get("where", "all"), p.get("select"),
                                     p.get("match")):
-        b, w = _seeded(br, metric), _seeded(wr, metric)
+        b, w = seeded_of(br, metric), seeded_of(wr, metric)
         lead = w - b if low else b - w
-        v = _by_interval(lead)
+        v = by_interval(lead)
         if v == REPRODUCED and size is not None and lead.mean < float(size):
             v = DIRECTION_ONLY
         comps.append((br, bf, wf, b, w, lead, v))
-    verdict = _worst(c[-1] for c in comps)
+    verdict = worst_of(c[-1] for c in comps)
     reason = {REPRODUCED: "ahead in every compared cell, the interval of the paired difference above 0",
               DIRECTION_ONLY: f"ahead in every compared cell, but by less than {size} somewhere",
               INCONCLUSIVE: "the interval of the difference crosses 0 in some compared cell",
               NOT_REPRODUCED: "behind in some compared cell, the interval of the difference below 0"}[verdict]
-    arm_cols = {c for f in _as_list(p["better"]) + _as_list(p["worse"]) for c in f}
-    parts = [f"{_label(br, skip=arm_cols)}: {_arm_name(b.rows[0], bf)} {_fmt(b.mean)} vs {_arm_name(w.rows[0], wf)} "
-             f"{_fmt(w.mean)}, lead {_fmt_sd(lead, sign=True)}" for br, bf, wf, b, w, lead, _ in comps]
+    arm_cols = {c for f in as_list(p["better"]) + as_list(p["worse"]) for c in f}
+    parts = [f"{cell_label(br, skip=arm_cols)}: {_arm_name(b.rows[0], bf)} {fmt_num(b.mean)} vs {_arm_name(w.rows[0], wf)} "
+             f"{fmt_num(w.mean)}, lead {fmt_sd(lead, sign=True)}" for br, bf, wf, b, w, lead, _ in comps]
     sds = [x for c in comps for x in c[3:6]]
     details = {"metric": metric, "lower_is_better": low, "comparisons": [
-        {"cell": _label(br, skip=arm_cols), "better": _sd_dict(b), "worse": _sd_dict(w), "lead": _sd_dict(lead),
+        {"cell": cell_label(br, skip=arm_cols), "better": sd_dict(b), "worse": sd_dict(w), "lead": sd_dict(lead),
          "verdict": v} for br, bf, wf, b, w, lead, v in comps]}
-    return _measured(verdict, parts, reason, details, sds)
+    return measured_outcome(verdict, parts, reason, details, sds)
 
 
 def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> None:
@@ -167,22 +167,22 @@ def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> No
     its first checkpoint (before training): no rise above it could show."""
     p = claim["params"]
     rows, _ = ts.rows(claim["tables"])
-    for worse in _as_list(p["worse"]):
-        arm = _select(rows, {**(p.get("select") or {}), **worse})
-        steps = [_num(r, "step") for r in arm if is_number(r.get("step"))]
+    for worse in as_list(p["worse"]):
+        arm = select_rows(rows, {**(p.get("select") or {}), **worse})
+        steps = [num(r, "step") for r in arm if is_number(r.get("step"))]
         if not steps:
             continue
-        first = [r for r in arm if is_number(r.get("step")) and _num(r, "step") == min(steps)]
-        at = [(r, _seeded(r, metric)) for r in first]
+        first = [r for r in arm if is_number(r.get("step")) and num(r, "step") == min(steps)]
+        at = [(r, seeded_of(r, metric)) for r in first]
         top = [(r, sd) for r, sd in at if sd.mean >= ceiling]
         if top:
             r, sd = top[0]
-            name = f"{_label(r, skip={'step'})} {_arm_name(r, worse)}"
-            raise _Settled(Outcome(
-                NOT_TESTABLE, f"{name} at step {r.get('step')}: {metric} {_fmt_sd(sd, digits=5)}",
+            name = f"{cell_label(r, skip={'step'})} {_arm_name(r, worse)}"
+            raise Settled(Outcome(
+                NOT_TESTABLE, f"{name} at step {r.get('step')}: {metric} {fmt_sd(sd, digits=5)}",
                 f"the {_arm_name(r, worse)} arm's {metric} is {sd.mean:.5f} before training (step {r.get('step')}), at "
                 f"or above {ceiling:g}: the measure starts at its ceiling, so a rise cannot show",
-                {"metric": metric, "ceiling": ceiling, "at_first_step": _sd_dict(sd)}, sd.n))
+                {"metric": metric, "ceiling": ceiling, "at_first_step": sd_dict(sd)}, sd.n))
 
 
 def check_trend(claim: dict, ts: TableSet) -> Outcome:
@@ -195,10 +195,10 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
     metric = p.get("metric", "token_accuracy")
     rows, keys = ts.rows(claim["tables"])
     arms = {"better": p["better"], "worse": p["worse"]}
-    m, cells = _cells(_require(rows, p.get("select"), claim["tables"]), keys, arms)
-    cells = _complete(cells, arms)
+    m, cells = claim_cells(require(rows, p.get("select"), claim["tables"]), keys, arms)
+    cells = complete(cells, arms)
     if "vocab_size" not in m:
-        raise _NotMeasured("the rows have no vocabulary sizes to compare")
+        raise NotMeasured("the rows have no vocabulary sizes to compare")
     i = m.index("vocab_size")
     along = [m.index(c) for c in p.get("diagonal", []) if c in m]
     groups: dict[tuple, list] = {}
@@ -206,23 +206,23 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
         groups.setdefault(tuple(x for j, x in enumerate(k) if j != i and j not in along), []).append((k[i], c))
     groups = {g: sorted(v, key=lambda x: x[0]) for g, v in groups.items() if len(v) >= 2}
     if not groups:
-        raise _NotMeasured(f"fewer than two vocabulary sizes with both {_describe_filter(p['better'])} and "
-                           f"{_describe_filter(p['worse'])}")
+        raise NotMeasured(f"fewer than two vocabulary sizes with both {describe_filter(p['better'])} and "
+                           f"{describe_filter(p['worse'])}")
     skip = ["vocab_size", "pe", *p.get("diagonal", [])]
     verdicts, parts, det, sds = [], [], [], []
-    for g, series in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
-        leads = [(v, _seeded(c["better"], metric) - _seeded(c["worse"], metric)) for v, c in series]
+    for g, series in sorted(groups.items(), key=lambda kv: natural(kv[0])):
+        leads = [(v, seeded_of(c["better"], metric) - seeded_of(c["worse"], metric)) for v, c in series]
         growth = leads[-1][1] - leads[0][1]
-        v = _by_interval(growth)
+        v = by_interval(growth)
         verdicts.append(v)
         sds += [growth] + [x for _, x in leads]
         row = series[0][1]["better"]
         diag = ["".join(f", {col}={c['better'].get(col)}" for col in p.get("diagonal", [])) for _, c in series]
-        parts.append(f"{_label(row, skip=skip)}: lead " +
+        parts.append(f"{cell_label(row, skip=skip)}: lead " +
                      " → ".join(f"V={vv}{d} {lead.mean:+.3f}" for d, (vv, lead) in zip(diag, leads)) +
-                     f"; growth {_fmt_sd(growth, sign=True)}")
-        det.append({"cell": _label(row, skip=skip), "verdict": v, "growth": _sd_dict(growth),
-                    "leads": [{"vocab_size": vv, **_sd_dict(lead)} for vv, lead in leads]})
+                     f"; growth {fmt_sd(growth, sign=True)}")
+        det.append({"cell": cell_label(row, skip=skip), "verdict": v, "growth": sd_dict(growth),
+                    "leads": [{"vocab_size": vv, **sd_dict(lead)} for vv, lead in leads]})
     return _worst_group(verdicts, parts, det, sds, metric, {
         REPRODUCED: "the lead at the largest V exceeds the lead at the smallest V, interval above 0",
         INCONCLUSIVE: "the interval of the lead's growth crosses 0 in some group",
@@ -243,40 +243,40 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
     comps, skipped, wide = [], [], []
     for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], p.get("where", "all"),
                                     p.get("select"), p.get("match")):
-        c, r = _seeded(cr, metric), _seeded(rr, metric)
+        c, r = seeded_of(cr, metric), seeded_of(rr, metric)
         gain = r - c if low else c - r
-        chance = 1.0 / _num(rr, "vocab_size") if metric == "token_accuracy" and is_number(rr.get("vocab_size")) else 0.0
+        chance = 1.0 / num(rr, "vocab_size") if metric == "token_accuracy" and is_number(rr.get("vocab_size")) else 0.0
         _, r_lo, _ = r.interval()
         _, g_lo, g_hi = gain.interval()
-        cell = _label(cr, skip=set(cf) | set(rf))
+        cell = cell_label(cr, skip=set(cf) | set(rf))
         if r.n >= 2 and not (r_lo > chance + learned):
             skipped.append((cell, f"the reference did not learn (interval low {r_lo:.3f} ≤ chance {chance:.3f} + {learned:g})"))
             continue
-        if r.n >= 2 and not _narrow(gain, margin) and _side(gain, margin) != "above":
+        if r.n >= 2 and not _narrow(gain, margin) and side_of(gain, margin) != "above":
             # a wide interval cannot show equivalence; one wholly above the margin still refutes
             skipped.append((cell, f"the interval of the gain (±{(g_hi - g_lo) / 2:.3f}) is not narrower than the "
                                   f"margin {margin:g}"))
             wide.append((cell, c, r, gain, cf, rf))
             continue
-        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(gain, margin)]
+        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(gain, margin)]
         comps.append((cell, c, r, gain, v, cf, rf))
     if not comps and wide:
-        _underpowered(wide, skipped, margin, lambda g: _fmt_sd(g, sign=True))
+        _underpowered(wide, skipped, margin, lambda g: fmt_sd(g, sign=True))
     if not comps:
-        raise _NotMeasured("power guard: " + "; ".join(f"{cell}: {why}" for cell, why in skipped))
-    verdict = _worst(x[4] for x in comps)
+        raise NotMeasured("power guard: " + "; ".join(f"{cell}: {why}" for cell, why in skipped))
+    verdict = worst_of(x[4] for x in comps)
     reason = {REPRODUCED: f"the gain's interval lies below the margin {margin:g} in every compared cell",
               INCONCLUSIVE: f"the gain's interval crosses the margin {margin:g} in some cell",
               NOT_REPRODUCED: f"a gain beyond the margin {margin:g} in some cell"}[verdict]
     if skipped:
         reason += "; cells left out by the power guard: " + "; ".join(f"{cell} ({why})" for cell, why in skipped)
-    parts = [f"{cell}: {_arm_name(c.rows[0], cf)} {_fmt(c.mean)} vs {_arm_name(r.rows[0], rf)} {_fmt(r.mean)}, "
-             f"gain {_fmt_sd(gain, sign=True)}" for cell, c, r, gain, v, cf, rf in comps]
+    parts = [f"{cell}: {_arm_name(c.rows[0], cf)} {fmt_num(c.mean)} vs {_arm_name(r.rows[0], rf)} {fmt_num(r.mean)}, "
+             f"gain {fmt_sd(gain, sign=True)}" for cell, c, r, gain, v, cf, rf in comps]
     sds = [x for comp in comps for x in comp[1:4]]
     details = {"metric": metric, "margin": margin, "learned": learned, "comparisons": [
-        {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain), "verdict": v}
+        {"cell": cell, "candidate": sd_dict(c), "reference": sd_dict(r), "gain": sd_dict(gain), "verdict": v}
         for cell, c, r, gain, v, cf, rf in comps], "left_out": [{"cell": c, "why": w} for c, w in skipped]}
-    return _measured(verdict, parts, reason, details, sds)
+    return measured_outcome(verdict, parts, reason, details, sds)
 
 
 def _narrow(gain: Seeded, margin: float) -> bool:
@@ -284,23 +284,23 @@ def _narrow(gain: Seeded, margin: float) -> bool:
     so the seeds that would narrow it can be computed)."""
     _, lo, hi = gain.interval()
     ok = (hi - lo) / 2 < margin
-    _trace("width", gain, margin, ok)
-    force = _FORCE.get()
-    return force.get(("width",) + _key(gain, margin), ok) if force is not None else ok
+    trace_entry("width", gain, margin, ok)
+    force = FORCE.get()
+    return force.get(("width",) + sort_key(gain, margin), ok) if force is not None else ok
 
 
 def _underpowered(wide: list, skipped: list, margin: float, fmt: Callable[[Seeded], str]) -> None:
     """End a null claim whose every measured cell failed the width guard: ``underpowered``, with
     the measurement shown (the seeds it needs come from the trace)."""
-    parts = [f"{cell}: {_arm_name(c.rows[0], cf)} {_fmt(c.mean)} vs {_arm_name(r.rows[0], rf)} {_fmt(r.mean)}, "
+    parts = [f"{cell}: {_arm_name(c.rows[0], cf)} {fmt_num(c.mean)} vs {_arm_name(r.rows[0], rf)} {fmt_num(r.mean)}, "
              f"gain {fmt(gain)}" for cell, c, r, gain, cf, rf in wide]
     sds = [x for w in wide for x in w[1:4]]
     reason = ("power guard: " + "; ".join(f"{cell}: {why}" for cell, why in skipped) +
               "; measured, but too few seeds to decide against the margin")
     details = {"margin": margin, "comparisons": [
-        {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "gain": _sd_dict(gain)}
+        {"cell": cell, "candidate": sd_dict(c), "reference": sd_dict(r), "gain": sd_dict(gain)}
         for cell, c, r, gain, cf, rf in wide]}
-    raise _Settled(_measured(UNDERPOWERED, parts, reason, details, sds))
+    raise Settled(measured_outcome(UNDERPOWERED, parts, reason, details, sds))
 
 
 
@@ -314,28 +314,28 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
     metric, margin = p.get("metric", "perplexity"), float(p["margin"])
     comps = []
     for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], select=p.get("select")):
-        c, r = _seeded(cr, metric), _seeded(rr, metric)
+        c, r = seeded_of(cr, metric), seeded_of(rr, metric)
         ratio = c - r  # checks seeds and budgets
         gain = Seeded({s: -ratio.values[s] / r.values[s] for s in ratio.values}, ratio.rows)
         _, _, r_hi = r.interval()
         _, g_lo, g_hi = gain.interval()
-        cell = _label(cr, skip={"pe"})
-        if r.n >= 2 and not r_hi < _num(rr, "vocab_size"):
-            raise _NotMeasured(f"power guard: {cell}: the reference's perplexity is not below its vocabulary size")
-        if r.n >= 2 and not _narrow(gain, margin) and _side(gain, margin) != "above":
+        cell = cell_label(cr, skip={"pe"})
+        if r.n >= 2 and not r_hi < num(rr, "vocab_size"):
+            raise NotMeasured(f"power guard: {cell}: the reference's perplexity is not below its vocabulary size")
+        if r.n >= 2 and not _narrow(gain, margin) and side_of(gain, margin) != "above":
             why = f"the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is not narrower than the margin {margin:.1%}"
-            _underpowered([(cell, c, r, gain, cf, rf)], [(cell, why)], margin, lambda g: _fmt_sd(g, sign=True))
-        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[_side(gain, margin)]
+            _underpowered([(cell, c, r, gain, cf, rf)], [(cell, why)], margin, lambda g: fmt_sd(g, sign=True))
+        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(gain, margin)]
         comps.append((cell, c, r, gain, v))
-    verdict = _worst(x[-1] for x in comps)
+    verdict = worst_of(x[-1] for x in comps)
     reason = {REPRODUCED: f"PE's relative gain lies below {margin:.1%}",
               INCONCLUSIVE: f"the interval of PE's relative gain crosses {margin:.1%}",
               NOT_REPRODUCED: f"PE better by more than {margin:.1%} (a gain)"}[verdict]
-    parts = [f"{cell}: PE {_fmt(c.mean, 2)} (per seed {', '.join(f'{c.values[s]:.2f}' for s in c.seeds)}) vs vanilla "
-             f"{_fmt(r.mean, 2)} (per seed {', '.join(f'{r.values[s]:.2f}' for s in r.seeds)}); relative gain "
-             f"{_fmt_sd(gain, sign=True)}" for cell, c, r, gain, _ in comps]
+    parts = [f"{cell}: PE {fmt_num(c.mean, 2)} (per seed {', '.join(f'{c.values[s]:.2f}' for s in c.seeds)}) vs vanilla "
+             f"{fmt_num(r.mean, 2)} (per seed {', '.join(f'{r.values[s]:.2f}' for s in r.seeds)}); relative gain "
+             f"{fmt_sd(gain, sign=True)}" for cell, c, r, gain, _ in comps]
     sds = [x for comp in comps for x in comp[1:4]]
     details = {"metric": metric, "margin": margin, "cells": [
-        {"cell": cell, "candidate": _sd_dict(c), "reference": _sd_dict(r), "relative_gain": _sd_dict(gain),
+        {"cell": cell, "candidate": sd_dict(c), "reference": sd_dict(r), "relative_gain": sd_dict(gain),
          "verdict": v} for cell, c, r, gain, v in comps]}
-    return _measured(verdict, parts, reason, details, sds)
+    return measured_outcome(verdict, parts, reason, details, sds)

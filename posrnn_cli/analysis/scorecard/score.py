@@ -13,7 +13,7 @@ from posrnn_cli.common import floors
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.tables import is_number
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, _BUDGET_VARIES, _FORCE, _REJECTED, _NotMeasured, _Settled, _TRACE, _describe_filter, _matches, _key, _worst)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, BUDGET_VARIES, FORCE, REJECTED, NotMeasured, Settled, TRACE, describe_filter, row_matches, sort_key, worst_of)
 from .tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim, validate_power
@@ -38,17 +38,17 @@ def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Opt
     """Run the claim's test kind, its comparisons traced; with ``rejected`` (Holm's second
     reading), every comparison not in it reads "across"; with ``force``, the comparisons it
     names take the sides it gives (the seeds an open verdict needs, ``seeds.py``)."""
-    t_tok, l_tok, f_tok = _TRACE.set(trace), _REJECTED.set(rejected), _FORCE.set(force)
-    b_tok = _BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
+    t_tok, l_tok, f_tok = TRACE.set(trace), REJECTED.set(rejected), FORCE.set(force)
+    b_tok = BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
     try:
         return TESTS[claim["kind"]](claim, ts)
-    except _Settled as e:
+    except Settled as e:
         return e.outcome
     finally:
-        _TRACE.reset(t_tok)
-        _REJECTED.reset(l_tok)
-        _FORCE.reset(f_tok)
-        _BUDGET_VARIES.reset(b_tok)
+        TRACE.reset(t_tok)
+        REJECTED.reset(l_tok)
+        FORCE.reset(f_tok)
+        BUDGET_VARIES.reset(b_tok)
 
 
 def holm_rejected(comparisons: list[tuple[tuple, float]], alpha: float = 0.05) -> frozenset:
@@ -71,14 +71,14 @@ def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
     and must still give "not reproduced". A gate (a baseline effect a cell needs) is an
     intersection with its cell's comparison and stays at 95%. "Reproduced" needs every
     comparison (an intersection–union test) and takes no correction."""
-    sides = [(_key(e[1], e[2]), e[1].p_value(e[2])) for e in trace if e[0] == "side"]
+    sides = [(sort_key(e[1], e[2]), e[1].p_value(e[2])) for e in trace if e[0] == "side"]
     k = len(sides)
     if out.verdict != NOT_REPRODUCED or k < 2:
         return out
     rejected = holm_rejected(sides)
     try:
         again = _test(claim, ts, rejected=rejected).verdict
-    except _NotMeasured:
+    except NotMeasured:
         again = NOT_MEASURED
     steps = f"Holm's step-down across the test's {k} comparisons ({len(rejected)} rejected, the first at {0.05 / k:.2%})"
     if again == NOT_REPRODUCED:
@@ -137,7 +137,7 @@ def _run(claim: dict, ts: TableSet) -> dict:
     try:
         out = _test(claim, ts, trace)
         out = _at_floor(out, trace) or _holm(claim, ts, out, trace)
-    except _NotMeasured as e:
+    except NotMeasured as e:
         return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0,
                 "seeds_needed": None}
     verdict, reason = out.verdict, out.reason
@@ -158,7 +158,7 @@ def _combine(per_model: dict[str, dict]) -> dict:
         reason = "; ".join(f"{m}: {r['reason']}" if m else r["reason"] for m, r in per_model.items())
         return {"verdict": NOT_MEASURED, "measured": "—", "reason": reason, "partial": False, "missing": missing,
                 "models": per_model, "seeds_needed": None}
-    verdict = _worst(r["verdict"] for r in measured.values())
+    verdict = worst_of(r["verdict"] for r in measured.values())
     several = len(per_model) > 1
     needs = [r["seeds_needed"] for r in measured.values() if r["verdict"] in OPEN and r.get("seeds_needed")]
     measured_text = " || ".join(f"{m.upper()}: {r['measured']}" if several else r["measured"] for m, r in measured.items())
@@ -171,7 +171,7 @@ def _combine(per_model: dict[str, dict]) -> dict:
 
 
 def _regime_text(regime: dict) -> str:
-    return _describe_filter(regime) if regime else "any cell"
+    return describe_filter(regime) if regime else "any cell"
 
 
 def _by_design(res: dict, claim_id: str, power: Optional[dict]) -> dict:
@@ -212,7 +212,7 @@ def evaluate_claim(claim: dict, tables: TableSet, power: Optional[dict] = None) 
         per_model = {}
         for m in models:
             def keep(r: dict, m=m, inside=inside) -> bool:
-                return (m is None or r.get("model") == m) and _matches(r, regime) == inside
+                return (m is None or r.get("model") == m) and row_matches(r, regime) == inside
             res = _run(claim, tables.view(keep))
             if res["verdict"] == NOT_MEASURED and _rows_in_view(claim, tables.view(keep)) == 0:
                 if not regime and not inside:
@@ -230,7 +230,7 @@ def _rows_in_view(claim: dict, ts: TableSet) -> Optional[int]:
     """How many rows of the claim's tables a view keeps (``None`` when a table is absent)."""
     try:
         return len(ts.rows(claim["tables"])[0])
-    except _NotMeasured:
+    except NotMeasured:
         return None
 
 

@@ -4,7 +4,7 @@ under the claim's own multiplicity rule, and which way the data point.
 Every comparison the test read (an interval against a bound, a baseline gate, a null claim's
 width guard) keeps its observed mean and spread; at n seeds its interval would exclude the
 bound when the t test's p at n falls below the level the rule sets. The test is then read again
-with each comparison on the side it would take at n (``core._FORCE``), repeatedly, so that a
+with each comparison on the side it would take at n (``core.FORCE``), repeatedly, so that a
 comparison the test only reaches once another is decided (a gap contrast's difference, read only
 where gap a is shown) is counted too. The fewest n at which the reading is
 
@@ -26,14 +26,14 @@ from typing import Callable, Optional
 
 from posrnn_cli.common.stats import MAX_SEEDS, seeds_for_power, seeds_to_narrow, t975, t_cdf
 
-from .core import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, _NotMeasured, _key
+from .core import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, NotMeasured, sort_key
 
 
 def _entries(trace: list) -> dict:
     """key → (kind, Seeded, bound, state now) of every comparison in a trace."""
     out = {}
     for kind, sd, bound, state in trace:
-        key = ("width",) + _key(sd, bound) if kind == "width" else _key(sd, bound)
+        key = ("width",) + sort_key(sd, bound) if kind == "width" else sort_key(sd, bound)
         out.setdefault(key, (kind, sd, bound, state))
     return out
 
@@ -82,7 +82,7 @@ def _reading_at(run: Callable, seen: dict, n: int, holm: bool) -> tuple[str, dic
         trace: list = []
         try:
             verdict = run(trace, force)
-        except _NotMeasured:
+        except NotMeasured:
             verdict = NOT_MEASURED
         new = {k: e for k, e in _entries(trace).items() if k not in seen}
         if not new:

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import check_table, read_csv
+from posrnn_cli.common.io import read_csv
+from ...common.tables import check_table
 from posrnn_cli.common.tables import is_number
 
-from .core import (KEY_COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, VALUE_COLUMNS, _FIX, _NotMeasured, _float_list, _seed_list)
+from .core import (KEY_COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, VALUE_COLUMNS, FIX, NotMeasured, float_list, seed_list)
 
 
 # ---- tables ---------------------------------------------------------------------------------
@@ -40,13 +41,13 @@ def _key_columns(rows: list[dict]) -> list[str]:
 
 def _check_row(path: Path, i: int, r: dict) -> None:
     """A row's seeds, per-seed values and CIs: well formed, finite, low ≤ value ≤ high."""
-    seeds = _seed_list(r.get("seeds"))
+    seeds = seed_list(r.get("seeds"))
     if not seeds or len(set(seeds)) != len(seeds):
-        raise PosrnnError(f"{path}: row {i + 2} has seeds = {r.get('seeds')!r}, not distinct integers; {_FIX}")
+        raise PosrnnError(f"{path}: row {i + 2} has seeds = {r.get('seeds')!r}, not distinct integers; {FIX}")
     for c in [c for c in r if c.endswith("_by_seed")]:
-        vals = _float_list(r[c])
+        vals = float_list(r[c])
         if vals is None or len(vals) != len(seeds):
-            raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not one finite number per seed; {_FIX}")
+            raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not one finite number per seed; {FIX}")
     for c in r:
         if c.endswith("_ci_low") or c == "ci_low":
             metric = "stability" if c == "ci_low" else c[: -len("_ci_low")]
@@ -54,7 +55,7 @@ def _check_row(path: Path, i: int, r: dict) -> None:
             lo_v, v, hi_v = r.get(c), r.get(metric), r.get(hi)
             if is_number(lo_v) and is_number(v) and is_number(hi_v) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
                 raise PosrnnError(f"{path}: row {i + 2} has {metric} = {v} outside its CI [{lo_v}, {hi_v}] "
-                                  f"(bounds swapped?); {_FIX}")
+                                  f"(bounds swapped?); {FIX}")
 
 
 def load_table(results_dir: Path, name: str) -> Optional[Table]:
@@ -68,31 +69,31 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
     try:
         raw = read_csv(path)
     except PosrnnError:
-        raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); {_FIX}") from None
+        raise PosrnnError(f"{path} is not a CSV table (corrupt or not text); {FIX}") from None
     except (OSError, ValueError, TypeError, csv.Error) as e:  # ValueError covers undecodable bytes
-        raise PosrnnError(f"cannot read {path} ({type(e).__name__}: {e}); {_FIX}") from None
+        raise PosrnnError(f"cannot read {path} ({type(e).__name__}: {e}); {FIX}") from None
     if not raw:
-        raise PosrnnError(f"{path} is empty (no rows); {_FIX}")
-    check_table(raw, path, REQUIRED_COLUMNS.get(name, []), what=f"{name} table", fix=_FIX)  # the one check plot makes too
+        raise PosrnnError(f"{path} is empty (no rows); {FIX}")
+    check_table(raw, path, REQUIRED_COLUMNS.get(name, []), what=f"{name} table", fix=FIX)  # the one check plot makes too
     rows = []
     for i, r in enumerate(raw):
         if None in r:
-            raise PosrnnError(f"{path}: row {i + 2} has more cells than the header; {_FIX}")
+            raise PosrnnError(f"{path}: row {i + 2} has more cells than the header; {FIX}")
         rows.append({**r, "_table": name})
     missing = [c for c in REQUIRED_COLUMNS.get(name, []) if c not in rows[0]]
     if missing:
-        raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)}; {_FIX}")
+        raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)}; {FIX}")
     for i, r in enumerate(rows):
         for c in REQUIRED_COLUMNS.get(name, []):
             if c in NUMERIC_COLUMNS and not is_number(r[c]):
-                raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not a finite number; {_FIX}")
+                raise PosrnnError(f"{path}: row {i + 2} has {c} = {r[c]!r}, not a finite number; {FIX}")
         _check_row(path, i, r)
     keys = _key_columns(rows)
     seen: dict[tuple, int] = {}
     for i, r in enumerate(rows):
         k = tuple(r.get(c) for c in keys)
         if k in seen:
-            raise PosrnnError(f"{path}: rows {seen[k] + 2} and {i + 2} describe the same cell; {_FIX}")
+            raise PosrnnError(f"{path}: rows {seen[k] + 2} and {i + 2} describe the same cell; {FIX}")
         seen[k] = i
     return Table(name, path, rows, keys)
 
@@ -125,7 +126,7 @@ class TableSet:
         names = list(names)
         present = [(n, self.table(n)) for n in names]
         if all(t is None for _, t in present):
-            raise _NotMeasured(f"{', '.join(f'{n}.csv' for n in names)} {'is' if len(names) == 1 else 'are'} absent")
+            raise NotMeasured(f"{', '.join(f'{n}.csv' for n in names)} {'is' if len(names) == 1 else 'are'} absent")
         for n, t in present:
             if t is None:
                 continue
