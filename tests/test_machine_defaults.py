@@ -4,18 +4,16 @@ header, and never over an explicit value."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import yaml
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.cli.common import fit_to_machine, given_keys
+from posrnn_cli.cli.common import given_keys
 from posrnn_cli.common import machine
 from posrnn_cli.common.config import RunConfig, resolve_config
-from posrnn_cli.common.machine import choose_threads, is_small_model, state_size_for
+from posrnn_cli.common.machine import choose_threads, fit_to_machine, is_small_model, state_size_for
 
 runner = CliRunner()
 from conftest import tiny_train
@@ -59,7 +57,7 @@ def test_mamba_state_size_is_small_on_a_cpu_and_the_configured_one_on_cuda():
 def _fit(options: dict, sets=None, device="cpu"):
     options = {**options, "train.device": device}
     cfg = resolve_config(None, options, sets)
-    lines = fit_to_machine(cfg, copy.deepcopy(cfg), given_keys(options, sets))
+    lines = fit_to_machine(cfg, device, given_keys(options, sets))
     return cfg, lines
 
 
@@ -126,3 +124,53 @@ def test_a_run_that_fails_after_the_header_still_has_one_line_on_stderr(tmp_path
     r = runner.invoke(app, ["train", *TINY, "--lr", "1e300", "--out", str(tmp_path / "bad")])
     assert r.exit_code == 1 and "threads: 1" in r.stdout, r.output
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("error: training step 1 failed"), r.stderr
+
+
+def test_the_library_fits_a_run_as_the_command_line_does():
+    """Without the keys a user set, a key counts as set when it differs from the default; the
+    fitting is idempotent, and a resumed run keeps its state size."""
+    cfg = RunConfig()
+    cfg.model.name = "mamba"
+    assert any("state_size: 4 (auto" in ln for ln in fit_to_machine(cfg, "cpu")) and cfg.model.state_size == 4
+    assert fit_to_machine(cfg, "cpu")[1:] == [] and cfg.model.state_size == 4  # once fitted, left alone
+    kept = RunConfig()
+    kept.model.name, kept.model.state_size = "mamba", 16
+    fit_to_machine(kept, "cpu")
+    assert kept.model.state_size == 16
+    resumed = RunConfig()
+    resumed.model.name = "mamba"
+    fit_to_machine(resumed, "cpu", new_run=False)
+    assert resumed.model.state_size == RunConfig().model.state_size
+    assert fit_to_machine(RunConfig(), "cpu", {"train.threads"})[0].startswith("threads: ")
+
+
+def test_posrnn_train_a_sweep_and_the_library_write_the_same_config(tmp_path):
+    """``posrnn train --model mamba …`` on a CPU, ``engine.train.train(RunConfig(...))`` with the same
+    settings, and a sweep's run of that cell write byte-identical config.yaml files (the state size
+    fitted to the CPU in each)."""
+    from posrnn_cli.engine.train import train
+
+    opts = tiny_train(model="mamba", hidden_size=8, iterations=2, checkpoint_every=2, threads=1)
+    r = runner.invoke(app, ["train", *opts, "--out", str(tmp_path / "cli")])
+    assert r.exit_code == 0, r.output
+    cfg = resolve_config(None, {"task.name": "reverse", "model.name": "mamba", "task.vocab_size": 6, "task.length": 4,
+                                "model.hidden_size": 8, "train.iterations": 2, "train.batch_size": 8, "train.seed": 0,
+                                "train.device": "cpu", "train.checkpoint_every": 2, "task.n_test": 32,
+                                "train.threads": 1})
+    train(cfg, tmp_path / "lib", progress=False)
+    cli_yaml = (tmp_path / "cli" / "config.yaml").read_text()
+    assert yaml.safe_load(cli_yaml)["model"]["state_size"] == 4
+    assert (tmp_path / "lib" / "config.yaml").read_text() == cli_yaml
+
+    from fabricate import scratch
+    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.sweep.plan import plan
+
+    from posrnn_cli.common.config import RunConfig as RC, config_diff
+
+    params = scratch(tmp_path, fig2={"cells": [{"model": "mamba", "vocab": 6}], "pe": ["sinusoidal"], "seeds": [0],
+                                     "length": 4, "hidden": 8, "iterations": 2, "batch": 8,
+                                     "warmup": yaml.safe_load(cli_yaml)["train"]["warmup"], "checkpoint_every": 2})
+    (job,) = plan(params, "t", ["fig2"], tmp_path / "runs")
+    assert job.run_config().model.state_size == 4
+    assert config_diff(job.run_config(), RC.from_dict(yaml.safe_load(cli_yaml))) == []

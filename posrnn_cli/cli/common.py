@@ -131,32 +131,16 @@ def listing(title: str, registry: dict) -> str:
     return f"\b\n{title}\n{rows}"
 
 
-def given_keys(options: dict, sets: Optional[List[str]]) -> set[str]:
-    """The config keys the command line sets: its options (dotted keys) and its --set items."""
-    return {k for k, v in options.items() if v is not None} | {item.partition("=")[0].strip() for item in sets or []}
+def given_keys(options: dict, sets: Optional[List[str]], params: Optional[Path] = None) -> set[str]:
+    """The config keys the user sets: the command line's options (dotted keys), its --set items
+    and the keys of its config file (``params``)."""
+    from ..common.config import load_yaml
 
-
-def fit_to_machine(cfg, asked, given: set[str], new_run: bool = True) -> list[str]:
-    """Fill in what the command line left to this machine, in place: ``train.threads``
-    (``common.machine.choose_threads``) and, for a new run of a core with a CPU state size
-    (Mamba), ``model.state_size`` (``state_size_for``). ``asked`` is the config resolved from the command line alone (no
-    saved run) and ``given`` the keys it names (``given_keys``), so an explicit value always
-    wins. Returns the run header's lines."""
-    from ..common.config import RunConfig
-    from ..common.machine import choose_threads, is_small_model, state_size_for
-    from ..engine.device import resolve_device
-
-    device = resolve_device(cfg.train.device).type
-    choice = choose_threads(asked.train.threads, small=is_small_model(cfg.train.batch_size, cfg.model.hidden_size))
-    cfg.train.threads = choice.n
-    lines = [choice.header()]
-    core = catalog.CORES.get(cfg.model.name)
-    if new_run and core is not None and core.cpu_state_size is not None:
-        default = RunConfig().model.state_size
-        if asked.model.state_size == default and "model.state_size" not in given:
-            cfg.model.state_size, line = state_size_for(device, cfg.model.state_size, core.cpu_state_size)
-            lines.append(line)
-    return lines
+    keys = {k for k, v in options.items() if v is not None} | {item.partition("=")[0].strip() for item in sets or []}
+    if params is not None:
+        data = load_yaml(params)
+        keys |= {f"{section}.{k}" for section, body in (data or {}).items() if isinstance(body, dict) for k in body}
+    return keys
 
 
 def threads_for_run(requested: Optional[int], run: Path):

@@ -20,7 +20,7 @@ import typer
 from ..common import catalog
 from ..common.errors import PosrnnError
 from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
-                     fit_to_machine, given_keys, note, threads_for_run)
+                     given_keys, note, threads_for_run)
 from .options import config_options, run_options
 
 from ..lm.data import DEFAULT_CONFIG, DEFAULT_DATASET  # these two modules import nothing heavy
@@ -123,13 +123,11 @@ def train_lm(
     from ..engine.train import train
     from ..tasks.lm import lm_config
 
-    import copy
-
     options = config_options(opts)
     cfg = lm_config(data, options, params, set_)
-    header = fit_to_machine(cfg, copy.deepcopy(cfg), given_keys(options, set_), new_run=not resume)
     with advise_on_interrupt(out, None if force else f"posrnn lm train --data {data} --out {out} --resume"):
-        s = train(cfg, out, resume=resume, force=force, stop_after=stop_after, on_start=lambda: note(header))
+        s = train(cfg, out, resume=resume, force=force, stop_after=stop_after, on_start=note,
+                  given=given_keys(options, set_, params))
     if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]
         console().print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} in "

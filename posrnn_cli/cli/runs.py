@@ -15,7 +15,7 @@ import typer
 from ..common import catalog
 from ..common.errors import PosrnnError
 from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
-                     fit_to_machine, given_keys, listing, note, print_wrapped, threads_for_run)
+                     given_keys, listing, note, print_wrapped, threads_for_run)
 from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
@@ -56,10 +56,9 @@ def train(
     cfg = resolve_config(params, options, set_, base=saved)  # --resume: the saved run's config, then what is given
     if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
         raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size and set --dim")
-    header = fit_to_machine(cfg, resolve_config(params, options, set_), given_keys(options, set_), new_run=saved is None)
     with advise_on_interrupt(out, None if force else f"posrnn train --out {out} --resume"):
         summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out,
-                            on_start=lambda: note(header, json_out))
+                            on_start=lambda header: note(header, json_out), given=given_keys(options, set_, params))
     if json_out:
         typer.echo(json.dumps(summary))
         return
@@ -428,12 +427,13 @@ def bench(
     configuration on a GPU."""
     from ..bench import bench as run_bench
     from ..common.config import RunConfig, resolve_config
+    from ..common.machine import fit_to_machine
     from ..engine.device import resolve_device
 
     dev = resolve_device(opts["device"] or RunConfig().train.device)
     sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
     cfg = resolve_config(params, {**sized, **config_options(opts)}, set_)
-    fit_to_machine(cfg, resolve_config(params, config_options(opts), set_), given_keys(config_options(opts), set_))
+    fit_to_machine(cfg, dev.type, given_keys(config_options(opts), set_, params))
     try:
         ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
     except ValueError:

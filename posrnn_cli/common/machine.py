@@ -2,8 +2,11 @@
 
 torch's own thread count is every core, which on a shared or busy machine makes a small model
 several times slower than one thread (docs/bench.md). ``choose_threads`` takes what is free
-instead; ``state_size_for`` keeps Mamba's d_state small on a CPU, where its step grows with it. Both only decide; the commands print the choice in their run header. The sweep sets
-threads per run itself and never asks here. Imports neither torch nor numpy.
+instead; ``state_size_for`` keeps Mamba's d_state small on a CPU, where its step grows with it.
+``fit_to_machine`` applies both to a config: ``engine.train.train`` calls it for every new run,
+so ``posrnn train``, a sweep and ``train(RunConfig(...))`` build the same run from the same
+settings; the commands print what it decided in their run header. The sweep sets threads per
+run itself. Imports neither torch nor numpy.
 """
 
 from __future__ import annotations
@@ -69,6 +72,39 @@ def state_size_for(device_type: str, configured: int, cpu_size: Optional[int]) -
     if device_type == "cpu" and cpu_size is not None and configured > cpu_size:
         return cpu_size, f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured one)"
     return configured, f"model.state_size: {configured}"
+
+
+def fit_to_machine(cfg, device_type: str, given: Optional[set[str]] = None, new_run: bool = True) -> list[str]:
+    """Fill in, in place, what the settings leave to this machine: ``train.threads``
+    (``choose_threads``) and, for a new run of a core with a CPU state size (Mamba),
+    ``model.state_size`` (``state_size_for``). ``given``: the dotted keys the user set (a command
+    line's options, --set items and config file), whose values always win; ``None`` (a library
+    call) counts a key as set when it differs from ``RunConfig()``'s default (threads: when not
+    None). Idempotent. Returns the run header's lines."""
+    given_threads = "train.threads" in given if given is not None else cfg.train.threads is not None
+    asked = cfg.train.threads if given_threads else None
+    choice = choose_threads(asked, small=is_small_model(cfg.train.batch_size, cfg.model.hidden_size))
+    cfg.train.threads = choice.n
+    lines = [choice.header()]
+    line = fit_state_size(cfg, device_type, given) if new_run else None
+    return lines + ([line] if line else [])
+
+
+def fit_state_size(cfg, device_type: str, given: Optional[set[str]] = None) -> Optional[str]:
+    """``fit_to_machine``'s state-size rule alone (a sweep's plan applies it to each new run's
+    config, so that the config it records is the one ``train`` writes): the header's line, or
+    None for a core without a CPU state size or a state size the user set."""
+    from .catalog import CORES
+    from .config import RunConfig
+
+    default = RunConfig().model.state_size
+    core = CORES.get(cfg.model.name)
+    if core is None or core.cpu_state_size is None:
+        return None
+    if ("model.state_size" in given) if given is not None else cfg.model.state_size != default:
+        return None
+    cfg.model.state_size, line = state_size_for(device_type, default, core.cpu_state_size)
+    return line
 
 
 ASSUMED_GPU = "H100"  # the device kind assumed where no GPU is visible

@@ -32,16 +32,16 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from ..common.rundir import CONFIG_FILE, METRICS_FILE
+from ..common.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, list_checkpoints
 from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
 from ..common.errors import PosrnnError
+from ..common.machine import fit_to_machine
 from ..common.memory import check_fits, run_parts
 from ..common.io import atomic_write_text, check_out_path, read_marker, remove_stale_temps, write_marker
 from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
 from .checkpoint import NonFiniteState, check_belongs, check_resumable, enclosing_run, load_checkpoint, save_checkpoint
-from ..common.rundir import CKPT_DIR, list_checkpoints
 from .device import (check_amp, check_machine, join_process_group, local_device,
                      resolve_device, setup_threads, world)
 from .graphed import GraphedStep, graph_lr
@@ -472,11 +472,14 @@ def train(
     stop_after: Optional[int] = None,
     progress: bool = True,
     keep_checkpoints: str = "all",
-    on_start: Optional[Callable[[], None]] = None,
+    on_start: Optional[Callable[[list[str]], None]] = None,
+    given: Optional[set[str]] = None,
 ) -> dict:
-    """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary.
-    ``keep_checkpoints="last"`` keeps only the latest checkpoint (the sweep's policy);
-    ``on_start`` is called once every check has passed, as training starts (the run header).
+    """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary. A new run
+    is fitted to this machine first (``common.machine.fit_to_machine``; ``given``: the keys the
+    user set, else those that differ from the defaults). ``keep_checkpoints="last"`` keeps only
+    the latest checkpoint (the sweep's policy); ``on_start(header)`` is called once every check
+    has passed, as training starts, with the run header's lines.
 
     Everything is validated before the disk is touched; under ``torchrun`` rank 0 owns the
     directory and every rank resumes from the same checkpoint."""
@@ -484,12 +487,13 @@ def train(
     if stop_after is not None and stop_after < 1:
         raise PosrnnError(f"--stop-after must be at least 1, got {stop_after}")
     rank, world_size = join_process_group()
+    device = local_device(resolve_device(cfg.train.device), world_size)
+    header = fit_to_machine(cfg, device.type, given, new_run=not (resume and (out_dir / CONFIG_FILE).is_file()))
     try:
         task, model = build_run(cfg, rank, world_size)
     except (RuntimeError, ValueError, OverflowError, MemoryError) as e:  # sizes torch cannot allocate
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
         raise PosrnnError(f"cannot build this run ({first}); check the task and model sizes") from None
-    device = local_device(resolve_device(cfg.train.device), world_size)
     check_fast_paths(cfg.train, device, world_size)
     check_machine(cfg.train, task, device)
     def fit(trainer: Trainer) -> dict:
@@ -503,7 +507,8 @@ def train(
     with owned_run_dir(out_dir, f"posrnn train --out {out_dir}"):
         ckpt, res = open_run(out_dir, cfg, resume, force)
         trainer = _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints)
-        return start_and_fit(out_dir, cfg, force, ckpt is None, __name__, on_start, lambda: fit(trainer))
+        announce = (lambda: on_start(header)) if on_start is not None else None
+        return start_and_fit(out_dir, cfg, force, ckpt is None, __name__, announce, lambda: fit(trainer))
 
 
 def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, module: str,

@@ -33,6 +33,7 @@ from typing import Optional
 
 from ..common import keys
 from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
+from ..common.machine import fit_state_size
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve, trains
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
@@ -196,6 +197,16 @@ def _check_fixed(cfg: RunConfig, exp: Experiment, where: str) -> None:
                               f"{flat[key]!r}; drop that key from the section or cell")
 
 
+def device_type(device: str) -> str:
+    """"cpu" or "cuda" for a config's ``train.device`` ("auto": what this machine has; torch is
+    imported only then)."""
+    if device != "auto":
+        return device.split(":")[0]
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:
     sec = _section(prof, exp.name, profile)
     cells, pes, seeds = _grid(sec, exp.name, profile)
@@ -215,6 +226,8 @@ def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_roo
                 _check_fixed(cfg, exp, f"{where}, cell {cell}")
                 set_key(cfg, "model.pe", pe, source=where)
                 set_key(cfg, "train.seed", seed, source=where)
+                named = [*settings, *cell, *settings.get("set", {}), *(cell.get("set") or {})]
+                fit_state_size(cfg, device_type(cfg.train.device), {SHORT.get(k, k) for k in named})
                 name = f"{cell_name(cell)}-{pe}-s{seed}"
                 jobs.append(Job(exp.name, name, exp.kind, str(runs_root / exp.name / name), cfg.to_dict(),
                                 {"keep_checkpoints": keep}, force))
