@@ -412,22 +412,23 @@ def headline_cosine(rows: list[dict]) -> dict:
 
 def metrics_text(experiment: str, form: str, headline: dict) -> bytes:
     """An experiment's metrics file: its headline numbers under its own name, then under what
-    they pool (``POOLED``), so every key is unique across a profile's files and says what it is
-    (``fig2.acc_all_cells.none``): DVC then names a column by its key alone, not by the file's
-    path, and ``dvc exp show`` stays narrow."""
+    they measure (``POOLED``), so every key is unique across a profile's files and says what it
+    is (``fig2.acc.none``: token accuracy, the mean over every cell): DVC then names a column by
+    its key alone, not by the file's path, and ``dvc exp show`` stays narrow."""
     return (json.dumps({experiment: {POOLED[form]: headline}}, indent=2) + "\n").encode()
 
 
-#: the metrics' middle key, by table form: the measure and what it pools (``MEASURES`` in full)
+#: the metrics' middle key, by table form: what is measured, short enough that ``dvc exp show``
+#: fits a changed experiment in 120 columns (``MEASURES`` says each in full, with what it pools)
 POOLED = {
-    "eval": "acc_all_cells",
-    "dual": "acc_FR_all_cells",
-    "stability": "stab_FR_last_ckpt",
-    "extend": "acc_new_ids",
-    "lm": "ppl_mean_seeds",
-    "irie": "perm_share",
-    "autoreg": "acc_all_cells",
-    "cosine": "cos_all_cells",
+    "eval": "acc",
+    "dual": "acc_FR",
+    "stability": "stab_FR",
+    "extend": "acc_new",
+    "lm": "ppl",
+    "irie": "perm",
+    "autoreg": "acc",
+    "cosine": "cos",
 }
 
 
