@@ -2,8 +2,9 @@
 
 torch's own thread count is every core, which on a shared or busy machine makes a small model
 several times slower than one thread (docs/bench.md). ``choose_threads`` takes what is free
-instead; ``state_size_for`` keeps Mamba's d_state small on a CPU, where its step grows with it. Both only decide; the commands print the choice in their run header. The sweep sets
-threads per run itself and never asks here. Imports neither torch nor numpy.
+instead; ``state_size_for`` keeps Mamba's d_state small on a CPU, where its step grows with it. Both only decide; the
+commands print the choice in their run header. The sweep sets threads per run itself and never asks here. Imports
+neither torch nor numpy.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def state_size_for(device_type: str, configured: int, cpu_size: Optional[int]) -
     that has one (its catalogue entry's ``cpu_state_size``: Mamba's 4, where the configured 64 is
     tens of times slower), else the configured one. Returns (state size, the header's line)."""
     if device_type == "cpu" and cpu_size is not None and configured > cpu_size:
-        return cpu_size, f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured one)"
+        return cpu_size, (f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured "
+                          "one)")
     return configured, f"model.state_size: {configured}"
 
 
