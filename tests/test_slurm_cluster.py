@@ -257,7 +257,8 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
     out = "".join(lines)
     assert sweep.returncode == 1, out
     assert re.search(r"^cancelled: fig2/gru-v4-none-s1: ", out, re.M), out
-    assert "error: 1 of 1 runs did not finish (1 cancelled;" in out and not re.search(r"^failed: |runs failed", out, re.M), out
+    assert ("error: 1 of 1 runs did not finish (1 cancelled;" in out
+            and not re.search(r"^failed: |runs failed", out, re.M)), out
     steps = sorted(int(p.stem.split("_")[1]) for p in metrics.parent.glob("checkpoints/step_*.pt"))
     assert len(steps) == 1 and 100 <= steps[0] < ITERATIONS, steps  # saved at the SIGTERM before the kill
 
@@ -274,7 +275,7 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
     tasks are released and resumed, the requeued run resumes at the step where SIGTERM stopped it,
     and the final weights equal an uninterrupted local sweep's, bit for bit."""
     from posrnn_cli.sweep import SweepOptions, run_sweep
-    from posrnn_cli.sweep.slurm import read_record
+    from posrnn_cli.sweep.slurm_record import read_record
 
     from fabricate import scratch
     from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, results, same
@@ -309,7 +310,8 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
     try:
         a = start("a")
         procs.append(a)
-        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file() and all(_last_step(m) >= 100 for m in metrics.values()),
+        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file()
+                  and all(_last_step(m) >= 100 for m in metrics.values()),
                   300, "the tasks did not start training", [a], detail)  # generous: the machine may be busy
         [rec] = read_record(runs)
         array = rec["array"]

@@ -60,7 +60,8 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
     from ..engine.rundir import describe_diff, run_state
 
     st = run_state(run_dir, cfg)
-    if st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale") and code_of(job) == "other":
+    if (st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale")
+            and code_of(job) == "other"):
         return "replace"
     if st.state != "different":
         return st.state
@@ -69,7 +70,8 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
     if not force:
         if st.saved is None:
             raise PosrnnError(f"{st.problem}; pass --force to replace it")
-        raise PosrnnError(f"{run_dir} holds a different run ({describe_diff(st, cfg, 'there', 'now')}); pass --force to replace it")
+        raise PosrnnError(f"{run_dir} holds a different run ({describe_diff(st, cfg, 'there', 'now')}); pass --force "
+                          "to replace it")
     return "replace"
 
 
@@ -192,7 +194,8 @@ def run_extend(job: Job) -> dict:
         _prune(out, keep)
         run = load_run(out, device=cfg.train.device)
         scores = score_extension(out, run.model, run.cfg, next(run.model.parameters()).device)
-        return {"training": "skipped (finished)", "code": code_of(job), "token_accuracy": scores["new_ids"]["token_accuracy"]}
+        return {"training": "skipped (finished)", "code": code_of(job),
+                "token_accuracy": scores["new_ids"]["token_accuracy"]}
     r = extend_vocab(source, job.options["extra_vocab"], out, iterations=cfg.train.iterations,
                      seed=cfg.train.seed, device=cfg.train.device, force=state == "replace", resume=state == "resume",
                      progress=False, keep_checkpoints=keep)
@@ -315,7 +318,7 @@ def run_pack(job: Job) -> dict:
 def validate(jobs: list[Job]) -> None:
     """Check every job's config as the run would (the task, the model, the recipe) before the
     sweep writes anything: an impossible grid is one error naming the run, not a failed job."""
-    from ..engine.train import check_train_config
+    from ..engine.optim import check_train_config
     from ..models import check_model_config
     from ..tasks import build_task
 
