@@ -22,8 +22,8 @@ from posrnn_cli.sweep.plan import plan
 
 from conftest import ROOT
 from fabricate import scratch
-from sweeps import (POSRNN, _cluster_env, kill_sweep_while_training, results, same, _stop, _tasks_submitted_from,
-                    _wait_for)
+from sweeps import (POSRNN, cluster_env, kill_sweep_while_training, results, same, stop_sweeps, tasks_submitted_from,
+                    wait_for)
 TINY = {"cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6}], "pe": ["none", "sinusoidal"],
         "seeds": [1], "length": 4, "hidden": 8, "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
 
@@ -440,7 +440,7 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
     finished runs in its own process and submits nothing."""
     from posrnn_cli.sweep.slurm_record import read_record
 
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     grid = {**TINY, "cells": [{"model": "gru", "vocab": 4}]}  # two runs: one task per core
     params = scratch(tmp_path, fig2=grid, executor={"kind": "slurm"},
                      slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1,
@@ -458,7 +458,7 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
     try:
         a = start("a")
         procs.append(a)
-        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file(), 120, "the first sweep recorded no array", [a])
+        wait_for(lambda: (runs / ".slurm-arrays.json").is_file(), 120, "the first sweep recorded no array", [a])
         a.kill()  # kill -9: no handler runs
         a.wait()
         [rec] = read_record(runs)
@@ -466,23 +466,23 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
         assert sorted(t["run"] for t in rec["tasks"].values()) == ["fig2/gru-v4-none-s1", "fig2/gru-v4-sinusoidal-s1"]
         b = start("b")
         procs.append(b)
-        _wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(), 120,
+        wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(), 120,
                   "the second sweep did not reattach", [b])
         c = start("c")
         procs.append(c)
-        _wait_for(lambda: "held by another SLURM sweep" in logs["c"].read_text(), 120,
+        wait_for(lambda: "held by another SLURM sweep" in logs["c"].read_text(), 120,
                   "the third sweep did not wait on the second", [c])
         assert slurm_cluster.run("scontrol", "release", array).returncode == 0
         assert b.wait(timeout=660) == 0, logs["b"].read_text()
         assert c.wait(timeout=660) == 0, logs["c"].read_text()
     finally:
-        _stop(slurm_cluster, procs, array)
+        stop_sweeps(slurm_cluster, procs, array)
     for k in "bc":
         text = logs[k].read_text()
         assert "] failed" not in text and "did not finish" not in text and "as job array" not in text, text
     assert logs["c"].read_text().count("] done fig2/") == 2  # it watched the tasks end, then took over
     assert [r["array"] for r in read_record(runs)] == [array]
-    mine = _tasks_submitted_from(slurm_cluster, tmp_path)
+    mine = tasks_submitted_from(slurm_cluster, tmp_path)
     assert len(mine) == 2 and all(j.startswith(f"{array}_") for j in mine), mine  # one array: nothing submitted twice
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=660)
     assert r.returncode == 0 and "evaluating 2 finished run(s) in this process" in r.stdout, r.stdout + r.stderr
@@ -492,7 +492,7 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
 
 
 def test_a_non_finite_loss_in_a_slurm_task_reaches_the_sweep_as_its_cause(slurm_cluster, tmp_path):
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     scratch(tmp_path, fig2={**TINY, "cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "lr": 1e37,
                             "checkpoint_every": 1}, executor={"kind": "slurm"},
             slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1})
@@ -508,7 +508,7 @@ def test_a_non_finite_loss_in_a_slurm_task_reaches_the_sweep_as_its_cause(slurm_
 def test_dry_run_test_only_asks_sbatch_about_the_array(slurm_cluster, tmp_path):
     """`--dry-run --test-only`: sbatch --test-only on the array the sweep would submit; what
     SLURM says is printed (a refusal is one line), and nothing is written."""
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     scratch(tmp_path, fig2=TINY, executor={"kind": "slurm"},
             slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1,
                    "gres": None, "setup": ["export POSRNN_PROBE=1"], "extra": {"comment": "posrnn test"}})

@@ -54,7 +54,7 @@ def code_of(job: Job) -> str:
     return code_state(Path(job.run_dir), JOB_KINDS[job.kind].code)
 
 
-def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
+def run_action(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
     """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"; a run of
     other code is replaced when ``job`` asks for ``retrain_stale``."""
     from ..engine.rundir import describe_diff, run_state
@@ -81,7 +81,7 @@ def ensure_trained(job: Job) -> str:
     from ..engine.train import train
 
     run_dir, cfg = Path(job.run_dir), job.run_config()
-    state = _state(run_dir, cfg, job.force, job)
+    state = run_action(run_dir, cfg, job.force, job)
     remove_stale_temps(run_dir)
     keep = job.options.get("keep_checkpoints", "all")
     if state == "done":
@@ -182,7 +182,7 @@ def run_extend(job: Job) -> dict:
     from ..engine.extend import extend_vocab, score_extension
 
     out, cfg = Path(job.run_dir), job.run_config()
-    state = _state(out, cfg, job.force, job)
+    state = run_action(out, cfg, job.force, job)
     remove_stale_temps(out)
     keep = job.options.get("keep_checkpoints", "all")
     source, why = Path(job.options["source"]), ""
@@ -301,7 +301,7 @@ def run_pack(job: Job) -> dict:
     with ExitStack() as stack:
         for m in members:  # every member's directory held for the whole pack, as ``execute`` holds a run's
             stack.enter_context(locked(Path(m.run_dir)))
-        states = {m.label: _state(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
+        states = {m.label: run_action(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
         together = [m for m in members if states[m.label] in ("new", "resume")]
         for m in members:
             if states[m.label] == "replace":
