@@ -31,10 +31,15 @@ PYTEST = PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pyt
 # module's fixtures and the files its tests share stay in one process; the 25 slowest tests are
 # listed at the end, where a growing suite shows first.
 XDIST = -n 2 --dist loadfile --durations=25
+# ruff first (pyproject.toml's [tool.ruff]: unused imports, 120 columns, no private-name imports
+# in the tests), a second or so, so a lint error stops the run before the tests start.
+LINT = $(BIN)/ruff check posrnn_cli tests
 test: setup
+	$(LINT)
 	$(PYTEST) -m "not slow" $(XDIST)
 
 test-all: setup
+	$(LINT)
 	$(PYTEST) $(XDIST)
 
 test-slow: setup

@@ -36,7 +36,8 @@ from .common.errors import PosrnnError
 from .models import CORES, build_model
 from .tasks import Batch, HeldOut, build_task
 from .engine.device import resolve_device, setup_threads
-from .engine.train import Trainer, check_fast_paths, check_train_config, lr_factor
+from .engine.optim import check_fast_paths, check_train_config, lr_factor
+from .engine.train import Trainer
 
 # dense peak TFLOP/s: fp32 without tensor cores (torch's default for fp32 matmuls), bf16 with
 PEAKS = (("H100 PCIe", {"fp32": 51.2, "bf16": 756.0}), ("H100", {"fp32": 67.0, "bf16": 989.0}),
@@ -248,7 +249,8 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
         if ref:  # CUDA: the reference's peak above what our loop holds; CPU: one process, not separable
             for _ in range(warmup):
                 ref.step()
-            r["reference_peak_memory_mb"] = peak_memory_mb(ref.step, device) - before_ref if device.type == "cuda" else None
+            r["reference_peak_memory_mb"] = peak_memory_mb(ref.step,
+                                                           device) - before_ref if device.type == "cuda" else None
         ours, theirs = timed_side_by_side(step, ref.step if ref else None, device, iters, 0)
         figures("train", ours)
         if ref:

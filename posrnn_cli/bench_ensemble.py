@@ -1,6 +1,6 @@
 """``posrnn bench --ensemble K,…``: the training step of K same-shape runs trained as one batched
-model (``engine.ensemble``), beside one solo run's step timed in alternating blocks in the same call (so both see one load): iterations per
-second per member and in all, the gain over the solo run, and peak memory.
+model (``engine.ensemble``), beside one solo run's step timed in alternating blocks in the same call (so both see one
+load): iterations per second per member and in all, the gain over the solo run, and peak memory.
 
 Each K's ensemble holds the seeds ``seed … seed + K − 1`` of the benched config and runs the
 whole loop body a sweep runs (each member's batch drawn outside the held-out set, the update,
@@ -87,5 +87,6 @@ def ensemble_speed(cfg: RunConfig, ks: tuple[int, ...], iters: int = 20, warmup:
             sync(device)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__,
+    return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__,
             "amp": cfg.train.amp, "cuda_graph": cfg.train.cuda_graph, "solo_peak_memory_mb": solo_peak, "rows": rows}

@@ -44,7 +44,8 @@ from typing import Optional
 from .common.io import atomic_write_json, atomic_write_text
 from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 
-PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size", "512"]
+PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size",
+              "512"]
 SIZES = {
     "paper": {
         "bench": [*PAPER_CELL, "--iters", "30", "--warmup-iters", "5", "--stability-triplets", "0"],
@@ -256,9 +257,11 @@ def stage_cost(name: str, size: str, device: str, box: float) -> dict:
 
 # ---- the report ----------------------------------------------------------------------------------
 BENCH_FIGURES = (("train_ms_per_iter", "ms / iteration", ".2f"), ("train_tflops", "TFLOP/s", ".3f"),
-                 ("train_peak_share", "share of dense peak", ".3f"), ("train_peak_memory_mb", "peak memory, MiB", ",.0f"),
+                 ("train_peak_share", "share of dense peak", ".3f"),
+                 ("train_peak_memory_mb", "peak memory, MiB", ",.0f"),
                  ("reference_ms_per_iter", "reference loop, ms / iteration", ".2f"),
-                 ("train_speedup", "× the reference loop", ".2f"), ("sampler_seqs_per_s", "sampler, sequences / s", ",.0f"))
+                 ("train_speedup", "× the reference loop", ".2f"),
+                 ("sampler_seqs_per_s", "sampler, sequences / s", ",.0f"))
 
 
 def _fmt(v, spec: str) -> str:
@@ -330,7 +333,8 @@ def table_rows(report: dict) -> list[dict]:
         if not res or "train_ms_per_iter" not in res:
             continue
         c = res["config"]
-        rows.append({**stamp, "model": c["model"]["name"], "vocab": c["task"]["vocab_size"], "length": c["task"]["length"],
+        rows.append({**stamp, "model": c["model"]["name"], "vocab": c["task"]["vocab_size"],
+                     "length": c["task"]["length"],
                      "hidden": c["model"]["hidden_size"], "batch": c["train"]["batch_size"], "amp": c["train"]["amp"],
                      "cuda_graph": c["train"]["cuda_graph"], "flops_per_iter": res["flops_per_iter"],
                      "ms_per_iter": res["train_ms_per_iter"], "steps": 2 * c["task"]["length"]})
@@ -395,7 +399,8 @@ def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[
     number; an --out that is a link or a file, or that holds a file of the check's names the check
     did not write (no report of its own beside it), which it would overwrite."""
     if not math.isfinite(budget) or budget < MIN_BUDGET_S:
-        return f"--budget {budget:g} cannot hold the check: pass at least {MIN_BUDGET_S} seconds ({MIN_STAGE_S} per stage)"
+        return (f"--budget {budget:g} cannot hold the check: pass at least {MIN_BUDGET_S} seconds ({MIN_STAGE_S} per "
+                "stage)")
     if out_checked:
         return None
     if out.is_symlink():
@@ -407,7 +412,8 @@ def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[
         return f"--out {out} holds a link or a non-file named like the check's files; pass a new folder"
     if present:
         try:
-            ours = set(json.loads((out / JSON_NAME).read_text(encoding="utf-8"))) >= {"size", "budget_s", "env", "stages"}
+            ours = set(json.loads((out / JSON_NAME).read_text(encoding="utf-8"))) >= {"size", "budget_s", "env",
+                                                                                      "stages"}
         except (OSError, ValueError, TypeError, RecursionError):
             ours = False
         if not ours:
@@ -422,8 +428,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("gpu-check"))
     ap.add_argument("--size", choices=tuple(SIZES), default=None, help="default: paper on cuda, micro on cpu")
     ap.add_argument("--budget", type=float, default=470.0, help="seconds for all the stages")
-    ap.add_argument("--check-args", action="store_true", help="only check the options (tools/gpu_check.sh, before it writes)")
-    ap.add_argument("--out-checked", action="store_true", help=argparse.SUPPRESS)  # the script checked --out before its log
+    ap.add_argument("--check-args", action="store_true", help="only check the options (tools/gpu_check.sh, before it "
+                                                              "writes)")
+    # the script checked --out before its log
+    ap.add_argument("--out-checked", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     problem = check_args(a.out, a.budget, a.out_checked)
     if problem or a.check_args:
@@ -442,7 +450,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     refusable = ("bench_amp", "bench_amp_graph") if a.device == "cpu" else ()  # cuda_graph (and amp on most CPUs)
     bad = [n for n, s in report["stages"].items()
            if not (s["status"] in ("ok", "passed") or (s["status"] == "refused" and n in refusable))]
-    print(f"gpu check: {a.out / JSON_NAME}, {a.out / MD_NAME}; " + (f"not ok: {', '.join(bad)}" if bad else "every stage ok"))
+    print(f"gpu check: {a.out / JSON_NAME}, {a.out / MD_NAME}; "
+          + (f"not ok: {', '.join(bad)}" if bad else "every stage ok"))
     return 1 if bad else 0
 
 

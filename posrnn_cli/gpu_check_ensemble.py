@@ -35,7 +35,8 @@ def stage_ensemble(device: str, size: str, box: float, root: Path, gc) -> dict:
 
     run_boxed, posrnn, parse_pytest, last_json = gc.run_boxed, gc.posrnn, gc.parse_pytest, gc.last_json
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider", "tests/test_ensemble.py"]
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rfEs", "-p", "no:cacheprovider",
+           "tests/test_ensemble.py"]
     r = run_boxed(cmd, box * TESTS_SHARE, cwd=root)
     res = {"tests": parse_pytest(r["output"]), "tests_status": "timed out" if r["timed_out"] else (
         "passed" if r["rc"] == 0 else "failed"), "bench": []}
@@ -63,7 +64,8 @@ def ensemble_figures(st) -> list[tuple[str, str, str]]:
     """The stage's (stage, figure, value) rows for the report."""
     if st is None:
         return []
-    rows = [("ensemble", t["test"], t["outcome"] + (f": {t['reason']}" if t["reason"] else "")) for t in st.get("tests", [])]
+    rows = [("ensemble", t["test"], t["outcome"] + (f": {t['reason']}" if t["reason"] else ""))
+            for t in st.get("tests", [])]
     if st.get("tests_status") not in (None, "passed"):
         rows.append(("ensemble", "pytest -m gpu tests/test_ensemble.py", st["tests_status"]))
     if "bench" not in st:

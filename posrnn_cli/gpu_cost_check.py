@@ -131,12 +131,14 @@ def run(stage: str, size: str, device: str) -> None:
 
 def figure_rows(stage: str, res: dict) -> list[tuple[str, str, str]]:
     """(stage, figure, value) rows of a stage's result for the report."""
-    rows = [] if res["status"] == "ok" else [(stage, "status", res["status"] + (f": {res['error']}" if res.get("error") else ""))]
+    rows = [] if res["status"] == "ok" else [(stage, "status",
+                                              res["status"] + (f": {res['error']}" if res.get("error") else ""))]
     for f in res.get("result") or []:
         pred = f"{f['predicted_ms_per_iter']:.2f} predicted for {f['predicted_for']}"
         if f["figure"] == "lm_step":
             peak = "-" if f["peak_bytes"] is None else f"{f['peak_bytes'] / 2**30:.2f} GiB"
-            rows += [(stage, "LM step, synthetic corpus (assumed WikiText-103 lengths): ms", f"{f['ms_per_iter']:.2f} ({pred})"),
+            rows += [(stage, "LM step, synthetic corpus (assumed WikiText-103 lengths): ms",
+                      f"{f['ms_per_iter']:.2f} ({pred})"),
                      (stage, "LM step: peak memory", f"{peak} ({f['predicted_peak_bytes'] / 2**30:.2f} GiB estimated)")]
         else:
             rows.append((stage, f"{f['cell']}: ms / iteration", f"{f['ms_per_iter']:.2f} ({pred})"))

@@ -78,7 +78,8 @@ def next_command(profile: str, rows: list[ExperimentStatus], results: Path, acti
     trained = [r for r in rows if r.trains]
     other = " ".join(r.name for r in trained if r.counts["other config"])
     if other:
-        return f"posrnn sweep {other} -p {profile} --dry-run", "it names the runs of another config; --force replaces them"
+        return f"posrnn sweep {other} -p {profile} --dry-run", ("it names the runs of another config; --force replaces "
+                                                                "them")
     stale = " ".join(r.name for r in trained if r.counts["stale"])
     if stale:
         return f"posrnn sweep {stale} -p {profile} --retrain-stale", "runs trained by other code than this"

@@ -121,7 +121,8 @@ def lm(pe, perplexities, model="lstm", seeds=SEEDS, V=32768, tokens=1024):
 def irie(layers, share, change, pe="none", acc=0.5, seeds=SEEDS, tol=1e-5):
     return {"model": "transformer", "layers": layers, "pe": pe, "vocab_size": 256, "length": 16, "hidden_size": 64,
             "iterations": 2000, "batch_size": 128, "warmup": 20, "seeds": " ".join(map(str, seeds)),
-            "n_seeds": len(seeds), "n_sequences": 1024 * len(seeds), **measure("token_accuracy", vals(acc, 0.01, seeds), seeds),
+            "n_seeds": len(seeds), "n_sequences": 1024 * len(seeds),
+            **measure("token_accuracy", vals(acc, 0.01, seeds), seeds),
             "permutation_sensitive_share": share,
             "permutation_sensitive_share_by_seed": " ".join(str(share) for _ in seeds),
             "max_logit_change": change, "tolerance": tol, "permutations": 8}

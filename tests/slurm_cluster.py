@@ -14,8 +14,8 @@ running on the machine is left alone. No cgroup.conf is needed (proctrack/linuxp
 task/none: memory limits are not enforced).
 
 Needs root (slurmd must be root to launch jobs; munged is started as the ``munge`` user) and
-the Debian packages ``slurmctld slurmd slurm-client munge`` (Slurm 22.05). Without them, or if the cluster does not come up
-within ``START_TIMEOUT_S``, every test that uses the fixture is skipped with a one-line reason.
+the Debian packages ``slurmctld slurmd slurm-client munge`` (Slurm 22.05). Without them, or if the cluster does not come
+up within ``START_TIMEOUT_S``, every test that uses the fixture is skipped with a one-line reason.
 
 There is no accounting database, so the real ``sacct`` only says accounting is disabled. A
 small ``sacct`` on the cluster's PATH answers the usual queries (``-j``, ``-o``/``--format``,

@@ -82,12 +82,12 @@ def same(a: dict, b: dict) -> bool:
     return True
 
 
-def _cluster_env(slurm_cluster) -> dict:
+def cluster_env(slurm_cluster) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_"))}
     return {**env, **slurm_cluster.env, "PYTHONPATH": str(ROOT)}
 
 
-def _wait_for(what, timeout_s: float, why: str, procs=(), detail=lambda: "") -> None:
+def wait_for(what, timeout_s: float, why: str, procs=(), detail=lambda: "") -> None:
     """Polls ``what`` until it holds; fails, with ``why`` and ``detail()``, at the deadline or when
     one of ``procs`` (the sweeps being watched) ends first."""
     deadline = time.monotonic() + timeout_s
@@ -98,13 +98,13 @@ def _wait_for(what, timeout_s: float, why: str, procs=(), detail=lambda: "") -> 
         time.sleep(0.05)
 
 
-def _tasks_submitted_from(slurm_cluster, workdir: Path) -> list:
+def tasks_submitted_from(slurm_cluster, workdir: Path) -> list:
     """Every task id SLURM knows (any state) whose job was submitted from ``workdir``."""
     listing = slurm_cluster.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%Z").stdout.split()
     return [ln.split("|")[0] for ln in listing if ln.split("|")[-1] == str(workdir)]
 
 
-def _stop(slurm_cluster, procs, array) -> None:
+def stop_sweeps(slurm_cluster, procs, array) -> None:
     """A test's cleanup: kills the sweeps still running and cancels the array they submitted."""
     for p in procs:
         if p.poll() is None:

@@ -25,7 +25,8 @@ from posrnn_cli.tasks import build_task
 from conftest import ROOT
 
 
-def autoreg_run(root: Path, seed: int, self_acc: list, truth_acc: list, task: str = "reverse", autoregressive=True) -> Path:
+def autoreg_run(root: Path, seed: int, self_acc: list, truth_acc: list, task: str = "reverse",
+                autoregressive=True) -> Path:
     cfg = RunConfig()
     cfg.task.name, cfg.task.vocab_size, cfg.task.length, cfg.task.autoregressive = task, 8, 4, autoregressive
     cfg.model.name, cfg.model.pe, cfg.train.seed = "lstm", "none", seed
@@ -37,7 +38,8 @@ def autoreg_run(root: Path, seed: int, self_acc: list, truth_acc: list, task: st
 
 
 def test_the_autoreg_table_holds_both_feedback_modes_per_seed(tmp_path):
-    runs = [autoreg_run(tmp_path, 2, [1, 1, 1, 0], [1, 1, 1, 1]), autoreg_run(tmp_path, 1, [1, 0, 1, 0], [1, 1, 0.5, 0.5])]
+    runs = [autoreg_run(tmp_path, 2, [1, 1, 1, 0], [1, 1, 1, 1]),
+            autoreg_run(tmp_path, 1, [1, 0, 1, 0], [1, 1, 0.5, 0.5])]
     rows = table_autoreg(runs, n_resamples=200)
     assert [r["feedback"] for r in rows] == ["self", "truth"]
     assert set(rows[0]) >= set(required_columns("autoreg"))
@@ -47,7 +49,8 @@ def test_the_autoreg_table_holds_both_feedback_modes_per_seed(tmp_path):
     assert self_row["token_accuracy"] == pytest.approx(0.625) and truth_row["token_accuracy"] == pytest.approx(0.875)
     assert truth_row["sequence_accuracy_by_seed"] == "0.5 1" and self_row["damerau_levenshtein_by_seed"] == "2 1"
     h = hierarchical([np.array([1, 0, 1, 0.]), np.array([1, 1, 1, 0.])], n_resamples=200)
-    assert (self_row["token_accuracy_ci_low"], self_row["token_accuracy_ci_high"]) == pytest.approx((h["ci_low"], h["ci_high"]))
+    assert (self_row["token_accuracy_ci_low"],
+            self_row["token_accuracy_ci_high"]) == pytest.approx((h["ci_low"], h["ci_high"]))
     # the figure's (and the verdicts') interval: Student's t over the two seeds, 0.625 ± t(1) · 0.125
     s = spread(self_row, "token_accuracy")
     assert s.kind == "t" and (s.lo, s.hi) == pytest.approx((0.625 - t975(1) * 0.125, 0.625 + t975(1) * 0.125))
@@ -60,12 +63,15 @@ def test_the_scorecard_compares_the_feedback_modes_paired_by_seed(tmp_path):
     from posrnn_cli.analysis.scorecard import TableSet
     from posrnn_cli.analysis.scorecard.score import evaluate_claim
 
-    for seed, s, t in ((1, [1, 0, 1, 0], [1, 1, 1, 0]), (2, [0, 0, 1, 0], [1, 1, 0, 1]), (3, [1, 0, 0, 0], [1, 1, 1, 1])):
+    for seed, s, t in ((1, [1, 0, 1, 0], [1, 1, 1, 0]), (2, [0, 0, 1, 0], [1, 1, 0, 1]),
+                       (3, [1, 0, 0, 0], [1, 1, 1, 1])):
         autoreg_run(tmp_path / "runs" / "autoreg", seed, s, t)
     aggregate(tmp_path / "runs", tmp_path / "tables", n_resamples=50)
-    claim = {"id": "x", "claim": "c", "paper": "p", "tables": ["autoreg"], "regime": {}, "models": ["lstm"], "kind": "ahead",
+    claim = {"id": "x", "claim": "c", "paper": "p", "tables": ["autoreg"], "regime": {}, "models": ["lstm"],
+             "kind": "ahead",
              "params": {"better": {"feedback": "truth"}, "worse": {"feedback": "self"}}}
-    (cmp,) = evaluate_claim(claim, TableSet(tmp_path / "tables"))["at_regime"]["models"]["lstm"]["details"]["comparisons"]
+    (cmp,) = evaluate_claim(claim,
+                            TableSet(tmp_path / "tables"))["at_regime"]["models"]["lstm"]["details"]["comparisons"]
     assert cmp["lead"]["seeds"] == [1, 2, 3] and cmp["lead"]["by_seed"] == pytest.approx([0.25, 0.5, 0.75])
 
 
@@ -86,9 +92,11 @@ def test_the_cosine_table_holds_each_seeds_mean_and_quantiles(tmp_path):
     runs = [cosine_run(tmp_path, 7, [0.5, 0.7], (0.1, 0.6, 0.9)), cosine_run(tmp_path, 3, [0.2, 0.2], (-0.2, 0.2, 0.5))]
     (row,) = table_cosine(runs, n_resamples=200)
     assert set(row) >= set(required_columns("continuous"))
-    assert (row["dim"], row["seeds"], row["n_seeds"], row["n_sequences"]) == (8, "3 7", 2, 4) and "vocab_size" not in row
+    assert ((row["dim"], row["seeds"], row["n_seeds"], row["n_sequences"]) == (8, "3 7", 2, 4)
+            and "vocab_size" not in row)
     assert row["cosine_by_seed"] == "0.2 0.6" and row["cosine"] == pytest.approx(0.4)
-    assert (row["cosine_q10_by_seed"], row["cosine_q50_by_seed"], row["cosine_q90_by_seed"]) == ("-0.2 0.1", "0.2 0.6", "0.5 0.9")
+    assert (row["cosine_q10_by_seed"], row["cosine_q50_by_seed"], row["cosine_q90_by_seed"]) == ("-0.2 0.1", "0.2 0.6",
+                                                                                                 "0.5 0.9")
     assert row["cosine_q90"] == pytest.approx(0.7)
     s = spread(row, "cosine")  # 0.4 ± t(1) · 0.2
     assert (s.lo, s.hi) == pytest.approx((0.4 - t975(1) * 0.2, 0.4 + t975(1) * 0.2))
@@ -118,7 +126,8 @@ def params_with(tmp_path: Path, sections: dict) -> Path:
     base = yaml.safe_load((ROOT / "params.yaml").read_text())
     profile = {"device": "cpu", "threads": 1, "n_test": 16, **sections}
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({k: base[k] for k in ("task", "model", "train")} | {"profile": ["t"], "profiles": {"t": profile}}, sort_keys=False))
+    params.write_text(yaml.safe_dump({k: base[k] for k in ("task", "model", "train")}
+                                     | {"profile": ["t"], "profiles": {"t": profile}}, sort_keys=False))
     return params
 
 
@@ -127,7 +136,8 @@ def test_the_experiments_plan_their_fixed_keys_and_a_task_per_cell(tmp_path):
 
     cells = [{"task": "reverse", "model": "gru", "vocab": 4}, {"task": "sort", "model": "gru", "vocab": 4}]
     params = params_with(tmp_path, {"autoreg": {"cells": cells, "pe": ["none"], "seeds": [1], **TINY},
-                                    "continuous": {"cells": [{"model": "gru", "dim": 4}], "pe": ["none"], "seeds": [1], **TINY}})
+                                    "continuous": {"cells": [{"model": "gru", "dim": 4}], "pe": ["none"], "seeds": [1],
+                                                   **TINY}})
     jobs = plan(params, "t", ["autoreg", "continuous"], tmp_path / "runs")
     got = [(Path(j.run_dir).name, j.run_config().task.name, j.run_config().task.autoregressive) for j in jobs]
     assert got == [("reverse-gru-v4-none-s1", "reverse", True), ("sort-gru-v4-none-s1", "sort", True),
@@ -177,7 +187,9 @@ def test_a_micro_sweep_makes_the_table_headline_and_figure(tmp_path, monkeypatch
         assert [float(v) for v in rows[1]["token_accuracy_by_seed"].split()] == pytest.approx(
             [e["truth_feedback_token_accuracy"] for e in evals], abs=1e-5)
     else:
-        assert [float(v) for v in first["cosine_q50_by_seed"].split()] == pytest.approx([e["cosine_q50"] for e in evals], abs=1e-5)
+        assert [float(v)
+                for v in first["cosine_q50_by_seed"].split()] == pytest.approx([e["cosine_q50"] for e in evals],
+                                                                               abs=1e-5)
     (metrics,) = read_json(tmp_path / "results" / "metrics" / f"{name}.json")[name].values()
     assert metrics and all(type(v) in (int, float) for v in metrics.values())
     drawn = draw_all(tmp_path / "results" / "tables", tmp_path / "figs")

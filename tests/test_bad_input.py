@@ -82,7 +82,8 @@ def _blocked(prefix: list[str]) -> bool:
 
 #: how to run a row whose output directory is unwritable: as is (not root), through setpriv (root
 #: that may drop CAP_DAC_OVERRIDE), or not at all (root in a container that may not)
-LOCK_PREFIX: Optional[list[str]] = [] if _blocked([]) else (SETPRIV if shutil.which("setpriv") and _blocked(SETPRIV) else None)
+LOCK_PREFIX: Optional[list[str]] = [] if _blocked([]) else (SETPRIV if shutil.which("setpriv")
+                                                            and _blocked(SETPRIV) else None)
 
 
 # ---- the tree and its hash ------------------------------------------------------------------------
@@ -294,7 +295,8 @@ def build_hardening(base: Path) -> None:
     shutil.copytree(runs / "syn", runs / "csv-ckpt")
     (runs / "csv-ckpt" / "checkpoints" / "step_0000020.pt").write_text("step,loss\n1,0.5\n")
     shutil.copytree(runs / "syn", runs / "foreign")
-    shutil.copy(runs / "other" / "checkpoints" / "step_0000020.pt", runs / "foreign" / "checkpoints" / "step_0000020.pt")
+    shutil.copy(runs / "other" / "checkpoints" / "step_0000020.pt",
+                runs / "foreign" / "checkpoints" / "step_0000020.pt")
     # a config.yaml that is not UTF-8
     shutil.copytree(runs / "syn", runs / "latin1")
     (runs / "latin1" / "config.yaml").write_bytes((runs / "syn" / "config.yaml").read_bytes() + b"# caf\xe9\n")
@@ -382,7 +384,8 @@ def row(id: str, args: str, *, ok: bool = False, locked: bool = False):
 
 SYN_TRAIN = f"train {TINY} --out runs/new"
 LM_TRAIN = "lm train --data lm/enc --out runs/lm2 --iterations 2 --batch-size 4 --hidden-size 8 --device cpu"
-BENCH = "bench --device cpu --vocab-size 6 --length 4 --hidden-size 8 --batch-size 4 --iters 1 --no-reference --parts train"
+BENCH = ("bench --device cpu --vocab-size 6 --length 4 --hidden-size 8 --batch-size 4 --iters 1 --no-reference --parts "
+         "train")
 TOKENIZER = "lm tokenizer --data lm/text --out tok --vocab-size 300"
 ENCODE = "lm encode --data lm/text --tokenizer lm/tok --out enc --max-tokens 32"
 
@@ -423,7 +426,8 @@ ROWS = [
     row("extend-no-extra-vocab", "extend-vocab runs/syn --out runs/ext"),
     row("extend-extra-vocab-zero", "extend-vocab runs/syn --extra-vocab 0 --out runs/ext --device cpu"),
     row("extend-lm-run", "extend-vocab runs/lm --extra-vocab 4 --out runs/ext --iterations 2 --device cpu"),
-    row("extend-extra-vocab-beyond-int64", f"extend-vocab runs/syn --extra-vocab {BIG} --out runs/ext --iterations 2 --device cpu"),
+    row("extend-extra-vocab-beyond-int64", f"extend-vocab runs/syn --extra-vocab {BIG} --out runs/ext --iterations 2 "
+                                           "--device cpu"),
     # ---- bench (sized tiny, so that a wrongly accepted value costs seconds)
     row("bench-unknown-model", "bench --model nope"),
     row("bench-other-task", f"{BENCH} --set task.n_test=32 --set task.name=copy"),
@@ -536,19 +540,24 @@ ROWS = [
     row("lm-eval-corpus-gone", "lm eval runs/lm-orphan --device cpu"),
     row("lm-eval-spaced-run", "lm eval 'runs/ä ö lm' --device cpu", ok=True),
     # ---- nothing of the user's overwritten: outputs inside a run, equal to an input, odd paths
-    row("stability-out-over-checkpoint", "stability runs/dual --triplets 4 --device cpu --out runs/dual/checkpoints/step_0000020.pt"),
+    row("stability-out-over-checkpoint", "stability runs/dual --triplets 4 --device cpu --out "
+                                         "runs/dual/checkpoints/step_0000020.pt"),
     row("stability-out-over-config", "stability runs/dual --triplets 4 --device cpu --out runs/dual/config.yaml"),
-    row("stability-out-inside-another-run", "stability runs/dual --triplets 4 --device cpu --out runs/syn/stability.csv"),
+    row("stability-out-inside-another-run", "stability runs/dual --triplets 4 --device cpu --out "
+                                            "runs/syn/stability.csv"),
     row("stability-out-over-user-file", "stability runs/dual --triplets 4 --device cpu --out bad/notes.txt"),
     row("stability-out-symlink-loop", "stability runs/dual --triplets 4 --device cpu --out bad/loop"),
     row("stability-out-empty", "stability runs/dual --triplets 4 --device cpu --out ''"),
-    row("extend-out-inside-checkpoints", "extend-vocab runs/syn --extra-vocab 2 --out runs/syn/checkpoints --iterations 2 --device cpu"),
-    row("extend-out-inside-run", "extend-vocab runs/syn --extra-vocab 2 --out runs/syn/ext --iterations 2 --device cpu"),
+    row("extend-out-inside-checkpoints", "extend-vocab runs/syn --extra-vocab 2 --out runs/syn/checkpoints "
+                                         "--iterations 2 --device cpu"),
+    row("extend-out-inside-run", "extend-vocab runs/syn --extra-vocab 2 --out runs/syn/ext --iterations 2 --device "
+                                 "cpu"),
     row("extend-out-holds-input", "extend-vocab runs/syn --extra-vocab 2 --out runs --iterations 2 --device cpu"),
     row("extend-out-empty", "extend-vocab runs/syn --extra-vocab 2 --out '' --iterations 2 --device cpu"),
     row("extend-out-current-dir", "extend-vocab runs/syn --extra-vocab 2 --out . --iterations 2 --device cpu"),
     row("extend-out-symlink-loop", "extend-vocab runs/syn --extra-vocab 2 --out bad/loop --iterations 2 --device cpu"),
-    row("extend-resume-corrupt-extend-json", "extend-vocab runs/syn --extra-vocab 6 --out runs/ext-corrupt --iterations 2 --resume --device cpu"),
+    row("extend-resume-corrupt-extend-json", "extend-vocab runs/syn --extra-vocab 6 --out runs/ext-corrupt "
+                                             "--iterations 2 --resume --device cpu"),
     # ---- checkpoints that are not what they claim
     row("eval-checkpoint-without-config", "eval bad/ckpt-no-config.pt --device cpu"),
     row("eval-checkpoint-without-model", "eval bad/ckpt-no-model.pt --device cpu"),
@@ -581,7 +590,8 @@ ROWS = [
     row("compare-eval-json-not-an-object", "compare runs/eval-list runs/syn --device cpu"),
     row("compare-eval-json-edited", "compare runs/eval-edited runs/syn --device cpu"),
     row("compare-eval-json-ci-swapped", "compare runs/eval-swapped runs/syn --device cpu"),
-    row("bench-chunk-size-zero", f"{BENCH.replace('--parts train', '--parts stability')} --stability-triplets 4 --chunk-size 0"),
+    row("bench-chunk-size-zero", f"{BENCH.replace('--parts train', '--parts stability')} --stability-triplets 4 "
+                                 "--chunk-size 0"),
     row("lm-train-meta-vocab-too-small", LM_TRAIN.replace("lm/enc", "bad/enc-small-vocab")),
     # ---- YAML that expands without bound
     row("sweep-params-billion-laughs", "sweep fig2 --params bad/laughs.yaml"),
@@ -599,7 +609,8 @@ ROWS = [
     row("aggregate-log-not-utf8", "aggregate bad/runs-log-latin1 --out res/tables --resamples 10"),
     row("aggregate-odd-log-lines", "aggregate bad/runs-oddlog --out res/tables --resamples 10", ok=True),
     row("aggregate-manifest-bad-names", "aggregate bad/runs-manifest-names --out res/tables --resamples 10"),
-    row("aggregate-second-experiment-broken", "aggregate bad/runs-partial --out pipeline/results/tables --resamples 10"),
+    row("aggregate-second-experiment-broken", "aggregate bad/runs-partial --out pipeline/results/tables --resamples "
+                                              "10"),
     row("plot-missing-column", "plot bad/results-missing-column --out figs"),
     row("plot-repeated-header", "plot bad/results-repeated-header --out figs"),
     row("plot-ci-swapped", "plot bad/results-swapped-ci --out figs"),
@@ -770,7 +781,8 @@ def check_train_set(workdir: Path, key: str, value: str, limit_s: float = EXAMPL
             return
         assert r.exit_code in (1, 2), f"{shown}: exit {r.exit_code}\n{text[-2000:]}"
         lines = [line for line in r.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("error: "), f"{shown}: exit {r.exit_code}, stderr {r.stderr[-2000:]!r}"
+        assert (len(lines) == 1 and lines[0].startswith("error: ")), (f"{shown}: exit {r.exit_code}, stderr "
+                                                                      f"{r.stderr[-2000:]!r}")
         assert before == after, f"{shown}: exit {r.exit_code}, the tree changed ({tree_diff(before, after)})"
     finally:
         if (workdir / "run").exists():
@@ -869,7 +881,8 @@ def test_random_bytes_in_a_run_file_are_refused_or_harmless(corruption, data, ba
     before = tree_state(work)
     r = run_in(work, [cmd, "run", "--device", "cpu", "--json"])
     shown = f"posrnn {cmd} run with {len(data)} random bytes in {name}: exit {r.exit_code}\n{r.output[-1500:]}"
-    assert r.exception is None or isinstance(r.exception, SystemExit), f"{shown}\n{type(r.exception).__name__}: {r.exception}"
+    assert (r.exception is None
+            or isinstance(r.exception, SystemExit)), f"{shown}\n{type(r.exception).__name__}: {r.exception}"
     assert "Traceback" not in r.output, shown
     if r.exit_code == 0:  # harmless bytes: exactly the clean result
         assert scores(r.stdout) == scores(clean_results[cmd]), shown

@@ -31,14 +31,17 @@ TINY = tiny_train(task=None, vocab_size=8, length=5, iterations=None, batch_size
 
 
 def test_bench_prints_every_figure_as_json():
-    r = CliRunner().invoke(app, ["bench", *TINY, "--iters", "2", "--warmup-iters", "1", "--stability-triplets", "3", "--json"])
+    r = CliRunner().invoke(app,
+                           ["bench", *TINY, "--iters", "2", "--warmup-iters", "1", "--stability-triplets", "3",
+                            "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
     for key in FIELDS:
         assert key in res, key
     assert res["train_ms_per_iter"] > 0 and res["sampler_seqs_per_s"] > 0 and res["device"] == "cpu"
     assert res["train_peak_share"] is None and res["reference_peak_memory_mb"] is None  # no known CPU peak; one process
-    assert res["fast_paths"] == {"amp_bf16": False, "cuda_graph": False, "fused_adam": False, "sync_free_sampler": False}
+    assert res["fast_paths"] == {"amp_bf16": False, "cuda_graph": False, "fused_adam": False,
+                                 "sync_free_sampler": False}
     # the analytic count: 3 × (2·3H·(D+H)·T + 2·H·V·K) per sequence, D = E + P = 16
     assert res["flops_per_iter"] == 3 * (2 * 24 * (16 + 8) * 10 + 2 * 8 * 8 * 5) * 16
 
@@ -48,7 +51,8 @@ def test_bench_parts_table_and_refusals():
                                  "--stability-triplets", "2", "--json"])
     res = json.loads(r.output)
     assert "sampler_speedup" in res and "train_ms_per_iter" not in res and "stability_triplets_per_s" not in res
-    r = CliRunner().invoke(app, ["bench", *TINY, "--model", "lstm", "--iters", "1", "--warmup-iters", "0", "--no-reference"])
+    r = CliRunner().invoke(app,
+                           ["bench", *TINY, "--model", "lstm", "--iters", "1", "--warmup-iters", "0", "--no-reference"])
     assert r.exit_code == 0 and "ms / iteration" in r.output and "fast paths: none" in r.output
     for args, msg in ((["--set", "task.name=sort"], "reverse task"), (["--parts", "train,speed"], "unknown bench part"),
                       (["--concurrent", "two"], "--concurrent"), (["--cuda-graph"], "needs a CUDA device")):
@@ -58,7 +62,8 @@ def test_bench_parts_table_and_refusals():
 
 def test_concurrent_runs_report_aggregate_throughput():
     cfg = resolve_config(options={"task.vocab_size": 8, "task.length": 5, "task.n_test": 64, "model.name": "gru",
-                                  "model.hidden_size": 8, "train.batch_size": 16, "train.device": "cpu", "train.threads": 1})
+                                  "model.hidden_size": 8, "train.batch_size": 16, "train.device": "cpu",
+                                  "train.threads": 1})
     (res,) = concurrent_throughput(cfg, (2,), iters=3, warmup=1)
     assert res["k"] == 2 and res["aggregate_it_per_s"] > 0 and res["ms_per_iter_per_run"] > 0
     assert res["speedup_vs_1"] is None  # no k = 1 in this call to compare with
@@ -137,7 +142,8 @@ def test_bf16_is_refused_with_one_line_on_a_cpu_without_bf16(tmp_path, monkeypat
                   "--out", str(tmp_path / "cli")],
                  ["bench", *TINY, "--amp", "--iters", "1"]):
         r = CliRunner().invoke(app, argv)
-        assert r.exit_code == 1 and r.output.startswith("error: train.amp") and len(r.output.splitlines()) == 1, r.output
+        assert (r.exit_code == 1 and r.output.startswith("error: train.amp")
+                and len(r.output.splitlines()) == 1), r.output
     assert not (tmp_path / "cli").exists()
 
 
@@ -169,11 +175,13 @@ def stand_in_capture(fn, device):
 def _trainer(tmp_path, capture=None, tensor_lr=False):
     cfg = resolve_config(options={"task.vocab_size": 6, "task.length": 5, "task.n_test": 64, "model.name": "lstm",
                                   "model.hidden_size": 8, "train.iterations": 20, "train.batch_size": 16,
-                                  "train.warmup": 2, "train.log_every": 4, "train.checkpoint_every": 20, "train.device": "cpu"})
+                                  "train.warmup": 2, "train.log_every": 4, "train.checkpoint_every": 20,
+                                  "train.device": "cpu"})
     task = build_task(cfg.task)
     torch.manual_seed(0)
     held = HeldOut(task.test_set())
-    tr = Trainer(cfg, tmp_path, build_model(cfg, task), task, lambda n, g, d: held.sample(task, n, g, d), torch.device("cpu"))
+    tr = Trainer(cfg, tmp_path, build_model(cfg, task), task, lambda n, g, d: held.sample(task, n, g, d),
+                 torch.device("cpu"))
     if capture is not None:
         tr.graphed = GraphedStep(tr, capture=capture)
     if tensor_lr:
@@ -209,7 +217,8 @@ def test_a_device_tensor_lr_follows_the_schedule_and_logs_as_a_number(tmp_path):
     tr.fit(progress=False)
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [ln["step"] for ln in lines] == [4, 8, 12, 16, 20] and all(isinstance(ln["lr"], float) for ln in lines)
-    assert lines[-1]["lr"] == 0.0 and abs(lines[0]["lr"] - 1e-3 * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * 2 / 18)).item())) < 1e-9
+    assert (lines[-1]["lr"] == 0.0
+            and abs(lines[0]["lr"] - 1e-3 * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * 2 / 18)).item())) < 1e-9)
 
 
 def test_concurrent_is_bounded_by_the_machine():
@@ -249,8 +258,8 @@ def test_concurrent_workers_die_with_a_killed_bench():
     import time
 
     code = ("from posrnn_cli.bench import concurrent_throughput\nfrom posrnn_cli.common.config import resolve_config\n"
-            "cfg = resolve_config(options={'task.vocab_size': 8, 'task.length': 5, 'task.n_test': 64, 'model.name': 'gru',"
-            " 'model.hidden_size': 8, 'train.batch_size': 16, 'train.device': 'cpu', 'train.threads': 1})\n"
+            "cfg = resolve_config(options={'task.vocab_size': 8, 'task.length': 5, 'task.n_test': 64, 'model.name': "
+            "'gru', 'model.hidden_size': 8, 'train.batch_size': 16, 'train.device': 'cpu', 'train.threads': 1})\n"
             "concurrent_throughput(cfg, (2,), iters=10**9, warmup=0)\n")
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:

@@ -46,7 +46,8 @@ def test_the_cores_of_each_cell_are_matched_on_the_pe_arms_core_parameters(profi
     for key, by_model in counts.items():
         assert set(by_model) <= CORES[profile], key
         for model, n in by_model.items():
-            assert abs(n / gru[key] - 1) < 0.02, f"{profile} {key}: {model} has {n:,} core parameters, the GRU {gru[key]:,}"
+            assert abs(n / gru[key] - 1) < 0.02, (f"{profile} {key}: {model} has {n:,} core parameters, the GRU "
+                                                  f"{gru[key]:,}")
     assert {m for by_model in counts.values() for m in by_model} == CORES[profile]
 
 

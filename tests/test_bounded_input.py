@@ -51,14 +51,16 @@ def fabricated(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bounded") / "runs"
     for seed in (1, 2):
         cfg = RunConfig.from_dict({"task": {"name": "reverse", "vocab_size": 6, "length": 4},
-                                   "model": {"name": "gru", "hidden_size": 8}, "train": {"seed": seed, "iterations": 4}})
+                                   "model": {"name": "gru", "hidden_size": 8},
+                                   "train": {"seed": seed, "iterations": 4}})
         rng = np.random.default_rng(seed)
         scores = {k: rng.random(20) for k in ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")}
         scored_run(root / "fig2" / f"r{seed}", cfg, scores)
     return root
 
 
-@pytest.mark.parametrize("name", ["eval.json", "metrics.jsonl", "../sweep.json", "../../stability/r1/stability_meta.json"])
+@pytest.mark.parametrize("name",
+                         ["eval.json", "metrics.jsonl", "../sweep.json", "../../stability/r1/stability_meta.json"])
 def test_aggregate_refuses_a_deep_run_file_in_one_line(fabricated, tmp_path, name):
     root = tmp_path / "runs"
     shutil.copytree(fabricated, root)
@@ -66,7 +68,8 @@ def test_aggregate_refuses_a_deep_run_file_in_one_line(fabricated, tmp_path, nam
         shutil.copytree(root / "fig2" / "r1", root / "stability" / "r1")
     (root / "fig2" / "r1" / name).write_text(DEEP + "\n")
     with pytest.raises(PosrnnError, match="nests deeper than"):
-        aggregate(root, tmp_path / "tables", n_resamples=20, experiments=["stability" if "stability" in name else "fig2"])
+        aggregate(root, tmp_path / "tables", n_resamples=20,
+                  experiments=["stability" if "stability" in name else "fig2"])
     assert not (tmp_path / "tables").exists()
 
 

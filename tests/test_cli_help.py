@@ -130,10 +130,12 @@ def test_bench_without_options_is_sized_to_the_cpu(monkeypatch):
     monkeypatch.setattr(bench, "bench", fake)
     runner.invoke(app, ["bench", "--device", "cpu"])
     c = seen["cfg"]
-    assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("gru", 32, 8, 64, 128)
+    assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("gru", 32, 8,
+                                                                                                         64, 128)
     runner.invoke(app, ["bench", "--device", "cpu", "--paper"])
     c = seen["cfg"]
-    assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("lstm", 16384, 64, 512, 512)
+    assert (c.model.name, c.task.vocab_size, c.task.length, c.model.hidden_size, c.train.batch_size) == ("lstm", 16384,
+                                                                                                         64, 512, 512)
 
 
 def callbacks(typer_app, path=()):

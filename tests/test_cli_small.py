@@ -48,7 +48,8 @@ def test_extend_vocab_explains_its_rows_and_says_when_the_new_ids_were_not_learn
 
     run = tmp_path / "run"
     assert runner.invoke(app, [*TINY, "--out", str(run), "--json"]).exit_code == 0
-    scores = {"token_accuracy": 0.5, "token_accuracy_ci": [0.4, 0.6], "sequence_accuracy": 0.1, "damerau_levenshtein": 1.0}
+    scores = {"token_accuracy": 0.5, "token_accuracy_ci": [0.4, 0.6], "sequence_accuracy": 0.1,
+              "damerau_levenshtein": 1.0}
 
     def fake(*args, **kw):  # what an extension returns; its new ids scored 0 (or not)
         return {"vocab_size": 6, "extra_vocab": 4, "model": "gru", "pe": "none", "iterations": 20,
@@ -98,7 +99,8 @@ def test_help_says_nothing_is_listed_above_and_devices_have_one_metavar():
 
 
 def complete(words: str) -> list[str]:
-    env = {**os.environ, "_POSRNN_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+    env = {**os.environ, "_POSRNN_COMPLETE": "complete_bash", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - 1)}
     r = subprocess.run([sys.executable, "-c", "from posrnn_cli.cli import app; app(prog_name='posrnn')"], env=env,
                        cwd=ROOT, capture_output=True, text=True)
     return r.stdout.split()
@@ -155,7 +157,8 @@ def test_status_counts_each_experiments_runs_and_names_the_next_command(tmp_path
     code.write_text(json.dumps({**json.loads(code.read_text()), "fingerprint": "0" * 16}))
     train(second.run_config(), Path(second.run_dir), force=True, progress=False)
     s = status()
-    assert s["experiments"][0]["counts"] == {"finished": 2, "unfinished": 0, "not started": 0, "other config": 0, "stale": 1}
+    assert s["experiments"][0]["counts"] == {"finished": 2, "unfinished": 0, "not started": 0, "other config": 0,
+                                             "stale": 1}
     assert s["next"] == "posrnn sweep fig2 -p t --retrain-stale"
     train(first.run_config(), Path(first.run_dir), force=True, progress=False)
     s = status()

@@ -52,9 +52,11 @@ CASES = {
     "copy": (["--task", "copy", "--delay", "3"], []),
     "variable-length": (["--min-length", "3", "--max-length", "5"], ["accuracy_by_length"]),
     "dual-frequency": (["--rarity", "0.125", "--vocab-size", "16"], ["dual_frequency", "dual_frequency_by_position"]),
-    "continuous": (["--task", "continuous", "--dim", "8"], ["cosine", "cosine_quartiles", "cosine_q10", "cosine_q50", "cosine_q90"]),
+    "continuous": (["--task", "continuous", "--dim", "8"],
+                   ["cosine", "cosine_quartiles", "cosine_q10", "cosine_q50", "cosine_q90"]),
     "autoregressive-reverse": (["--autoregressive", "--pe", "phase"],
-                               ["self_feedback_token_accuracy", "truth_feedback_token_accuracy", "truth_feedback_token_accuracy_ci"]),
+                               ["self_feedback_token_accuracy", "truth_feedback_token_accuracy",
+                                "truth_feedback_token_accuracy_ci"]),
     "autoregressive-sort": (["--task", "sort", "--autoregressive", "--pe", "none"],
                             ["non_decreasing_share", "self_feedback_token_accuracy", "truth_feedback_token_accuracy"]),
 }
@@ -246,8 +248,10 @@ def test_docs_experiments_commands_are_valid_configs(monkeypatch, tmp_path):
                     assert r.exit_code == 0, f"{cmd} {b}\n{r.output}"
                     cfg = seen[-1]
                     budget = "runs/budget/" in cmd  # the vanilla control: twice the iterations or the batch
-                    assert cfg.train.batch_size in ((512, 1024) if budget else (512,)) and cfg.model.hidden_size == 512, (cmd, b)
-                    iterations = {"delayed-add": 600_000}.get(cfg.task.name, 20_000 if cfg.model.name == "transformer" else 300_000)
+                    assert (cfg.train.batch_size in ((512, 1024) if budget else (512,))
+                            and cfg.model.hidden_size == 512), (cmd, b)
+                    iterations = {"delayed-add": 600_000}.get(cfg.task.name,
+                                                              20_000 if cfg.model.name == "transformer" else 300_000)
                     assert cfg.train.iterations in ((iterations, 600_000) if budget else (iterations,)), (cmd, b)
                     out = words[words.index("--out") + 1]
                     assert out not in outs, f"two grid points of one row write {out}"

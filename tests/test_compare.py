@@ -150,7 +150,8 @@ def test_compare_refuses_mismatched_seeds_in_one_line_before_evaluating(runs):
     b = [runs["sinusoidal", 1], runs["sinusoidal", 3]]
     before = {p: sorted(x.name for x in p.iterdir()) for p in a + b}
     code, out, err = cli("compare", *a, "vs", *b, "--device", "cpu")
-    assert code == 1 and err.startswith("error: the sides' seeds differ (A: 1 2; B: 1 3)") and len(err.splitlines()) == 1
+    assert (code == 1 and err.startswith("error: the sides' seeds differ (A: 1 2; B: 1 3)")
+            and len(err.splitlines()) == 1)
     assert before == {p: sorted(x.name for x in p.iterdir()) for p in a + b}
 
 

@@ -58,7 +58,8 @@ def test_extend_vocab_refuses_a_run_another_process_holds(trained, tmp_path):
 def test_extend_vocab_refuses_an_unfinished_run_but_takes_a_checkpoint_file_named_explicitly(tmp_path):
     run = tmp_path / "run"
     train(tiny(), run, progress=False, stop_after=5)
-    with pytest.raises(PosrnnError, match=r"is not finished \(step 5 of 10\); finish it first \(posrnn train --out .* --resume\)"):
+    with pytest.raises(PosrnnError, match=r"is not finished \(step 5 of 10\); finish it first \(posrnn train --out "
+                                          r".* --resume\)"):
         extend_vocab(run, 4, tmp_path / "ext", iterations=4, device="cpu", progress=False)
     assert not (tmp_path / "ext").exists()
     out = extend_vocab(list_checkpoints(run)[-1][1], 4, tmp_path / "ext", iterations=4, device="cpu", progress=False,

@@ -16,7 +16,8 @@ from posrnn_cli.common.stats import bootstrap_ci
 from posrnn_cli.tasks.scores import sequence_scores
 from posrnn_cli.models import CORES, build_model, sinusoidal_pe
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows
-from posrnn_cli.engine.train import lr_factor, train
+from posrnn_cli.engine.optim import lr_factor
+from posrnn_cli.engine.train import train
 
 from conftest import ROOT
 
@@ -41,14 +42,16 @@ def test_params_yaml_run_sections_equal_the_dataclass_defaults():
 def test_spec_defaults():
     c = RunConfig()
     assert (c.model.hidden_size, c.model.E, c.model.P) == (512, 512, 512)
-    assert (c.train.lr, c.train.betas, c.train.clip, c.train.warmup_steps, c.train.batch_size) == (1e-3, (0.9, 0.98), 1.0, 1000, 512)
+    assert (c.train.lr, c.train.betas, c.train.clip, c.train.warmup_steps, c.train.batch_size) == (1e-3, (0.9, 0.98),
+                                                                                                   1.0, 1000, 512)
     assert c.train.iterations == 300_000 and c.train.checkpoint_every == 5000 and c.task.n_test == 1024
 
 
 def test_precedence_params_then_options_then_set(tmp_path):
     p = tmp_path / "p.yaml"
     p.write_text("model: {hidden_size: 32, pe: none}\ntrain: {lr: 0.01}\n")
-    cfg = resolve_config(p, {"model.hidden_size": 48, "train.lr": None}, ["model.hidden_size=64", "train.betas=[0.9, 0.999]"])
+    cfg = resolve_config(p, {"model.hidden_size": 48, "train.lr": None},
+                         ["model.hidden_size=64", "train.betas=[0.9, 0.999]"])
     assert cfg.model.hidden_size == 64 and cfg.model.pe == "none" and cfg.train.lr == 0.01
     assert cfg.train.betas == (0.9, 0.999)
     assert resolve_config(sets=["train.lr=1e-4"]).train.lr == 1e-4  # YAML reads 1e-4 as a string
@@ -214,7 +217,8 @@ def test_bootstrap_ci_brackets_the_mean_and_shrinks_with_n():
 
 # ---- training, checkpoints, resume ------------------------------------------------------------
 def test_training_learns_and_writes_log_and_checkpoints(tmp_path):
-    cfg = tiny(**{"train.iterations": 200, "train.checkpoint_every": 100, "train.batch_size": 32, "task.vocab_size": 4, "task.length": 6})
+    cfg = tiny(**{"train.iterations": 200, "train.checkpoint_every": 100, "train.batch_size": 32, "task.vocab_size": 4,
+                  "task.length": 6})
     s = train(cfg, tmp_path / "run", progress=False)
     assert s["finished"] and s["step"] == 200
     assert [st for st, _ in list_checkpoints(tmp_path / "run")] == [100, 200]
@@ -259,7 +263,8 @@ def test_a_checkpoint_from_another_device_type_resumes_reseeded_and_says_so(tmp_
         assert s["finished"] and s["step"] == 60
     a = load_checkpoint(tmp_path / "a" / "checkpoints" / "step_0000060.pt")
     b = load_checkpoint(tmp_path / "b" / "checkpoints" / "step_0000060.pt")
-    assert a["extra"]["device_changes"] == [{"at_step": 30, "from": "cuda", "to": "cpu"}] and a["rng"]["device"] == "cpu"
+    assert (a["extra"]["device_changes"] == [{"at_step": 30, "from": "cuda", "to": "cpu"}]
+            and a["rng"]["device"] == "cpu")
     for k in a["model"]:  # the reseeding is deterministic
         assert torch.equal(a["model"][k], b["model"][k]), k
 

@@ -67,7 +67,8 @@ def test_irie_property_through_the_whole_model():
 def test_permutation_report_on_trained_transformers(tmp_path, layers, pe, sensitive):
     """What the pipeline's irie experiment measures, on trained weights: a one-layer no-PE
     Transformer's last output ignores the order of the prefix, two layers or a PE do not."""
-    cfg = resolve_config(options={"task.name": "predecessor", "task.vocab_size": 12, "task.length": 5, "task.n_test": 64,
+    cfg = resolve_config(options={"task.name": "predecessor", "task.vocab_size": 12, "task.length": 5,
+                                  "task.n_test": 64,
                                   "model.name": "transformer", "model.layers": layers, "model.pe": pe,
                                   "model.hidden_size": 16, "model.heads": 2, "train.iterations": 30,
                                   "train.batch_size": 16, "train.device": "cpu"})

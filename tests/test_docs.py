@@ -38,7 +38,8 @@ def test_local_links_resolve(path):
         if "://" in target:
             continue
         resolved = (path.parent / target).resolve()
-        assert resolved.is_relative_to(ROOT) and resolved.exists(), f"{path.name} links to {target}, outside the repository or missing"
+        assert (resolved.is_relative_to(ROOT) and resolved.exists()), (f"{path.name} links to {target}, outside the "
+                                                                       "repository or missing")
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
@@ -60,7 +61,8 @@ def test_every_relative_link_in_the_readme_points_to_an_existing_file():
     for target, _ in found:
         if target:
             resolved = (ROOT / target).resolve()
-            assert resolved.is_relative_to(ROOT) and resolved.is_file(), f"README.md links to {target}, which is missing"
+            assert (resolved.is_relative_to(ROOT)
+                    and resolved.is_file()), f"README.md links to {target}, which is missing"
 
 
 def test_every_docs_page_is_one_link_from_the_readme():
@@ -129,7 +131,8 @@ def test_the_readmes_paper_core_prices_are_what_its_dry_run_gives_now():
     assert f"at {lm_amp} H100-hours under `amp` + `cuda_graph` ({lm_fp32} in fp32)" in readme, text
     assert f"{packed} H100-hours with the seeds packed, and the language model as its own stage, {lm_amp}" in _flat(
         "docs/pipeline.md")
-    assert f"(the {got['extend'][0]} extensions stay solo)" in readme or f"the {got['extend'][0]} extensions stay" in readme
+    assert (f"(the {got['extend'][0]} extensions stay solo)" in readme
+            or f"the {got['extend'][0]} extensions stay" in readme)
     headline = load_profile(ROOT / "params.yaml", "paper_core").get("headline") or []
     assert f"each of the {len(headline)} claims it lists as `headline`" in readme
 
@@ -141,7 +144,8 @@ def test_the_times_the_readme_quotes_are_the_measured_repros():
 
     readme = _flat("README.md")
     lite = last_repro("lite")
-    assert f"({round(lite['wall_minutes'] * 12 / lite['calibration_ms'])} min on 2 cores at a 12 ms calibration step)" in readme
+    assert (f"({round(lite['wall_minutes'] * 12 / lite['calibration_ms'])} min on 2 cores at a 12 ms calibration step)"
+            in readme)
     b2 = last_repro("beyond2")
     assert (f"{b2['machine']}, {b2['date']}: {b2['wall']} at a # {b2['calibration_ms']} ms calibration step, "
             f"about {round(b2['wall_minutes'] * 12 / b2['calibration_ms'])} min at 12 ms") in readme

@@ -85,7 +85,8 @@ def test_the_batched_recurrence_equals_torch_modules_step_by_step():
         mods = [cls(D, H, batch_first=True).double() for _ in range(K)]
         x = torch.randn(K, B, T, D, dtype=torch.float64)
         ref = torch.stack([m(x[k])[0] for k, m in enumerate(mods)])
-        w = [torch.stack([getattr(m, f"{n}_l0") for m in mods]) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        w = [torch.stack([getattr(m, f"{n}_l0") for m in mods])
+             for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
         assert (batched_recurrence(kind, x, *w) - ref).abs().max().item() < 1e-12
 
 
@@ -99,7 +100,8 @@ def test_a_member_directory_is_a_run_and_records_its_ensemble(tmp_path):
     solo, members = solo_and_ensemble(tmp_path, "gru", torch.float32)
     a, b = last_checkpoint(members[1]), last_checkpoint(solo[1])
     assert a.keys() == b.keys() and a["model"].keys() == b["model"].keys()
-    assert a["identity"]["config_digest"] == b["identity"]["config_digest"] == config_digest(tiny_config("gru", SEEDS[1]).to_dict())
+    assert a["identity"]["config_digest"] == b["identity"]["config_digest"] == config_digest(
+        tiny_config("gru", SEEDS[1]).to_dict())
     assert (members[1] / "config.yaml").read_bytes() == (solo[1] / "config.yaml").read_bytes()
     assert run_state(members[1], tiny_config("gru", SEEDS[1])).state == "done"
     rec = json.loads((members[1] / "code.json").read_text())
@@ -236,7 +238,8 @@ def test_the_catalogued_ensemble_cores_are_the_recurrent_ones_and_others_are_ref
     from posrnn_cli.tasks import build_task
 
     m = tiny_config("gru", 1).model  # sizes only: each spec builds its own core
-    assert tuple(n for n, spec in CORES.items() if isinstance(spec.build(4, m), RecurrentCore)) == catalog.ENSEMBLE_CORES
+    assert tuple(n for n, spec in CORES.items()
+                 if isinstance(spec.build(4, m), RecurrentCore)) == catalog.ENSEMBLE_CORES
     cfg = tiny_config("s4d", 1)
     solo = build_model(cfg, build_task(cfg.task))
     with pytest.raises(PosrnnError, match="^S4DCore has no ensemble path .*; train its runs solo$"):

@@ -40,7 +40,8 @@ def test_pack_groups_a_cells_seeds_and_says_why_a_run_stays_solo(tmp_path):
 
 
 def test_k_is_the_option_else_the_profile_else_measured_else_1():
-    rows = [{"kind": "H100", "model": "gru", "vocab": 32, "k": 8}, {"kind": "H100", "model": "lstm", "vocab": 16384, "k": 4}]
+    rows = [{"kind": "H100", "model": "gru", "vocab": 32, "k": 8},
+            {"kind": "H100", "model": "lstm", "vocab": 16384, "k": 4}]
     assert default_k("cpu", rows, "NVIDIA H100 80GB HBM3") == 1 and default_k("cuda", [], "NVIDIA H100 80GB HBM3") == 1
     assert default_k("cuda", rows, "NVIDIA H100 80GB HBM3") == 4 and default_k("cuda", rows, "NVIDIA H200") == 1
     assert measured_rows() == []  # nothing measured yet: no packing unless asked

@@ -29,7 +29,8 @@ def test_every_reference_resolves_and_every_link_exists():
 
 
 def test_the_registry_imports_no_code_it_names():
-    assert closure("posrnn_cli.common.experiments") <= {"posrnn_cli", "posrnn_cli.common", "posrnn_cli.common.experiments",
+    assert closure("posrnn_cli.common.experiments") <= {"posrnn_cli", "posrnn_cli.common",
+                                                        "posrnn_cli.common.experiments",
                                                          "posrnn_cli.common.errors"}
     code = "import sys, posrnn_cli.common.experiments; print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -43,7 +44,8 @@ def test_each_experiment_runs_in_a_dvc_stage_whose_deps_hold_its_code():
         deps = stages[e.stage]["do"]["deps"]
         for ref in (e.job_kind.plan, e.job_kind.run):
             rel = ref.rpartition(".")[0].replace(".", "/")
-            assert any(rel.startswith(d.rstrip("/")) for d in deps), f"{e.name}: {ref} is not under the deps of {e.stage}"
+            assert any(rel.startswith(d.rstrip("/")) for d in deps), (f"{e.name}: {ref} is not under the deps of "
+                                                                      f"{e.stage}")
         assert e.name in stages[e.stage]["do"]["cmd"] or e.stage == "lm", f"stage {e.stage} does not run {e.name}"
 
 
@@ -55,7 +57,8 @@ def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothi
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     runs = lambda entries: {re.fullmatch(r"runs/\$\{item\}/(\w+)", e if isinstance(e, str) else next(iter(e))).group(1)
-                            for e in entries if re.fullmatch(r"runs/\$\{item\}/\w+", e if isinstance(e, str) else next(iter(e)))}
+                            for e in entries
+                            if re.fullmatch(r"runs/\$\{item\}/\w+", e if isinstance(e, str) else next(iter(e)))}
     by_stage = {}
     for e in EXPERIMENTS.values():
         by_stage.setdefault(e.stage, set()).add(e.name)
@@ -63,7 +66,8 @@ def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothi
         do = stages[stage]["do"]
         cmd = do["cmd"].split("--profile")[0].split()
         assert set(cmd[2:]) == names, f"{stage}: its command runs {cmd[2:]}, the registry has {sorted(names)}"
-        params = {p.rpartition(".")[2] for p in do["params"] if isinstance(p, str) and p.startswith("profiles.${item}.")}
+        params = {p.rpartition(".")[2] for p in do["params"] if isinstance(p, str)
+                  and p.startswith("profiles.${item}.")}
         assert names <= params, f"{stage}: no params entry for {sorted(names - params)}"
         assert runs(do["outs"]) == names, f"{stage}: outs {sorted(runs(do['outs']))}, the registry has {sorted(names)}"
     tabled = {n for n, e in EXPERIMENTS.items() if e.table}
@@ -99,7 +103,8 @@ def test_a_new_experiment_is_one_registry_entry(tmp_path, monkeypatch):
                "iterations": 10, "batch": 4, "warmup": 1, "checkpoint_every": 10}
     profile = {"device": "cpu", "threads": 1, "n_test": 16, "fig2b": section}
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({k: base[k] for k in ("task", "model", "train")} | {"profile": ["t"], "profiles": {"t": profile}}))
+    params.write_text(yaml.safe_dump({k: base[k] for k in ("task", "model", "train")}
+                                     | {"profile": ["t"], "profiles": {"t": profile}}))
     (job,) = plan(params, "t", ["fig2b"])
     assert job.kind == "train" and job.run_dir.endswith("fig2b/gru-v4-none-s1")
     run_sweep(params, "t", ["fig2b"], SweepOptions(workers=1))
@@ -189,7 +194,8 @@ def test_mamba_conv_and_mqar_run_end_to_end_at_micro_size_and_their_hypotheses_a
     monkeypatch.chdir(tmp_path)
     run_sweep(params, "t", new, SweepOptions(workers=2))
     tables = aggregate(tmp_path / "runs" / "t", tmp_path / "results" / "tables", n_resamples=20)
-    assert {(r["conv"], r["pe"]) for r in tables["mamba_conv"]} == {(c, p) for c in (True, False) for p in ("none", "sinusoidal")}
+    assert {(r["conv"], r["pe"]) for r in tables["mamba_conv"]} == {(c, p) for c in (True, False)
+                                                                    for p in ("none", "sinusoidal")}
     assert {(r["task"], r["pairs"], r["vocab_size"]) for r in tables["mqar"]} == {("mqar", 2, 10), ("mqar", 2, 16)}
     for name in new:
         assert read_json(tmp_path / "results" / "metrics" / f"{name}.json")[name]
@@ -199,7 +205,8 @@ def test_mamba_conv_and_mqar_run_end_to_end_at_micro_size_and_their_hypotheses_a
     # the map's hypotheses read L ≥ 12 cells only: micro's L = 4 cells are not theirs
     assert all(r["at_regime"]["verdict"] == "not measured" for r in scored if r["id"].startswith("map_"))
     rows = {r["id"]: r for r in scored if not r["id"].startswith("map_")}
-    assert set(rows) == {"beyond_mamba_conv_orders", "beyond_pe_stands_in_for_mamba_conv", "beyond_mqar_vanilla_degrades",
+    assert set(rows) == {"beyond_mamba_conv_orders", "beyond_pe_stands_in_for_mamba_conv",
+                         "beyond_mqar_vanilla_degrades",
                          "beyond_pe_helps_mqar"}
     for cid, r in rows.items():
         assert r["at_regime"]["verdict"] != "not measured", (cid, r["at_regime"])

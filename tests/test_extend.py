@@ -35,7 +35,8 @@ def test_original_parameters_stay_bit_identical_and_only_new_ones_train(tmp_path
                      sets=["train.checkpoint_every=20", "train.warmup=2"])
     ck = load_checkpoint(tmp_path / "ext" / "checkpoints" / "step_0000020.pt")
     new = ck["model"]
-    renamed = {"encoder.embedding.weight": "encoder.embedding.old.weight", "head.weight": "head.old.weight", "head.bias": "head.old.bias"}
+    renamed = {"encoder.embedding.weight": "encoder.embedding.old.weight", "head.weight": "head.old.weight",
+               "head.bias": "head.old.bias"}
     for k, v in old.items():
         assert torch.equal(new[renamed.get(k, k)], v), k  # every trained weight, bit for bit
     # the optimiser held exactly the new parameters: embedding rows (X×E), output rows and biases

@@ -88,7 +88,8 @@ def test_arms_at_or_below_the_floor_are_not_testable_and_counted_apart(tmp_path)
 
 
 def test_beyond2s_mqar_claims_read_not_testable():
-    rows = {r["id"]: r for r in json.loads((ROOT / "results" / "beyond2" / "scorecard" / "scorecard.json").read_text())["rows"]}
+    rows = {r["id"]: r
+            for r in json.loads((ROOT / "results" / "beyond2" / "scorecard" / "scorecard.json").read_text())["rows"]}
     for cid in ("beyond_mqar_vanilla_degrades", "beyond_pe_helps_mqar"):
         assert rows[cid]["at_regime"]["verdict"] == NT, cid
         assert "at or below its floor" in rows[cid]["at_regime"]["reason"]

@@ -114,7 +114,7 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu_and_back(tmp_path):
 
 
 def test_two_runs_share_the_gpu_with_runs_per_gpu_2(tmp_path, monkeypatch):
-    from posrnn_cli.sweep import SweepOptions, _pool
+    from posrnn_cli.sweep import SweepOptions, local_pool
     from posrnn_cli.sweep import local
     from posrnn_cli.sweep.plan import plan
 
@@ -126,7 +126,7 @@ def test_two_runs_share_the_gpu_with_runs_per_gpu_2(tmp_path, monkeypatch):
     params.write_text(yaml.safe_dump({**{k: base[k] for k in ("task", "model", "train")}, "profile": ["g"],
                                       "profiles": {"g": profile}}))
     monkeypatch.setattr(local, "gpu_count", lambda: 1)  # one GPU, whatever the machine has
-    pool = _pool(profile, SweepOptions(runs_per_gpu=2))
+    pool = local_pool(profile, SweepOptions(runs_per_gpu=2))
     assert (pool.gpus, pool.runs_per_gpu) == (1, 2)
     jobs = plan(params, "g", ["fig2"], tmp_path / "runs")
     events = []
@@ -144,14 +144,16 @@ def test_two_runs_share_the_gpu_with_runs_per_gpu_2(tmp_path, monkeypatch):
 def test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus(tmp_path):
     runner = CliRunner()
     for argv in (["lm", "prepare", "--data-dir", str(ROOT / "data/wikitext-mini"), "--out", str(tmp_path / "txt")],
-                 ["lm", "tokenizer", "--data", str(tmp_path / "txt"), "--out", str(tmp_path / "tok"), "--vocab-size", "300"],
+                 ["lm", "tokenizer", "--data", str(tmp_path / "txt"), "--out", str(tmp_path / "tok"), "--vocab-size",
+                  "300"],
                  ["lm", "encode", "--data", str(tmp_path / "txt"), "--tokenizer", str(tmp_path / "tok"),
                   "--out", str(tmp_path / "enc"), "--max-tokens", "48"]):
         r = runner.invoke(app, argv)
         assert r.exit_code == 0, r.output
     out = tmp_path / "lm"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", "-m", "posrnn_cli",
-           "lm", "train", "--data", str(tmp_path / "enc"), "--out", str(out), "--hidden-size", "64", "--iterations", "60",
+           "lm", "train", "--data", str(tmp_path / "enc"), "--out", str(out), "--hidden-size", "64", "--iterations",
+           "60",
            "--batch-size", "16", "--warmup", "5", "--device", "cuda", "--checkpoint-every", "60",
            "--set", "train.log_every=20"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -15,7 +15,8 @@ from posrnn_cli import gpu_check, gpu_check_ensemble
 
 from conftest import ROOT
 GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
-             "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence", "test_amp_trains_to_the_same_place_as_fp32",
+             "test_the_sync_free_sampler_never_trains_on_a_held_out_sequence",
+             "test_amp_trains_to_the_same_place_as_fp32",
              "test_fused_adam_gives_the_same_run_within_rounding", "test_a_gpu_checkpoint_resumes_on_the_cpu_and_back",
              "test_two_runs_share_the_gpu_with_runs_per_gpu_2",
              "test_torchrun_with_one_process_trains_the_lm_on_the_mini_corpus",
@@ -41,7 +42,8 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
                                    "concurrent", "lm_step", "cost_cells"]
     lm, cells = rep["stages"]["lm_step"], rep["stages"]["cost_cells"]
     assert lm["status"] == "ok" and lm["result"][0]["ms_per_iter"] > 0 and "synthetic" in lm["result"][0]["corpus"]
-    assert cells["status"] == "ok" and [c["cell"] for c in cells["result"]] == ["recurrence-bound", "head-bound", "long sequence"]
+    assert (cells["status"] == "ok"
+            and [c["cell"] for c in cells["result"]] == ["recurrence-bound", "head-bound", "long sequence"])
     assert all(c["ms_per_iter"] > 0 and c["predicted_ms_per_iter"] > 0 for c in cells["result"])
     tests = rep["stages"]["tests"]["tests"]
     assert {t["test"] for t in tests} == GPU_TESTS  # every GPU test collected, each skipped with its reason
@@ -55,7 +57,8 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     assert train["status"] == "ok" and [c["step"] for c in train["curve"]] == [20, 40, 60] and train["it_per_s"] > 0
     assert [c["k"] for c in rep["stages"]["concurrent"]["result"]] == [1, 2]
     assert rep["gpu_ms_per_iter_rows"] == []  # a CPU figure never enters the GPU table
-    assert rep["figures"] and all(f["device"] == "cpu" and f["torch"] and f["date"] and "cuda" in f for f in rep["figures"])
+    assert (rep["figures"]
+            and all(f["device"] == "cpu" and f["torch"] and f["date"] and "cuda" in f for f in rep["figures"]))
     md = (out / "gpu_check.md").read_text()
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| stage")]
     assert len(rows) == len(rep["figures"]) and all(f"| cpu | {rep['env']['torch']} | - |" in ln for ln in rows)
@@ -66,7 +69,8 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
 def test_the_gpu_check_refuses_cuda_without_a_gpu_in_one_line(tmp_path):
     r = _script(tmp_path, "--device", "cuda", "--out", str(tmp_path / "out"))
     said = (r.stdout + r.stderr).strip().splitlines()
-    assert r.returncode == 1 and len(said) == 1 and said[0].startswith("error: --device cuda but torch sees no CUDA device")
+    assert (r.returncode == 1 and len(said) == 1
+            and said[0].startswith("error: --device cuda but torch sees no CUDA device"))
     assert not (tmp_path / "out" / "gpu_check.json").exists()
 
 
@@ -102,14 +106,19 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
                   "iterations_done": 100},
               "concurrent": {"status": "ok", "seconds": 60.0, "config": {
                   "model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
-                  "train.batch_size": 512}, "result": [{"k": 1, "aggregate_it_per_s": 80.0, "ms_per_iter_per_run": 12.5, "speedup_vs_1": 1.0},
-                                                        {"k": 2, "aggregate_it_per_s": 75.0, "ms_per_iter_per_run": 26.7, "speedup_vs_1": 0.94}]}}
-    gpu_check.write_report({"size": "paper", "budget_s": 470, "env": env, "stages": stages, "finished": False}, tmp_path)
+                  "train.batch_size": 512},
+                             "result": [{"k": 1, "aggregate_it_per_s": 80.0, "ms_per_iter_per_run": 12.5,
+                                         "speedup_vs_1": 1.0},
+                                                        {"k": 2, "aggregate_it_per_s": 75.0,
+                                                         "ms_per_iter_per_run": 26.7, "speedup_vs_1": 0.94}]}}
+    gpu_check.write_report({"size": "paper", "budget_s": 470, "env": env, "stages": stages, "finished": False},
+                           tmp_path)
     rep = json.loads((tmp_path / "gpu_check.json").read_text())
     figs = {(f["stage"], f["figure"]): f["value"] for f in rep["figures"]}
     assert figs[("tests", "test_a")] == "passed" and figs[("tests", "pytest -m gpu")] == "timed out"
     assert figs[("bench_eager", "ms / iteration")] == "12.50" and figs[("bench_amp", "status")] == "timed out"
-    assert figs[("train", "iterations / s")] == "20.0" and figs[("train", "loss, first → last log line")] == "9.7000 → 9.2000"
+    assert (figs[("train", "iterations / s")] == "20.0"
+            and figs[("train", "loss, first → last log line")] == "9.7000 → 9.2000")
     assert all(f["device"] == "NVIDIA H100 80GB HBM3" and f["cuda"] == "13.0" for f in rep["figures"])
     md = (tmp_path / "gpu_check.md").read_text()
     assert "(not finished)" in md and "| NVIDIA H100 80GB HBM3 | 2.11.0+cu130 | 13.0 | 2026-11-26 12:00 UTC |" in md
@@ -117,9 +126,11 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
     # the bench row the dry run's estimate reads, ready for posrnn_cli/sweep/gpu_ms_per_iter.json
     row, small = rep["gpu_ms_per_iter_rows"]
     assert row["kind"] == "H100" and row["date"] == "2026-11-26" and row["ms_per_iter"] == 12.5
-    assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"], row["steps"]) == ("lstm", 16384, False, 2.886e12, 128)
+    assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"], row["steps"]) == ("lstm", 16384, False,
+                                                                                             2.886e12, 128)
     # one run of the concurrent stage: the small model that sets the latency floor
-    assert (small["model"], small["vocab"], small["ms_per_iter"], small["steps"], small["amp"]) == ("gru", 32, 12.5, 128, False)
+    assert (small["model"], small["vocab"], small["ms_per_iter"], small["steps"], small["amp"]) == ("gru", 32, 12.5,
+                                                                                                    128, False)
     assert 0 < small["flops_per_iter"] < row["flops_per_iter"]
     from posrnn_cli.sweep import cost
 
@@ -180,7 +191,8 @@ def test_a_bare_gpu_machine_venv_trains_from_the_wheel_folder_alone(tmp_path):
     machine's packages: every module imports, and a micro training runs (an LSTM, Mamba and xLSTM)."""
     whl = tmp_path / "whl"
     ver = f"{sys.version_info.major}.{sys.version_info.minor}"
-    r = subprocess.run(["make", "-s", "gpu-wheels", f"WHL={whl}", f"GPU_PYTHON_VERSION={ver}", f"PYTHON={sys.executable}"],
+    r = subprocess.run(["make", "-s", "gpu-wheels", f"WHL={whl}", f"GPU_PYTHON_VERSION={ver}",
+                        f"PYTHON={sys.executable}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PIP_RETRIES": "0", "PIP_TIMEOUT": "15"})
     if r.returncode != 0 and any(s in r.stderr for s in OFFLINE):
@@ -191,9 +203,11 @@ def test_a_bare_gpu_machine_venv_trains_from_the_wheel_folder_alone(tmp_path):
     py = _bare_venv(tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(PYTHONNOUSERSITE="1", PYTHONPATH=str(ROOT))
-    train = ["-m", "posrnn_cli", "train", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size", "8",
+    train = ["-m", "posrnn_cli", "train", "--vocab-size", "6", "--length", "4", "--hidden-size", "8", "--batch-size",
+             "8",
              "--iterations", "4", "--device", "cpu", "--threads", "1", "--set", "task.n_test=16", "--json"]
-    bare = subprocess.run([py, *train, "--out", str(tmp_path / "r0")], env=env, capture_output=True, text=True, cwd=tmp_path)
+    bare = subprocess.run([py, *train, "--out", str(tmp_path / "r0")], env=env, capture_output=True, text=True,
+                          cwd=tmp_path)
     assert bare.returncode != 0 and "rapidfuzz" in bare.stderr  # the venv really lacks it
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site),
@@ -228,12 +242,14 @@ def test_every_size_gives_commands_posrnn_accepts():
         assert r.exit_code == 1 and r.output.startswith("error: train.iterations must be at least 1"), (size, r.output)
         for _, opts in gpu_check_ensemble.CELLS[size]:
             for variant in gpu_check_ensemble.VARIANTS.values():
-                r = CliRunner().invoke(app, ["bench", *opts, *variant, "--ensemble", gpu_check_ensemble.KS[size], "--device",
+                r = CliRunner().invoke(app,
+                                       ["bench", *opts, *variant, "--ensemble", gpu_check_ensemble.KS[size], "--device",
                                              "cpu", "--json", "--iters", "0"])
                 assert r.exit_code == 1 and r.output.startswith("error: --iters must be ≥ 1"), (size, opts, r.output)
         options, ks, iters, warmup = spec["concurrent"]
         assert resolve_config(options=options).model.name == "gru" and ks[0] == 1 and iters >= 1 and warmup >= 0
-    assert gpu_check.SIZES["paper"]["concurrent"][1] == [1, 2, 4, 8] and sum(gpu_check.SIZES["paper"]["boxes"].values()) <= 480
+    assert (gpu_check.SIZES["paper"]["concurrent"][1] == [1, 2, 4, 8]
+            and sum(gpu_check.SIZES["paper"]["boxes"].values()) <= 480)
 
 
 def test_the_ensemble_stage_runs_at_micro_size_on_the_cpu():
@@ -243,12 +259,14 @@ def test_the_ensemble_stage_runs_at_micro_size_on_the_cpu():
     st = gpu_check_ensemble.stage_ensemble("cpu", "micro", 240, ROOT, gpu_check)
     assert st["status"] == "ok", st
     assert {t["test"].split("[")[0] for t in st["tests"]} == {
-        "test_cuda_members_equal_their_solo_runs_in_float64", "test_cuda_members_equal_their_solo_runs_in_float32_within_rounding",
+        "test_cuda_members_equal_their_solo_runs_in_float64",
+        "test_cuda_members_equal_their_solo_runs_in_float32_within_rounding",
         "test_cuda_a_member_with_a_wrong_seed_fails_the_comparison"}
     assert all(t["outcome"] == "skipped" and "no CUDA device" in t["reason"] for t in st["tests"])
     eager = [b for b in st["bench"] if b["variant"] == "eager"]
     assert [b["cell"] for b in eager] == ["gru V=8"] and all(b["status"] == "ok" for b in eager)
-    assert all([r["k"] for r in b["result"]["rows"]] == [1, 2] and all(r["it_per_s_in_all"] > 0 and r["peak_memory_mb"] > 0
+    assert all([r["k"] for r in b["result"]["rows"]] == [1, 2]
+               and all(r["it_per_s_in_all"] > 0 and r["peak_memory_mb"] > 0
                                                                     for r in b["result"]["rows"]) for b in eager)
     graph = [b for b in st["bench"] if b["variant"] == "amp+cuda_graph"]
     assert all(b["status"] == "refused" and "needs a CUDA device" in b["error"] for b in graph)

@@ -143,7 +143,8 @@ def test_the_dry_run_refuses_in_one_line_a_plan_whose_run_cannot_fit(tmp_path, m
 def test_the_lm_is_priced_at_the_encoded_corpus_own_lengths_where_it_exists(tmp_path):
     root = Path(__file__).resolve().parents[1]
     for argv in (["lm", "prepare", "--data-dir", str(root / "data/wikitext-mini"), "--out", str(tmp_path / "txt")],
-                 ["lm", "tokenizer", "--data", str(tmp_path / "txt"), "--out", str(tmp_path / "tok"), "--vocab-size", "300"],
+                 ["lm", "tokenizer", "--data", str(tmp_path / "txt"), "--out", str(tmp_path / "tok"), "--vocab-size",
+                  "300"],
                  ["lm", "encode", "--data", str(tmp_path / "txt"), "--tokenizer", str(tmp_path / "tok"), "--out",
                   str(tmp_path / "enc"), "--max-tokens", "48"]):
         r = CliRunner().invoke(app, argv)

@@ -60,7 +60,8 @@ def lm_runs(tmp_path_factory):
         assert code == 0, out
     runs = []
     for pe in ("none", "sinusoidal"):
-        code, out = cli("lm", "train", "--data", str(data / "enc"), "--pe", pe, "--hidden-size", "8", "--iterations", "4",
+        code, out = cli("lm", "train", "--data", str(data / "enc"), "--pe", pe, "--hidden-size", "8", "--iterations",
+                        "4",
                         "--batch-size", "4", "--device", "cpu", "--out", str(root / pe))
         assert code == 0, out
         runs.append(root / pe)
@@ -107,7 +108,8 @@ def test_resume_of_a_run_with_a_config_but_no_checkpoint_starts_from_step_zero(t
 # ---- 3. training a finished run longer ----------------------------------------------------------------
 def test_a_finished_run_trains_longer_under_the_schedule_of_the_new_total(tmp_path):
     run = tmp_path / "run"
-    assert cli("train", *SMALL, "--iterations", "30", "--checkpoint-every", "10", "--log-every", "10", "--out", str(run))[0] == 0
+    assert cli("train", *SMALL, "--iterations", "30", "--checkpoint-every", "10", "--log-every", "10", "--out",
+               str(run))[0] == 0
     code, out = cli("train", "--out", str(run), "--resume", "--iterations", "60")
     assert code == 0, out
     ckpt = load_checkpoint(list_checkpoints(run)[-1][1])
@@ -209,7 +211,8 @@ def log_figures(run: Path) -> list[tuple]:
 def test_a_second_process_on_a_running_run_gets_one_line_naming_the_holder(tmp_path):
     run = tmp_path / "run"
     argv = [*POSRNN, "train", *SMALL, "--iterations", "100000", "--checkpoint-every", "100", "--log-every", "10"]
-    p = subprocess.Popen([*argv, "--out", str(run)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([*argv, "--out", str(run)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
     try:
         deadline = time.time() + 60
         while time.time() < deadline and not list_checkpoints(run):
@@ -284,7 +287,8 @@ PROFILES_TEXT = "profiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n"
     # the block form `dvc exp run -S` writes, then a blank line and the next section's comments
     ("profile:\n- lite\n\n# the profiles\n# one a key\n" + PROFILES_TEXT,
      "profile:\n- micro\n\n# the profiles\n# one a key\n" + PROFILES_TEXT),
-    ("profile:\n- lite  # on the item\n# after\n" + PROFILES_TEXT, "profile:\n- micro  # on the item\n# after\n" + PROFILES_TEXT),
+    ("profile:\n- lite  # on the item\n# after\n" + PROFILES_TEXT,
+     "profile:\n- micro  # on the item\n# after\n" + PROFILES_TEXT),
 ], ids=["comments", "quoted-key", "block-list-with-comment-and-blank", "indented-block-list", "scalar", "crlf",
         "dvc-block-list-then-comments", "block-list-item-comment"])
 def test_profile_use_edits_the_one_value_in_place(tmp_path, text, expected):
@@ -334,7 +338,8 @@ def test_profile_use_refuses_a_repeated_key_and_leaves_the_file(tmp_path):
     text = "profile: [lite]\n'profile': [lite]\n" + PROFILES_TEXT
     params.write_text(text)
     code, out = cli("profile", "use", "micro", "--params", str(params))
-    assert code == 1 and out.startswith("error: ") and "the key profile appears twice" in out and len(out.splitlines()) == 1
+    assert (code == 1 and out.startswith("error: ") and "the key profile appears twice" in out
+            and len(out.splitlines()) == 1)
     assert params.read_text() == text
 
 

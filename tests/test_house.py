@@ -111,7 +111,8 @@ def test_result_stages_depend_on_no_training_code(name):
     deps = stages()[name]["do"]["deps"]
     assert not [d for d in deps if d.startswith(TRAINING)]
     sub = re.match(r"posrnn ([\w-]+)", stages()[name]["do"]["cmd"]).group(1)
-    assert not [m for m in command_modules(sub) if m.split(".")[1:2] in (["engine"], ["tasks"], ["models"], ["sweep"], ["lm"])]
+    assert not [m for m in command_modules(sub)
+                if m.split(".")[1:2] in (["engine"], ["tasks"], ["models"], ["sweep"], ["lm"])]
 
 
 # ---- one table of config keys ----------------------------------------------------------------------

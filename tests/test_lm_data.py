@@ -213,7 +213,8 @@ def test_collate_pads_and_the_corpus_covers_every_paragraph_once(chain):
     ids, lengths = corpus.collate(range(len(corpus)))
     assert ids.dtype == torch.long and ids.shape == (len(corpus), int(lengths.max()))
     for i, (row, n) in enumerate(zip(ids, lengths)):
-        assert row[:n].tolist() == corpus[i].tolist() and row[0] == corpus.bos_id and torch.all(row[n:] == corpus.pad_id)
+        assert (row[:n].tolist() == corpus[i].tolist() and row[0] == corpus.bos_id
+                and torch.all(row[n:] == corpus.pad_id))
     assert int(lengths.sum()) == corpus.n_tokens == chain["meta"]["splits"]["valid"]["tokens"]
     with pytest.raises(PosrnnError, match="not an encoded corpus"):
         LMCorpus(chain["root"] / "txt", "valid")
@@ -238,8 +239,10 @@ def test_cli_chain_and_one_line_errors(tmp_path):
         (["prepare", "--out", str(tmp_path / "x"), "--data-dir", str(tmp_path / "empty")], "no WikiText files"),
         (["tokenizer", "--data", str(txt), "--out", str(tmp_path / "t2"), "--vocab-size", "70000"], "65,536"),
         (["tokenizer", "--data", str(txt), "--out", str(tmp_path / "t3")], "lower --vocab-size"),
-        (["encode", "--data", str(tmp_path / "empty"), "--tokenizer", str(tok), "--out", str(tmp_path / "e")], "not found"),
-        (["encode", "--data", str(txt), "--tokenizer", str(tmp_path / "empty"), "--out", str(tmp_path / "e")], "no tokenizer"),
+        (["encode", "--data", str(tmp_path / "empty"), "--tokenizer", str(tok), "--out", str(tmp_path / "e")],
+         "not found"),
+        (["encode", "--data", str(txt), "--tokenizer", str(tmp_path / "empty"), "--out", str(tmp_path / "e")],
+         "no tokenizer"),
     ]:
         r = runner.invoke(lm_app, args)
         assert r.exit_code == 1, (args, r.output)
@@ -266,6 +269,7 @@ def test_the_pipelines_tokenizer_trains_with_its_recorded_thread_count(tmp_path,
     monkeypatch.setattr(tokenizer, "train_tokenizer", lambda *a, **k: seen.append(k["num_threads"]) or real(*a, **k))
     root = Path(__file__).resolve().parents[1]
     for threads in (1, 1, 2):
-        opts = {"data_dir": str(root / "data" / "wikitext-mini"), "vocab_size": 300, "max_tokens": 32, "threads": threads}
+        opts = {"data_dir": str(root / "data" / "wikitext-mini"), "vocab_size": 300, "max_tokens": 32,
+                "threads": threads}
         jobs.run_lm_data(Job("lm_data", "corpus", "lm_data", str(tmp_path / "lm_data"), None, opts))
     assert seen == [1, 2]  # the second call was up to date; a new count is a new corpus

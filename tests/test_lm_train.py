@@ -59,7 +59,9 @@ def test_lm_chain_trains_and_reports_perplexity(encoded, tmp_path, pe):
 def test_lm_refuses_bad_input(encoded, tmp_path):
     r = runner.invoke(app, ["lm", "train", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "r")])
     assert r.exit_code == 1 and "not an encoded corpus" in r.output
-    r = runner.invoke(app, ["lm", "train", "--data", str(encoded), "--out", str(tmp_path / "r"), "--set", "task.rarity=0.1", *LM_ARGS])
+    r = runner.invoke(app,
+                      ["lm", "train", "--data", str(encoded), "--out", str(tmp_path / "r"), "--set", "task.rarity=0.1",
+                       *LM_ARGS])
     assert r.exit_code == 1 and "--rarity is not defined" in r.output
     assert not (tmp_path / "r").exists()
 
@@ -71,7 +73,8 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, cfg_dict: dict, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     from posrnn_cli.common.config import RunConfig
 

@@ -19,7 +19,8 @@ from posrnn_cli.engine.lock import LOCK, LOCK_FILE, LockBusy, run_lock
 
 from conftest import ROOT
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-#: says READY, takes DIR's lock once GO exists; says HELD (or DOUBLE when another holder is inside too) or BUSY; holds it SECONDS
+#: says READY, takes DIR's lock once GO exists; says HELD (or DOUBLE when another holder is inside too) or BUSY; holds
+#: it SECONDS
 HOLD = """
 import os, sys, time
 from pathlib import Path

@@ -27,7 +27,8 @@ def test_an_explicit_thread_count_always_wins():
 
 
 @pytest.mark.parametrize("cores, load, small, n", [
-    (2, 1.0, False, 1), (2, 0.2, False, 2), (8, 2.6, False, 5), (8, 30.0, False, 1), (4, 0.0, True, 1), (1, 0.0, False, 1),
+    (2, 1.0, False, 1), (2, 0.2, False, 2), (8, 2.6, False, 5), (8, 30.0, False, 1), (4, 0.0, True, 1),
+    (1, 0.0, False, 1),
 ])
 def test_threads_default_to_the_free_cores_or_one_for_a_small_model(cores, load, small, n):
     assert choose_threads(None, small=small, cores=cores, load=load).n == n
@@ -35,7 +36,8 @@ def test_threads_default_to_the_free_cores_or_one_for_a_small_model(cores, load,
 
 def test_the_header_says_how_the_count_was_chosen():
     assert choose_threads(None, cores=2, load=1.0).header() == "threads: 1 (auto: 1 of 2 cores free)"
-    assert choose_threads(None, small=True, cores=4, load=0.0).header() == "threads: 1 (auto: a small model; 4 of 4 cores free)"
+    assert choose_threads(None, small=True, cores=4,
+                          load=0.0).header() == "threads: 1 (auto: a small model; 4 of 4 cores free)"
 
 
 def test_small_models_are_the_toy_sizes_not_the_papers():
@@ -98,7 +100,9 @@ def test_every_command_that_computes_takes_threads(tmp_path):
             assert r.exit_code == 0 and torch.get_num_threads() == 1, (argv, r.output)
     finally:
         torch.set_num_threads(before)
-    r = runner.invoke(app, ["extend-vocab", str(run), "--extra-vocab", "4", "--iterations", "2", "--out", str(tmp_path / "ext"),
+    r = runner.invoke(app,
+                      ["extend-vocab", str(run), "--extra-vocab", "4", "--iterations", "2", "--out",
+                       str(tmp_path / "ext"),
                             "--threads", "1"])
     assert r.exit_code == 0 and "threads: 1 (--threads)" in r.output, r.output
     assert yaml.safe_load((tmp_path / "ext" / "config.yaml").read_text())["train"]["threads"] == 1
@@ -163,7 +167,6 @@ def test_posrnn_train_a_sweep_and_the_library_write_the_same_config(tmp_path):
     assert (tmp_path / "lib" / "config.yaml").read_text() == cli_yaml
 
     from fabricate import scratch
-    from posrnn_cli.common.experiments import EXPERIMENTS
     from posrnn_cli.sweep.plan import plan
 
     from posrnn_cli.common.config import RunConfig as RC, config_diff

@@ -204,7 +204,8 @@ def cli(*args):
 
 @pytest.mark.parametrize("name", NEW + ("xlstm",))  # xlstm's own tests: tests/test_xlstm.py
 def test_every_command_runs_on_the_new_cores(name, tmp_path):
-    tiny = ["--model", name, "--vocab-size", 8, "--length", 4, "--hidden-size", 8, "--iterations", 20, "--batch-size", 16,
+    tiny = ["--model", name, "--vocab-size", 8, "--length", 4, "--hidden-size", 8, "--iterations", 20, "--batch-size",
+            16,
             "--warmup", 2, "--checkpoint-every", 10, "--device", "cpu", "--set", "task.n_test=64", "--set",
             "model.state_size=4"]
     runs = {}
@@ -218,10 +219,12 @@ def test_every_command_runs_on_the_new_cores(name, tmp_path):
     assert [(r["model"], r["pe"]) for r in rows] == [(name, "none"), (name, "sinusoidal")]
     rows = json.loads(cli("stability", runs["sinusoidal"], "--triplets", 8, "--device", "cpu", "--json"))
     assert len(rows) == 2 * 2 and all(abs(r["stability"]) <= 1 + 1e-6 and r["model"] == name for r in rows)
-    ext = json.loads(cli("extend-vocab", runs["none"], "--extra-vocab", 4, "--out", tmp_path / "ext", "--iterations", 10,
+    ext = json.loads(cli("extend-vocab", runs["none"], "--extra-vocab", 4, "--out", tmp_path / "ext", "--iterations",
+                         10,
                          "--device", "cpu", "--set", "train.warmup=1", "--json"))
     assert ext["extra_vocab"] == 4
-    bench = json.loads(cli("bench", "--model", name, "--vocab-size", 8, "--length", 4, "--hidden-size", 8, "--batch-size", 8,
+    bench = json.loads(cli("bench", "--model", name, "--vocab-size", 8, "--length", 4, "--hidden-size", 8,
+                           "--batch-size", 8,
                            "--device", "cpu", "--threads", 1, "--iters", 3, "--warmup-iters", 1, "--parts", "train",
                            "--no-reference", "--set", "model.state_size=4", "--json"))
     assert bench

@@ -37,7 +37,8 @@ def test_three_maxima_on_the_tiny_model_are_refused_before_anything_is_allocated
             "from posrnn_cli.common import memory\nmemory.available_bytes = lambda: 6 * 10**9\n"
             "from posrnn_cli.cli import run\nsys.argv = ['posrnn', 'train', '--task', 'reverse', '--model', 'gru', "
             "'--hidden-size', '8', '--length', '8', '--vocab-size', str(2**24), '--set', 'task.n_test=10000000', "
-            "'--set', f'train.eval_batch_size={2**24}', '--iterations', '2', '--device', 'cpu', '--out', 'run']\nrun()\n")
+            "'--set', f'train.eval_batch_size={2**24}', '--iterations', '2', '--device', 'cpu', '--out', "
+            "'run']\nrun()\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     out = r.stdout + r.stderr
@@ -56,14 +57,16 @@ def test_a_stability_analysis_beyond_the_memory_is_refused(tmp_path, monkeypatch
                                   "train.warmup": 1, "train.device": "cpu"})
     train(cfg, tmp_path / "run", progress=False)
     monkeypatch.setattr(memory, "available_bytes", lambda: 10**8)
-    with pytest.raises(PosrnnError, match=r"this stability analysis needs at least .* \(largest: the triplets' Jacobians"):
+    with pytest.raises(PosrnnError, match=r"this stability analysis needs at least .* \(largest: the triplets' "
+                                          r"Jacobians"):
         next(stability_values(tmp_path / "run", n_triplets=10**6, device="cpu"))
     assert len(list(stability_values(tmp_path / "run", n_triplets=4, device="cpu"))) == 2
 
 
 @pytest.mark.parametrize("core, sets, width", [("gated_deltanet", {"model.heads": 1}, 16 * 16),
                                                ("mamba", {"model.state_size": 8}, None)])
-def test_stability_counts_each_cores_real_state_and_names_the_triplets_that_fit(tmp_path, monkeypatch, core, sets, width):
+def test_stability_counts_each_cores_real_state_and_names_the_triplets_that_fit(tmp_path, monkeypatch, core, sets,
+                                                                                width):
     """Gated DeltaNet's state is a matrix per head (H² with one head), Mamba's N × its inner width:
     far beyond the 2H of an LSTM, so an estimate of 2H let runs through that were killed for memory."""
     from posrnn_cli.engine.stability import stability_values, state_width
@@ -79,7 +82,8 @@ def test_stability_counts_each_cores_real_state_and_names_the_triplets_that_fit(
     assert dz > 2 * 16 and (width is None or dz == width)
     lstm_like = sum(b for b, _, _ in memory.stability_parts(4096, 5, 16))  # what the old estimate counted
     monkeypatch.setattr(memory, "available_bytes", lambda: 2 * lstm_like)
-    with pytest.raises(PosrnnError, match=rf"this stability analysis needs at least .*16 × {dz:,}.*--triplets [\d,]+ fits") as e:
+    with pytest.raises(PosrnnError, match=rf"this stability analysis needs at least .*16 × {dz:,}.*--triplets [\d,]+ "
+                                          r"fits") as e:
         next(stability_values(tmp_path / "run", n_triplets=4096, device="cpu"))
     fit = int(str(e.value).rsplit("--triplets ", 1)[1].split()[0].replace(",", ""))
     assert 2 <= fit < 4096

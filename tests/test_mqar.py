@@ -131,11 +131,13 @@ def test_train_eval_and_the_refusing_commands_on_a_tiny_gru(tmp_path):
     assert res["n_test"] == 32 and 0 <= res["token_accuracy"] <= 1
     one_line_refusal(runner.invoke(app, ["stability", str(out), "--triplets", "4", "--device", "cpu"]),
                      "stability analysis is defined for fixed-length reverse runs")
-    one_line_refusal(runner.invoke(app, ["extend-vocab", str(out), "--extra-vocab", "4", "--out", str(tmp_path / "ext")]),
+    one_line_refusal(runner.invoke(app,
+                                   ["extend-vocab", str(out), "--extra-vocab", "4", "--out", str(tmp_path / "ext")]),
                      "vocabulary extension is defined for the fixed-length reverse task")
     assert not (tmp_path / "ext").exists()
     # bench takes no --task: a task set otherwise is refused
-    bench = ["bench", "--model", "gru", "--vocab-size", "16", "--length", "12", "--hidden-size", "8", "--batch-size", "8",
+    bench = ["bench", "--model", "gru", "--vocab-size", "16", "--length", "12", "--hidden-size", "8", "--batch-size",
+             "8",
              "--device", "cpu", "--iters", "1", "--set", "task.name=mqar", "--set", "task.pairs=3"]
     one_line_refusal(runner.invoke(app, bench), "posrnn bench measures the paper's fixed-length reverse task")
 
@@ -144,7 +146,8 @@ def test_a_sweep_trains_an_mqar_cell_and_its_table_names_the_pairs(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     grid = {"cells": [{"pairs": 4, "vocab": 256}], "model": "gru", "pe": ["sinusoidal"], "seeds": [1],
             "length": 32, "hidden": 8, "iterations": 6, "batch": 8, "warmup": 1, "checkpoint_every": 6}
-    out = run_sweep(scratch(tmp_path, mqar=grid), "t", ["mqar"], SweepOptions(workers=1))  # the experiment fixes the task
+    # the experiment fixes the task
+    out = run_sweep(scratch(tmp_path, mqar=grid), "t", ["mqar"], SweepOptions(workers=1))
     assert [o.status for o in out] == ["done"]
     runs = sorted(p.parent.name for p in (tmp_path / "runs" / "t" / "mqar").glob("*/config.yaml"))
     assert runs == ["p4-v256-sinusoidal-s1"]

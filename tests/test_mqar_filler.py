@@ -60,7 +60,8 @@ def test_impossible_settings_are_refused_with_one_line(opts, words, capsys, tmp_
     assert e.value.code == 1 and words in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
     with pytest.raises(PosrnnError, match=re.escape(words)):
-        build_task(TaskConfig(name=base["task"], **{k: v for k, v in base.items() if k not in ("task",) and v is not None}))
+        build_task(TaskConfig(name=base["task"],
+                              **{k: v for k, v in base.items() if k not in ("task",) and v is not None}))
 
 
 def test_a_config_written_before_task_filler_keeps_its_digest_and_zero_changes_it():

@@ -23,7 +23,9 @@ def registered_names() -> set[str]:
 
 
 def name_checks(root: Path = ROOT / "posrnn_cli") -> list[str]:
-    pattern = re.compile(r"""[!=]=\s*["'](%s)["']|["'](%s)["']\s*[!=]=""" % (("|".join(map(re.escape, sorted(registered_names()))),) * 2))
+    pattern = re.compile(r"""[!=]=\s*["'](%s)["']|["'](%s)["']\s*[!=]=""" % (("|".join(map(re.escape,
+                                                                                           sorted(registered_names()))),
+                                                                              ) * 2))
     found = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root.parent).as_posix()
@@ -42,5 +44,6 @@ def test_no_module_outside_the_registries_compares_with_a_registered_name():
 def test_the_check_finds_a_comparison(tmp_path):
     pkg = tmp_path / "posrnn_cli" / "engine"
     pkg.mkdir(parents=True)
-    (pkg / "x.py").write_text('if cfg.model.name == "transformer":\n    pass\nif "lm" != task:\n    pass\nok = split == "train"\n')
+    (pkg / "x.py").write_text('if cfg.model.name == "transformer":\n    pass\nif "lm" != task:\n    pass\nok = split '
+                              '== "train"\n')
     assert [f.split(":")[1] for f in name_checks(tmp_path / "posrnn_cli")] == ["1", "3"]

@@ -17,7 +17,8 @@ from posrnn_cli.engine import stability as stability_mod
 from posrnn_cli.engine.train import train
 
 SETS = {"task.vocab_size": 8, "task.length": 5, "task.n_test": 32, "model.name": "gru", "model.hidden_size": 8,
-        "train.iterations": 4, "train.batch_size": 8, "train.warmup": 1, "train.checkpoint_every": 2, "train.device": "cpu"}
+        "train.iterations": 4, "train.batch_size": 8, "train.warmup": 1, "train.checkpoint_every": 2,
+        "train.device": "cpu"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,8 @@ def test_non_finite_scores_are_an_error_and_nothing_is_written(run, monkeypatch)
         return summary, per_seq
 
     monkeypatch.setattr(evaluate_mod, "evaluate_model", nan_scores)
-    with pytest.raises(PosrnnError, match=r"evaluating .*step_0000004.pt \(step 4\) gave non-finite scores \(token_accuracy\)"):
+    with pytest.raises(PosrnnError, match=r"evaluating .*step_0000004.pt \(step 4\) gave non-finite scores "
+                                          r"\(token_accuracy\)"):
         evaluate_mod.evaluate(run, device="cpu")
     assert not (run / "eval.json").exists() and not (run / "eval_sequences.npz").exists()
 
@@ -77,7 +79,8 @@ def test_non_finite_logits_stop_the_permutation_analysis(tmp_path, monkeypatch):
         return loaded
 
     monkeypatch.setattr(permutation_mod, "load_run", nan_model)
-    with pytest.raises(PosrnnError, match=r"permutation analysis of .*step_0000004.pt \(step 4\) met non-finite logits"):
+    with pytest.raises(PosrnnError, match=r"permutation analysis of .*step_0000004.pt \(step 4\) met non-finite "
+                                          r"logits"):
         permutation_mod.permutation_report(out, device="cpu")
     monkeypatch.undo()
     assert math.isfinite(permutation_mod.permutation_report(out, device="cpu")["max_logit_change"])

@@ -29,7 +29,8 @@ def test_resume_with_fewer_iterations_than_an_unfinished_runs_target_is_refused_
     run = tmp_path / "run"
     train(tiny(), run, progress=False, stop_after=5)
     config = (run / "config.yaml").read_bytes()
-    with pytest.raises(PosrnnError, match=r"--iterations 12 is below the 20 iterations .* drop --iterations to finish it"):
+    with pytest.raises(PosrnnError, match=r"--iterations 12 is below the 20 iterations .* drop --iterations to "
+                                          r"finish it"):
         train(tiny(**{"train.iterations": 12}), run, resume=True, progress=False)
     assert (run / "config.yaml").read_bytes() == config and [s for s, _ in list_checkpoints(run)] == [5]
     summary = train(tiny(**{"train.iterations": 30}), run, resume=True, progress=False)  # more is an extension

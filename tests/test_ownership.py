@@ -122,7 +122,8 @@ def test_a_replacing_record_that_does_not_match_the_folder_is_refused_and_nothin
     (run / "checkpoints").mkdir()
     (run / "checkpoints" / "step_0000001.pt").write_bytes(b"live weights")
     before = tree(run)
-    with pytest.raises(PosrnnError, match="replacing.json (does not list|is not posrnn's).*nothing was moved or deleted"):
+    with pytest.raises(PosrnnError, match="replacing.json (does not list|is not posrnn's).*nothing was moved or "
+                                          "deleted"):
         with run_lock(run, "eval"):
             pass
     assert tree(run) == before and aside.is_dir()
@@ -185,8 +186,10 @@ def test_the_gpu_check_refuses_a_short_budget_a_link_and_files_of_another(tmp_pa
     (mine / "gpu_check.md").write_text("my notes\n")
     (tmp_path / "link").symlink_to(mine)
     for out, budget, words in ((tmp_path / "new", 15, "--budget 15 cannot hold"), (tmp_path / "new", -1, "cannot hold"),
-                               (tmp_path / "new", float("nan"), "cannot hold"), (tmp_path / "link", 470, "symbolic link"),
+                               (tmp_path / "new", float("nan"), "cannot hold"),
+                               (tmp_path / "link", 470, "symbolic link"),
                                (mine, 470, "not a report of this check")):
         assert words in gpu_check.check_args(out, budget)
     assert gpu_check.check_args(tmp_path / "new", 470) is None and (mine / "gpu_check.md").read_text() == "my notes\n"
-    assert gpu_check.main(["--device", "cpu", "--out", str(mine)]) == 2 and (mine / "gpu_check.md").read_text() == "my notes\n"
+    assert (gpu_check.main(["--device", "cpu", "--out", str(mine)]) == 2
+            and (mine / "gpu_check.md").read_text() == "my notes\n")

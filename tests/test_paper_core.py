@@ -61,15 +61,20 @@ def test_every_headline_claim_has_the_cells_its_test_reads_at_the_papers_regime(
         c = claims[cid]
         for table in c["tables"]:
             for model in c["models"]:
-                cells = [cfg for exp, cfg in runs if exp == table and cfg.model.name == model and _inside(cfg, c["regime"])]
-                arms = {pe: sorted(cfg.train.seed for cfg in cells if cfg.model.pe == pe) for pe in ("none", "sinusoidal")}
+                cells = [cfg for exp, cfg in runs if exp == table and cfg.model.name == model
+                         and _inside(cfg, c["regime"])]
+                arms = {pe: sorted(cfg.train.seed for cfg in cells if cfg.model.pe == pe)
+                        for pe in ("none", "sinusoidal")}
                 vocabs = {cfg.task.vocab_size for cfg in cells}
-                assert all(len(s) == len(SEEDS) * len(vocabs) and set(s) == set(SEEDS) for s in arms.values()), (cid, table, model)
+                assert all(len(s) == len(SEEDS) * len(vocabs) and set(s) == set(SEEDS) for s in arms.values()), (cid,
+                                                                                                                 table,
+                                                                                                                 model)
                 if c["kind"] in ("decline", "trend"):  # a trend over V needs several vocabularies
                     assert len(vocabs) >= 3, (cid, model, vocabs)
         match = (c.get("params") or {}).get("match")
         if match:  # the two sides of a gap contrast meet on the same cells
-            side = lambda t: {tuple(getattr(cfg.model if k == "model" else cfg.task if k != "hidden_size" else cfg.model,
+            side = lambda t: {tuple(getattr(cfg.model if k == "model" else cfg.task if k != "hidden_size"
+                                            else cfg.model,
                                         {"model": "name"}.get(k, k)) for k in match) for exp, cfg in runs if exp == t}
             assert side("extend") <= side("fig2"), cid
 

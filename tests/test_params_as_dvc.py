@@ -58,6 +58,7 @@ def test_set_values_are_read_as_dvc_would_read_them(tmp_path, monkeypatch):
     for item in ("train.seed=0123", "task.autoregressive=yes", "train.seed=1:30"):
         with pytest.raises(PosrnnError, match="in DVC \\(YAML 1.2\\)"):
             parse_set(item)
-    r = CliRunner().invoke(app, ["train", "--task", "reverse", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
+    r = CliRunner().invoke(app,
+                           ["train", "--task", "reverse", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
                                  "--iterations", "2", "--device", "cpu", "--set", "train.seed=0123", "--out", "never"])
     assert r.exit_code != 0 and "reads as 83 here but as 123 in DVC" in r.output and not Path("never").exists()

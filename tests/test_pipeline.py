@@ -95,7 +95,8 @@ def test_aggregate_keeps_each_seed_and_resamples_seeds(tmp_path):
     back = read_csv(tmp_path / "results" / "tables" / "fig2.csv")
     assert {r["pe"] for r in back} == {"none", "sinusoidal"}
     metrics = json.loads((tmp_path / "results" / "metrics" / "fig2.json").read_text())["fig2"]["acc"]
-    assert metrics["none"] == pytest.approx(pooled.mean(), abs=1e-4) and metrics["sinusoidal"] == pytest.approx(c.mean(), abs=1e-4)
+    assert (metrics["none"] == pytest.approx(pooled.mean(), abs=1e-4)
+            and metrics["sinusoidal"] == pytest.approx(c.mean(), abs=1e-4))
     drawn = draw_all(tmp_path / "results" / "tables", tmp_path / "figs")
     assert [p.name for p in drawn] == ["fig2_vocab.png"] and drawn[0].read_bytes()[:4] == b"\x89PNG"
 
@@ -148,7 +149,8 @@ def test_dvc_plots_show_loads_every_declared_plot(tmp_path):
     assert r.returncode == 0 and "failed to load" not in r.stderr, r.stderr
     shown = json.loads(r.stdout)
     assert not shown.get("errors"), shown["errors"]
-    assert {f"figures/p/{n}" for n in written if n.endswith(".png")} | {"results/p/curves/fig2.csv"} == set(shown["data"])
+    assert {f"figures/p/{n}" for n in written
+            if n.endswith(".png")} | {"results/p/curves/fig2.csv"} == set(shown["data"])
 
 
 @pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
@@ -248,8 +250,10 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
     for exp in ("fig2", "forms", "extend", "lm", "irie"):
         for run in (runs / exp).glob("*/checkpoints"):
             assert len(list(run.glob("step_*.pt"))) == 1, run
-    assert all(len(list(run.glob("step_*.pt"))) == 2 for run in (runs / "dual").glob("*/checkpoints"))  # 20 iterations, every 10
-    assert {p.parent.parent.parent.name for p in runs.glob("*/*/checkpoints/step_*.pt")} >= {"fig2", "dual", "extend", "lm"}
+    # 20 iterations, every 10
+    assert all(len(list(run.glob("step_*.pt"))) == 2 for run in (runs / "dual").glob("*/checkpoints"))
+    assert {p.parent.parent.parent.name for p in runs.glob("*/*/checkpoints/step_*.pt")} >= {"fig2", "dual", "extend",
+                                                                                             "lm"}
     md5 = lambda p: __import__("hashlib").md5(p.read_bytes()).hexdigest()
     cached = {f.parent.name + f.name for f in (repo / ".dvc" / "cache").rglob("*") if f.is_file()}
     assert not cached & {md5(p) for p in runs.glob("*/*/checkpoints/step_*.pt")}
@@ -290,7 +294,8 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
 
     dvc(repo, "exp", "run", "-S", "profiles.micro.fig2.iterations=24")
     after = yaml.safe_load((repo / "params.yaml").read_text())
-    assert after["profiles"]["micro"]["fig2"]["iterations"] == 24 and after["profiles"]["nano"]["fig2"]["iterations"] == 20
+    assert (after["profiles"]["micro"]["fig2"]["iterations"] == 24
+            and after["profiles"]["nano"]["fig2"]["iterations"] == 20)
     assert load_profile(repo / "params.yaml", "micro")["fig2"]["iterations"] == 24
     cfg = yaml.safe_load((repo / "runs" / "micro" / "fig2" / "gru-v4-none-s1" / "config.yaml").read_text())
     assert cfg["train"]["iterations"] == 24

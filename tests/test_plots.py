@@ -51,7 +51,8 @@ def stability_rows(arms, steps=(0, 10), n=3) -> list[dict]:
                     m = float(np.mean(vals))
                     rows.append({"model": model, "pe": pe, "step": step, "condition": cond, "pair": pair,
                                  "stability": m, "stability_by_seed": " ".join(f"{v:g}" for v in vals),
-                                 "ci_low": m - 0.001, "ci_high": m + 0.001, "seeds": " ".join(map(str, range(1, n + 1))),
+                                 "ci_low": m - 0.001, "ci_high": m + 0.001,
+                                 "seeds": " ".join(map(str, range(1, n + 1))),
                                  "n_seeds": n, "n_triplets": 64 * n})
     return rows
 
@@ -86,8 +87,10 @@ def tables() -> dict:
         "predecessor": [acc_row("lstm", pe, _vals(84 + p * 2 + j), V=V, task="predecessor")
                         for p, pe in enumerate(("none", "sinusoidal")) for j, V in enumerate((32, 64))],
         "patterns": [acc_row("lstm", pe, _vals(88 + p * 3 + j), V=K, length=L)
-                     for p, pe in enumerate(("none", "sinusoidal")) for j, (K, L) in enumerate(((2, 12), (8, 4), (64, 2)))],
-        "stability_mid": [{**r, "target_position": 3} for r in stability_rows([("s4d", "none"), ("s4d", "sinusoidal")])],
+                     for p, pe in enumerate(("none", "sinusoidal"))
+                     for j, (K, L) in enumerate(((2, 12), (8, 4), (64, 2)))],
+        "stability_mid": [{**r, "target_position": 3}
+                          for r in stability_rows([("s4d", "none"), ("s4d", "sinusoidal")])],
         "mqar": [acc_row("gru", pe, _vals(90 + p * 2 + j), V=V, task="mqar", pairs=4)
                  for p, pe in enumerate(("none", "sinusoidal")) for j, V in enumerate((64, 512))],
         "mamba_conv": [acc_row("mamba", pe, _vals(94 + c * 2 + p), V=64, conv=conv)
@@ -147,7 +150,8 @@ def drawn_intervals(fig) -> list[tuple[float, float]]:
 
 
 def same(a, b) -> bool:
-    return len(a) == len(b) and bool(np.allclose(np.array(a, dtype=float).reshape(-1), np.array(b, dtype=float).reshape(-1), atol=1e-6))
+    return len(a) == len(b) and bool(np.allclose(np.array(a, dtype=float).reshape(-1),
+                                                 np.array(b, dtype=float).reshape(-1), atol=1e-6))
 
 
 def expected_intervals(rows, metric: str) -> list[tuple[float, float]]:
@@ -244,7 +248,8 @@ def test_chance_lines_are_drawn_at_one_over_v_on_token_accuracy(figures):
         lines = chance_lines(figures[name])
         assert lines and all(set(ys) == set(levels) and "chance 1/V" in label for label, ys in lines), name
     fig2 = chance_lines(figures["fig2_vocab.png"])
-    assert len(fig2) == 3 and all(ys == pytest.approx([1 / 16, 1 / 64]) for _, ys in fig2)  # one per model: 1/V at each V
+    # one per model: 1/V at each V
+    assert len(fig2) == 3 and all(ys == pytest.approx([1 / 16, 1 / 64]) for _, ys in fig2)
     assert chance_lines(figures["stability.png"]) == [] and chance_lines(figures["continuous.png"]) == []
     autoreg = chance_lines(figures["autoregression.png"])
     assert len(autoreg) == 2 and all(ys == pytest.approx([1 / 16, 1 / 64]) for _, ys in autoreg)  # one per task panel
@@ -393,10 +398,12 @@ def test_the_map_is_one_panel_a_core_with_an_arm_a_line_and_its_chance_curve(kep
     plots.draw_mamba_conv({"mamba_conv": rows}, tmp_path / "map.png")
     fig = kept["map.png"]
     panels = [ax for ax in fig.axes if ax.lines]
-    assert [ax.get_title().split(" (")[0] for ax in panels] == [figkit.model_label(m) for m in figkit.models_in_order(rows)]
+    assert [ax.get_title().split(" (")[0] for ax in panels] == [figkit.model_label(m)
+                                                                for m in figkit.models_in_order(rows)]
     for ax, model in zip(panels, figkit.models_in_order(rows)):
         lines = {ln.get_label(): ln for ln in ax.lines if ln.get_gid() is None and not ln.get_label().startswith("_")}
-        assert set(lines) == {f"{figkit.pe_label(pe)}, {c}" for pe in ("none", "sinusoidal") for c in ("conv", "no conv")}
+        assert set(lines) == {f"{figkit.pe_label(pe)}, {c}" for pe in ("none", "sinusoidal")
+                              for c in ("conv", "no conv")}
         for label, ln in lines.items():
             conv = not label.endswith("no conv")
             assert ln.get_linestyle() == ("-" if conv else "--")
@@ -404,7 +411,8 @@ def test_the_map_is_one_panel_a_core_with_an_arm_a_line_and_its_chance_curve(kep
             want = [r["token_accuracy"] for r in rows if r["model"] == model and r["conv"] == conv and r["pe"] == pe]
             assert list(ln.get_xdata()) == [16, 64, 256] and same(ln.get_ydata(), want)
     assert drawn_intervals(fig) == expected_intervals(rows, "token_accuracy")
-    assert all(ys == pytest.approx([1 / 16, 1 / 64, 1 / 256]) for _, ys in chance_lines(fig)) and len(chance_lines(fig)) == 2
+    assert (all(ys == pytest.approx([1 / 16, 1 / 64, 1 / 256]) for _, ys in chance_lines(fig))
+            and len(chance_lines(fig)) == 2)
 
 
 def _notes(fig) -> list[str]:

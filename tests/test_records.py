@@ -17,20 +17,21 @@ from posrnn_cli.analysis.aggregate import aggregate
 from posrnn_cli.common.config import RunConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.rundir import code_state
-from posrnn_cli.sweep import slurm
+from posrnn_cli.sweep import slurm_record, slurm_watch
 from posrnn_cli.sweep.plan import Job
 
 
 def record(root: Path, folder: str, tasks: dict) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    (root / slurm.RECORD).write_text(json.dumps({"arrays": [{"array": "7", "cluster": "slurm", "folder": folder,
+    (root / slurm_record.RECORD).write_text(json.dumps({"arrays": [{"array": "7", "cluster": "slurm", "folder": folder,
                                                              "tasks": tasks}]}))
 
 
 def test_a_recorded_task_is_read_only_from_its_own_runs_directory(tmp_path):
     root = tmp_path / "runs" / "t"
     record(root, str(root / ".submitit"), {"7_0": {"run_dir": str(root / "fig2" / "a")}})
-    assert slurm.recorded_tasks(root) == {os.path.realpath(root / "fig2" / "a"): ("7_0", str(root / ".submitit"))}
+    assert slurm_record.recorded_tasks(root) == {os.path.realpath(root / "fig2" / "a"): ("7_0",
+                                                                                         str(root / ".submitit"))}
     for folder, tasks, words in [
         (str(tmp_path / "elsewhere"), {"7_0": {"run_dir": str(root / "fig2" / "a")}}, "lists the folder"),
         (str(root / ".submitit"), {"7_0": {"run_dir": str(tmp_path / "other" / "a")}}, "not a SLURM job of a run in"),
@@ -40,13 +41,13 @@ def test_a_recorded_task_is_read_only_from_its_own_runs_directory(tmp_path):
     ]:
         record(root, folder, tasks)
         with pytest.raises(PosrnnError) as e:
-            slurm.recorded_tasks(root)
+            slurm_record.recorded_tasks(root)
         assert words in str(e.value) and "remove the record" in str(e.value) and "\n" not in str(e.value)
     (tmp_path / "elsewhere").mkdir()
     (root / ".submitit").symlink_to(tmp_path / "elsewhere")  # the folder itself a link out of the runs
     record(root, str(root / ".submitit"), {"7_0": {"run_dir": str(root / "fig2" / "a")}})
     with pytest.raises(PosrnnError, match="lists the folder"):
-        slurm.recorded_tasks(root)
+        slurm_record.recorded_tasks(root)
 
 
 class _Effect:
@@ -66,13 +67,13 @@ def test_a_linked_result_is_never_unpickled(tmp_path):
     result.parent.mkdir(parents=True)
     result.symlink_to(outside)
     job = Job("fig2", "a", "train", str(tmp_path / "runs" / "fig2" / "a"))
-    task = slurm.Task(job, "7_0", result, tmp_path / "log")
-    out = slurm._outcome(task, 0.0)
+    task = slurm_watch.Task(job, "7_0", result, tmp_path / "log")
+    out = slurm_watch._outcome(task, 0.0)
     assert out.status == "failed" and "is a link" in out.error
     assert not (tmp_path / "effect").exists()
     result.unlink()
     os.link(outside, result)  # a hard link: as foreign
-    assert slurm._outcome(task, 0.0).status == "failed" and not (tmp_path / "effect").exists()
+    assert slurm_watch._outcome(task, 0.0).status == "failed" and not (tmp_path / "effect").exists()
 
 
 def _fig2(tmp_path: Path) -> Path:
@@ -96,11 +97,13 @@ def test_a_manifest_with_a_null_table_or_another_experiment_is_refused(tmp_path)
 
 def test_a_manifest_without_cells_does_not_keep_an_old_table(tmp_path):
     runs = _fig2(tmp_path)
-    (runs / "fig2" / "sweep.json").write_text(json.dumps({"experiment": "fig2", "table": "eval", "cells": [{"name": "r1"}]}))
+    (runs / "fig2" / "sweep.json").write_text(json.dumps({"experiment": "fig2", "table": "eval",
+                                                          "cells": [{"name": "r1"}]}))
     aggregate(runs, tmp_path / "t", n_resamples=20)
     old = (tmp_path / "t" / "fig2.csv").read_bytes()
     (runs / "fig2" / "sweep.json").write_text(json.dumps({"experiment": "fig2", "table": "eval", "cells": []}))
-    with pytest.raises(PosrnnError, match="has no runs in its current grid, but .*fig2.csv holds a table of an older one"):
+    with pytest.raises(PosrnnError, match="has no runs in its current grid, but .*fig2.csv holds a table of an older "
+                                          "one"):
         aggregate(runs, tmp_path / "t", n_resamples=20)
     assert (tmp_path / "t" / "fig2.csv").read_bytes() == old
     assert aggregate(runs, tmp_path / "fresh" / "t", n_resamples=20) == {}  # an empty grid with no old table: nothing

@@ -30,7 +30,8 @@ class Killed(BaseException):
 
 def snapshot(run: Path) -> dict[str, bytes]:
     """Every file of ``run`` (relative path → bytes), the lock excepted."""
-    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()
+            and p.name != ".lock"}
 
 
 def old_run(run: Path) -> dict[str, bytes]:
@@ -172,7 +173,8 @@ def test_train_force_killed_at_random_moments_never_hides_the_old_run(tmp_path):
         assert "restored the run" in r.stderr, r.stderr
         after = snapshot(run)
         if then[0] == "eval":
-            assert {k: after[k] for k in before} == before and set(after) - set(before) <= {"eval.json", "eval_sequences.npz"}
+            assert ({k: after[k] for k in before} == before
+                    and set(after) - set(before) <= {"eval.json", "eval_sequences.npz"})
         else:  # the old run (seed 1, 5 iterations) went on to 8, never the killed replacement
             assert b"seed: 1" in after["config.yaml"] and b"iterations: 8" in after["config.yaml"]
             assert after["checkpoints/step_0000005.pt"] == before["checkpoints/step_0000005.pt"]

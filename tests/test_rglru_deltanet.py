@@ -208,7 +208,8 @@ def test_core_parameters_match_the_grus_at_the_matched_sizes():
     """With a concatenated sinusoidal PE (D = 2H): the RG-LRU at H = 96 has exactly the GRU's
     37,248 core parameters at H = 64; Gated DeltaNet at H = 72 with 4 heads is within 1%."""
     def core_params(name, H, heads=8):
-        cfg = resolve_config(options={"task.vocab_size": 32, "task.length": 8, "model.name": name, "model.hidden_size": H,
+        cfg = resolve_config(options={"task.vocab_size": 32, "task.length": 8, "model.name": name,
+                                      "model.hidden_size": H,
                                       "model.heads": heads, "model.pe": "sinusoidal"})
         return count_parameters(build_model(cfg, build_task(cfg.task)).core)
 
@@ -241,7 +242,8 @@ def test_every_command_runs_on_the_new_cores(name, tmp_path):
         assert (res["model"], res["pe"]) == (name, pe) and 0 <= res["token_accuracy"] <= 1
     rows = json.loads(cli("stability", runs["sinusoidal"], "--triplets", 8, "--device", "cpu", "--json"))
     assert len(rows) == 2 * 2 and all(abs(r["stability"]) <= 1 + 1e-6 and r["model"] == name for r in rows)
-    ext = json.loads(cli("extend-vocab", runs["none"], "--extra-vocab", 4, "--out", tmp_path / "ext", "--iterations", 10,
+    ext = json.loads(cli("extend-vocab", runs["none"], "--extra-vocab", 4, "--out", tmp_path / "ext", "--iterations",
+                         10,
                          "--device", "cpu", "--set", "train.warmup=1", "--json"))
     assert ext["extra_vocab"] == 4
     assert json.loads(cli("bench", "--model", name, "--vocab-size", 8, "--length", 4, "--hidden-size", 8, "--set",
@@ -250,7 +252,8 @@ def test_every_command_runs_on_the_new_cores(name, tmp_path):
 
 
 def test_heads_that_do_not_divide_h_are_one_line_and_no_run(tmp_path):
-    r = runner.invoke(app, ["train", "--model", "gated_deltanet", "--hidden-size", "10", "--heads", "4", "--vocab-size", "8",
+    r = runner.invoke(app,
+                      ["train", "--model", "gated_deltanet", "--hidden-size", "10", "--heads", "4", "--vocab-size", "8",
                             "--length", "4", "--iterations", "2", "--device", "cpu", "--out", str(tmp_path / "run")])
     assert r.exit_code != 0 and "must divide" in r.output and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

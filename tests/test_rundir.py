@@ -20,7 +20,7 @@ from posrnn_cli.common.io import write_marker
 from posrnn_cli.engine.rundir import prepare_run_dir, run_state
 from posrnn_cli.engine.lock import LOCK_FILE, run_lock
 from posrnn_cli.sweep import status
-from posrnn_cli.sweep.jobs import _state
+from posrnn_cli.sweep.jobs import run_action
 from posrnn_cli.sweep.plan import Job
 
 from conftest import ROOT
@@ -53,10 +53,10 @@ def test_the_three_readers_agree(tmp_path, steps, saved_iters, expected):
     assert status(job(d, cfg())) == expected
     if expected == "different":
         with pytest.raises(PosrnnError, match="holds a different run"):
-            _state(d, cfg(), force=False)
-        assert _state(d, cfg(), force=True) == "replace"
+            run_action(d, cfg(), force=False)
+        assert run_action(d, cfg(), force=True) == "replace"
     else:
-        assert _state(d, cfg(), force=False) == expected
+        assert run_action(d, cfg(), force=False) == expected
 
 
 def test_new_and_files_without_a_config(tmp_path):
@@ -69,7 +69,7 @@ def test_new_and_files_without_a_config(tmp_path):
     st = run_state(d, cfg())
     assert st.state == "different" and "no config.yaml" in st.problem
     with pytest.raises(PosrnnError, match="no config.yaml"):
-        _state(d, cfg(), force=False)
+        run_action(d, cfg(), force=False)
     for force in (False, True):  # no marker, no config: not posrnn's, so never replaced
         with pytest.raises(PosrnnError, match="holds files posrnn did not write .*--force included"):
             prepare_run_dir(d, cfg(), resume=False, force=force)
@@ -116,7 +116,8 @@ def test_without_flock_a_lock_file_naming_host_and_pid_excludes(tmp_path, monkey
     no_flock(monkeypatch, code)
     with run_lock(tmp_path, "first"):
         text = (tmp_path / LOCK_FILE).read_text()
-        assert text == f"host {socket.gethostname()} pid {os.getpid()}: first (pid namespace {os.readlink('/proc/self/ns/pid')})\n"
+        assert text == (f"host {socket.gethostname()} pid {os.getpid()}: first (pid namespace "
+                        f"{os.readlink('/proc/self/ns/pid')})\n")
         assert not (tmp_path / ".lock").exists()  # the flock file is not left behind
         with run_lock(tmp_path, "re-entered"):  # the same process re-enters, as a sweep job training its run does
             pass
@@ -151,7 +152,8 @@ def test_a_stale_lock_file_of_this_host_is_taken_and_said_so(tmp_path, monkeypat
 def test_a_lock_file_of_another_host_is_named_with_how_to_clear_it(tmp_path, monkeypatch):
     monkeypatch.setenv("POSRNN_LOCK", "file")  # chosen even where flock works (BeeGFS: flock within one node only)
     (tmp_path / LOCK_FILE).write_text("host node17 pid 4242: posrnn sweep job a\n")
-    with pytest.raises(PosrnnError, match=rf"host node17 pid 4242: posrnn sweep job a; if that process is gone, remove"):
+    with pytest.raises(PosrnnError, match=rf"host node17 pid 4242: posrnn sweep job a; if that process is gone, "
+                                          rf"remove"):
         with run_lock(tmp_path):
             pass
     monkeypatch.setenv("POSRNN_LOCK", "nfs")

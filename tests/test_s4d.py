@@ -160,7 +160,8 @@ def test_state_jacobian_with_torch_func_and_batched_backward():
     with torch.no_grad():
         E = torch.eye(core.state_dim, dtype=F64)  # (Dz Dz)
         fd = torch.stack(
-            [(core.output_from_state(z1 + eps * e, x_rest) - core.output_from_state(z1 - eps * e, x_rest)) / (2 * eps) for e in E],
+            [(core.output_from_state(z1 + eps * e, x_rest) - core.output_from_state(z1 - eps * e, x_rest)) / (2 * eps)
+             for e in E],
             dim=-1,
         )  # (B H Dz)
     assert torch.allclose(J, fd, atol=1e-7)

@@ -80,7 +80,8 @@ def test_fewer_than_three_seeds_is_never_reproduced(tmp_path):
     two = (111, 222)
     row = score(tmp_path, "fig2_pe_ahead_largest_v",
                 fig2=[ev("gru", "sinusoidal", 64, 0.9, seeds=two), ev("gru", "none", 64, 0.5, seeds=two)])
-    assert at(row) == FEW and "fewer than 3" in row["at_regime"]["reason"] and "reproduced" in row["at_regime"]["reason"]
+    assert (at(row) == FEW and "fewer than 3" in row["at_regime"]["reason"]
+            and "reproduced" in row["at_regime"]["reason"])
 
 
 def test_a_missing_model_makes_the_claim_partial(tmp_path):
@@ -190,13 +191,15 @@ def test_double_vanilla_against_fig2(tmp_path):
 def test_lm_no_gain(tmp_path):
     row = score(tmp_path, "lm_no_gain", lm=[lm("none", [37.0, 37.5, 38.0]), lm("sinusoidal", [38.0, 38.5, 38.7])])
     assert at(row) == R
-    assert at(score(tmp_path, "lm_no_gain", lm=[lm("none", [40.0, 40.2, 40.4]), lm("sinusoidal", [36.0, 36.2, 36.4])])) == NR
+    assert at(score(tmp_path, "lm_no_gain",
+                    lm=[lm("none", [40.0, 40.2, 40.4]), lm("sinusoidal", [36.0, 36.2, 36.4])])) == NR
     # the shipped mini corpus (1,000 pieces, 256 tokens) is outside the regime
     row = score(tmp_path, "lm_no_gain", lm=[lm("none", [37.0, 37.5, 38.0], V=1000, tokens=256),
                                             lm("sinusoidal", [38.0, 38.5, 38.7], V=1000, tokens=256)])
     assert at(row) == NM and "regime" in row["at_regime"]["reason"] and ind(row) == R
     row = score(tmp_path, "lm_no_gain", lm=[lm("none", [30.0, 40.0, 50.0]), lm("sinusoidal", [50.0, 30.0, 40.0])])
-    assert at(row) == UP and "power guard" in row["at_regime"]["reason"] and "relative gain" in row["at_regime"]["reason"]
+    assert (at(row) == UP and "power guard" in row["at_regime"]["reason"]
+            and "relative gain" in row["at_regime"]["reason"])
     assert row["at_regime"]["seeds_needed"]["clear"] > 3
 
 
@@ -239,7 +242,8 @@ def decay_rows(model, pe, rare_curve, frequent=0.9, steps=(0, 1, 2, 3, 4), sprea
     out = []
     for s, v in zip(steps, rare_curve):
         for fc, rc in (("F/F", "F/R"), ("R/F", "R/R")):
-            out += [stab(model, pe, s * 1000, fc, frequent, spread=spread), stab(model, pe, s * 1000, rc, v, spread=spread)]
+            out += [stab(model, pe, s * 1000, fc, frequent, spread=spread),
+                    stab(model, pe, s * 1000, rc, v, spread=spread)]
     return out
 
 
@@ -288,7 +292,8 @@ def test_every_claim_is_unmeasured_without_its_tables(tmp_path):
     for r in rows:
         for scope in sc.SCOPES:
             assert r[scope]["verdict"] == NM, r
-            assert r[scope]["reason"].startswith("cannot be scored") or re.search(r"\.csv (is|are) absent", r[scope]["reason"]), r
+            assert (r[scope]["reason"].startswith("cannot be scored")
+                    or re.search(r"\.csv (is|are) absent", r[scope]["reason"])), r
 
 
 def test_no_claim_waits_for_a_profile(tmp_path):
@@ -537,7 +542,8 @@ def test_write_scorecard_writes_both_files(tmp_path):
     assert by_id["fig2_vanilla_degrades"]["at_regime"]["partial"]
     md = (tmp_path / "scorecard.md").read_text()
     header = "| claim | paper | regime | at the {} regime | indication off the regime |"
-    assert md.count(header.format("papers'")) == 1 and md.count(header.format("hypothesis's")) == 1  # the papers' claims, and beyond them
+    # the papers' claims, and beyond them
+    assert md.count(header.format("papers'")) == 1 and md.count(header.format("hypothesis's")) == 1
     body = [ln for ln in md.splitlines() if ln.startswith("| `")]
     assert len(body) == len(claims)
     for ln in body:
@@ -583,8 +589,10 @@ def test_scorecard_imports_no_training_code():
     import ast
 
     trees = [ast.parse(f.read_text()) for f in Path(sc.__file__).parent.glob("*.py")]
-    allowed = {"__future__", "contextvars", "csv", "math", "re", "dataclasses", "pathlib", "typing", "numpy", "yaml", "rich.table",
-               "rich.text", "rich.console", "rich.padding", "posrnn_cli.common", "posrnn_cli.common.io", "posrnn_cli.common.errors",
+    allowed = {"__future__", "contextvars", "csv", "math", "re", "dataclasses", "pathlib", "typing", "numpy", "yaml",
+               "rich.table",
+               "rich.text", "rich.console", "rich.padding", "posrnn_cli.common", "posrnn_cli.common.io",
+               "posrnn_cli.common.errors",
                "posrnn_cli.common.stats", "posrnn_cli.common.tables",  # tables: the result-table checks io reads too
                "posrnn_cli.common.keys",  # the table of config keys (which columns hold True/False)
                "subprocess"}  # design.py reads the git history: was the design committed before the results?

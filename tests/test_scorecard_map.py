@@ -41,8 +41,10 @@ def grid(model, acc, at_=MAP, vocabs=(16, 64, 256)):
 
 
 def test_the_maps_hypotheses(tmp_path):
-    for core, short in (("mamba", "mamba"), ("gated_deltanet_layer", "gdn_layer"), ("hawk", "hawk"), ("xlstm", "xlstm")):
-        ids = [f"map_pe_on_{short}", f"map_pe_more_off_{short}", f"map_conv_beats_pe_{short}", f"map_pe_conv_add_{short}"]
+    for core, short in (("mamba", "mamba"), ("gated_deltanet_layer", "gdn_layer"), ("hawk", "hawk"),
+                        ("xlstm", "xlstm")):
+        ids = [f"map_pe_on_{short}", f"map_pe_more_off_{short}", f"map_conv_beats_pe_{short}",
+               f"map_pe_conv_add_{short}"]
         for cid in ids:
             validate_claim(CLAIMS[cid])
         # the convolution worth 0.3, PE 0.2 without it and 0.05 with it: the first three hold, no additivity

@@ -164,7 +164,7 @@ def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped
     from posrnn_cli.sweep import SweepOptions, run_sweep
 
     from fabricate import scratch
-    from sweeps import _stop, results, same
+    from sweeps import stop_sweeps, results, same
 
     monkeypatch.chdir(tmp_path)
     for key, value in slurm_cluster.env.items():
@@ -196,7 +196,7 @@ def test_sweep_tasks_preempted_or_requeued_resume_at_the_step_where_they_stopped
         assert requeued.returncode == 0, requeued.stdout
         sweep.wait(timeout=480)
     finally:
-        _stop(slurm_cluster, [sweep], array)
+        stop_sweeps(slurm_cluster, [sweep], array)
         reader.join(timeout=10)
     out = "".join(lines)
     assert sweep.returncode == 0, out + slurm_cluster.log_tail()
@@ -225,7 +225,7 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
     """``scancel`` of a training task: the task saves a checkpoint at the step in progress, and the
     sweep names the run as cancelled (exit 1, no "failed")."""
     from fabricate import scratch
-    from sweeps import _stop
+    from sweeps import stop_sweeps
 
     monkeypatch.chdir(tmp_path)
     for key, value in slurm_cluster.env.items():
@@ -252,12 +252,13 @@ def test_sweep_reports_a_task_ended_by_scancel_as_cancelled_not_failed(
         slurm_cluster.run("scancel", array)
         sweep.wait(timeout=300)
     finally:
-        _stop(slurm_cluster, [sweep], array)
+        stop_sweeps(slurm_cluster, [sweep], array)
         reader.join(timeout=10)
     out = "".join(lines)
     assert sweep.returncode == 1, out
     assert re.search(r"^cancelled: fig2/gru-v4-none-s1: ", out, re.M), out
-    assert "error: 1 of 1 runs did not finish (1 cancelled;" in out and not re.search(r"^failed: |runs failed", out, re.M), out
+    assert ("error: 1 of 1 runs did not finish (1 cancelled;" in out
+            and not re.search(r"^failed: |runs failed", out, re.M)), out
     steps = sorted(int(p.stem.split("_")[1]) for p in metrics.parent.glob("checkpoints/step_*.pt"))
     assert len(steps) == 1 and 100 <= steps[0] < ITERATIONS, steps  # saved at the SIGTERM before the kill
 
@@ -274,12 +275,12 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
     tasks are released and resumed, the requeued run resumes at the step where SIGTERM stopped it,
     and the final weights equal an uninterrupted local sweep's, bit for bit."""
     from posrnn_cli.sweep import SweepOptions, run_sweep
-    from posrnn_cli.sweep.slurm import read_record
+    from posrnn_cli.sweep.slurm_record import read_record
 
     from fabricate import scratch
-    from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, results, same
+    from sweeps import POSRNN, cluster_env, stop_sweeps, tasks_submitted_from, wait_for, results, same
 
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     grid = {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none", "sinusoidal"], "seeds": [1], "length": 4,
             "hidden": 8, "iterations": ITERATIONS, "batch": 8, "warmup": 2, "checkpoint_every": 10**6,
             "set": {"train.log_every": 10}, "keep_checkpoints": "all"}  # the one written at the signal stays
@@ -309,31 +310,32 @@ def test_requeue_then_kill_9_then_a_second_sweep_reattaches_with_no_false_failur
     try:
         a = start("a")
         procs.append(a)
-        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file() and all(_last_step(m) >= 100 for m in metrics.values()),
+        wait_for(lambda: (runs / ".slurm-arrays.json").is_file()
+                  and all(_last_step(m) >= 100 for m in metrics.values()),
                   300, "the tasks did not start training", [a], detail)  # generous: the machine may be busy
         [rec] = read_record(runs)
         array = rec["array"]
         assert slurm_cluster.run("scontrol", "suspend", f"{array}_0").returncode == 0
         requeued = slurm_cluster.run("scontrol", "requeuehold", f"{array}_1")
         assert requeued.returncode == 0, requeued.stdout
-        _wait_for(lambda: "SIGTERM: stopped at step" in task_log(1) and state(1) == "PENDING",
+        wait_for(lambda: "SIGTERM: stopped at step" in task_log(1) and state(1) == "PENDING",
                   300, "the requeued task did not stop at a step and wait held", [a], detail)
         assert state(0) == "SUSPENDED"
         a.kill()  # kill -9: no handler runs
         a.wait()
         b = start("b")
         procs.append(b)
-        _wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(),
+        wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(),
                   300, "the second sweep did not reattach to both tasks", [b], detail)
         assert slurm_cluster.run("scontrol", "resume", f"{array}_0").returncode == 0
         assert slurm_cluster.run("scontrol", "release", f"{array}_1").returncode == 0
         assert b.wait(timeout=660) == 0, logs["b"].read_text() + slurm_cluster.log_tail()
     finally:
-        _stop(slurm_cluster, procs, array)
+        stop_sweeps(slurm_cluster, procs, array)
     out = logs["b"].read_text()
     assert not re.search(r"^(failed|cancelled|lost): |runs (failed|did not finish)|as job array", out, re.M), out
     assert [r["array"] for r in read_record(runs)] == [array]
-    mine = _tasks_submitted_from(slurm_cluster, tmp_path)
+    mine = tasks_submitted_from(slurm_cluster, tmp_path)
     assert sorted(mine) == [f"{array}_0", f"{array}_1"], mine  # one array, one task a run: nothing submitted twice
     rows = {row["run"]: row for row in json.loads(out.strip().splitlines()[-1])}
     assert all(row["status"] == "done" for row in rows.values()), rows

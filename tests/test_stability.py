@@ -133,7 +133,8 @@ def test_cli_stability_over_checkpoints_of_a_dual_frequency_run(tmp_path):
 
 
 def test_stability_of_a_core_at_one_by_construction_says_so(tmp_path):
-    run = small_run(tmp_path, **{"model.name": "mingru", "train.iterations": 4, "train.checkpoint_every": 4, "train.warmup": 1})
+    run = small_run(tmp_path,
+                    **{"model.name": "mingru", "train.iterations": 4, "train.checkpoint_every": 4, "train.warmup": 1})
     r = CliRunner().invoke(app, ["stability", str(run), "--triplets", "4", "--device", "cpu"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "mingru's stability is 1 for every pair by construction" in r.output, r.output
     assert "skipped" not in r.output
@@ -266,7 +267,8 @@ def test_a_linear_rnn_jacobian_at_the_target_is_the_remaining_matrix_power():
     core = LinearCore(3, 4)
     x = torch.randn(2, 7, 3, dtype=torch.float64)
     for t in (1, 3, 6):
-        assert torch.allclose(jacobians(core, x, target_position=t)[0], torch.linalg.matrix_power(core.W.detach(), 7 - t))
+        assert torch.allclose(jacobians(core, x, target_position=t)[0],
+                              torch.linalg.matrix_power(core.W.detach(), 7 - t))
 
 
 def test_a_target_position_outside_the_sequence_is_one_line_and_writes_nothing(tmp_path):
@@ -276,7 +278,8 @@ def test_a_target_position_outside_the_sequence_is_one_line_and_writes_nothing(t
     run = small_run(tmp_path, **{"task.rarity": 0.25})
     (run / "stability.csv").write_text("model,pe,step,condition,pair,stability,old\n")
     for bad in ("0", "5", "6"):
-        r = CliRunner().invoke(app, ["stability", str(run), "--target-position", bad, "--triplets", "4", "--device", "cpu"])
+        r = CliRunner().invoke(app,
+                               ["stability", str(run), "--target-position", bad, "--triplets", "4", "--device", "cpu"])
         assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, r.output
         assert "must lie in 1 … 4" in r.output and f"got {bad}" in r.output
         assert (run / "stability.csv").read_text() == "model,pe,step,condition,pair,stability,old\n"
@@ -311,7 +314,8 @@ def test_the_target_position_is_recorded_by_the_command_the_sweep_and_the_table(
     assert table_stability([tmp_path / "t1"], n_resamples=100) == tables[1]
 
 
-@pytest.mark.parametrize("t, words", [(2, None), (4, "stability.target_position must lie in 1 … 3 (before the last token of the dual runs' task.length 4), got 4"),
+@pytest.mark.parametrize("t, words", [(2, None), (4, "stability.target_position must lie in 1 … 3 (before the last "
+                                                     "token of the dual runs' task.length 4), got 4"),
                                       (0, "stability.target_position must be at least 1, got 0")])
 def test_the_sweep_passes_the_sections_target_position_and_refuses_one_outside_the_runs(tmp_path, t, words):
     from posrnn_cli.sweep.plan import plan
@@ -335,7 +339,8 @@ def test_a_stability_section_can_name_the_cores_it_analyses(tmp_path):
     from fabricate import scratch
 
     dual = {"cells": [{"model": "s4d", "vocab": 8}, {"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1],
-            "length": 4, "hidden": 8, "rarity": 0.25, "iterations": 20, "batch": 8, "warmup": 2, "keep_checkpoints": "all"}
+            "length": 4, "hidden": 8, "rarity": 0.25, "iterations": 20, "batch": 8, "warmup": 2,
+            "keep_checkpoints": "all"}
     for models, names in ((["s4d"], ["s4d-v8-none-s1"]), ([], []), (None, ["s4d-v8-none-s1", "gru-v8-none-s1"])):
         sec = {"triplets": 8, "target_position": 2, **({} if models is None else {"models": models})}
         params = scratch(tmp_path, dual=dual, stability_mid=sec)

@@ -34,14 +34,16 @@ def steps(run: Path) -> list[int]:
 
 # ---- keep_checkpoints ------------------------------------------------------------------------------
 def test_the_policy_comes_from_the_registry_and_the_section(tmp_path):
-    params = scratch(tmp_path, fig2=TINY, dual={**TINY, "rarity": 0.25}, forms={"like": "dual", "cells": [{"model": "gru", "vocab": 4}], "pe": ["random"], "seeds": [1]},
+    params = scratch(tmp_path, fig2=TINY, dual={**TINY, "rarity": 0.25},
+                     forms={"like": "dual", "cells": [{"model": "gru", "vocab": 4}], "pe": ["random"], "seeds": [1]},
                      double={**TINY, "keep_checkpoints": "all"})
     keep = {j.experiment: j.options["keep_checkpoints"] for j in plan(params, "t", ["fig2", "dual", "forms", "double"])}
     assert keep == {"fig2": "last", "dual": "all", "forms": "last", "double": "all"}  # like: does not carry it
 
 
 @pytest.mark.parametrize("sections, exps, words", [
-    ({"fig2": {**TINY, "keep_checkpoints": "some"}}, ["fig2"], "fig2: keep_checkpoints must be one of last, all, got 'some'"),
+    ({"fig2": {**TINY, "keep_checkpoints": "some"}}, ["fig2"], "fig2: keep_checkpoints must be one of last, all, got "
+                                                               "'some'"),
     ({"dual": {**TINY, "keep_checkpoints": "last"}, "stability": {}}, ["stability"],
      "stability reads every checkpoint of the dual runs, and dual.keep_checkpoints keeps only the last"),
 ])
@@ -79,7 +81,8 @@ def test_a_run_interrupted_under_last_keeps_one_checkpoint_to_resume_from(tmp_pa
     from posrnn_cli.engine.train import train
 
     cfg = resolve_config(options={"task.vocab_size": 4, "task.length": 4, "task.n_test": 8, "model.name": "gru",
-                                  "model.hidden_size": 4, "train.iterations": 30, "train.batch_size": 2, "train.warmup": 1,
+                                  "model.hidden_size": 4, "train.iterations": 30, "train.batch_size": 2,
+                                  "train.warmup": 1,
                                   "train.checkpoint_every": 5, "train.device": "cpu"})
     train(cfg, tmp_path / "r", progress=False, stop_after=12, keep_checkpoints="last")
     assert steps(tmp_path / "r") == [12]
@@ -158,7 +161,8 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     (a / "code.json").write_text(json.dumps({"module": "posrnn_cli.engine.train", "fingerprint": "0123456789abcdef"}))
     (b / "code.json").unlink()  # a run trained before runs recorded their code
     before = {p: p.read_bytes() for p in (a / "checkpoints").iterdir()}
-    weights = lambda: {n: t.tolist() for n, t in torch.load(list_checkpoints(a)[-1][1], weights_only=True)["model"].items()}
+    weights = lambda: {n: t.tolist()
+                       for n, t in torch.load(list_checkpoints(a)[-1][1], weights_only=True)["model"].items()}
     trained = weights()
 
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--json"])
@@ -167,7 +171,8 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run"], env={"COLUMNS": "200"})
     assert "skip (finished; trained by other code; --retrain-stale retrains)" in r.output
     assert "skip (finished; trained by unknown code)" in r.output
-    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--verbose"], env={"COLUMNS": "200"})
+    r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--verbose"],
+                           env={"COLUMNS": "200"})
     assert "fig2/gru-v4-none-s1" in r.output  # --verbose names them
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--dry-run", "--retrain-stale"],
                            env={"COLUMNS": "200"})
@@ -176,14 +181,15 @@ def test_runs_trained_by_other_code_are_shown_and_retrained_on_request(tmp_path,
     out = io.StringIO()
     done = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2), out=out)
     assert {o.result["training"] for o in done} == {"skipped (finished)"}
-    assert ("1 run(s) were trained by other code than this (--dry-run --verbose names them; --retrain-stale retrains them); "
-            "1 by unknown code") in out.getvalue()
+    assert ("1 run(s) were trained by other code than this (--dry-run --verbose names them; --retrain-stale retrains "
+            "them); 1 by unknown code") in out.getvalue()
     assert {p: p.read_bytes() for p in (a / "checkpoints").iterdir()} == before  # kept as it was
 
     done = run_sweep(params, "t", ["fig2"], SweepOptions(workers=2, retrain_stale=True), out=io.StringIO())
     assert {o.job.name: o.result["training"] for o in done} == {"gru-v4-none-s1": "replaced",
                                                                  "gru-v4-sinusoidal-s1": "skipped (finished)"}
-    assert {o.job.name: o.result["code"] for o in done} == {"gru-v4-none-s1": "current", "gru-v4-sinusoidal-s1": "unknown"}
+    assert {o.job.name: o.result["code"] for o in done} == {"gru-v4-none-s1": "current",
+                                                            "gru-v4-sinusoidal-s1": "unknown"}
     assert weights() == trained  # the same code retrains the same weights (in a new run, with a new run id)
     assert not (b / "code.json").exists()  # unknown code is never retrained for it
 
@@ -194,11 +200,12 @@ def test_the_stale_note_counts_each_kind_of_code():
     from posrnn_cli.sweep.plan import Job
 
     def outs(*codes):
-        return [JobOutcome(Job("e", str(i), "train", "d"), "done", 0.0, result={"code": c}) for i, c in enumerate(codes)]
+        return [JobOutcome(Job("e", str(i), "train", "d"), "done", 0.0, result={"code": c})
+                for i, c in enumerate(codes)]
 
     assert stale_note(outs("current", None)) is None
-    assert stale_note(outs("unknown", "unknown", "current")) == ("2 run(s) were trained by unknown code (trained before runs "
-                                                                 "recorded it; kept as they are)")
+    assert stale_note(outs("unknown", "unknown", "current")) == ("2 run(s) were trained by unknown code (trained "
+                                                                 "before runs recorded it; kept as they are)")
     assert stale_note(outs("other")).startswith("1 run(s) were trained by other code than this")
 
 
@@ -367,7 +374,8 @@ def test_ctrl_c_makes_the_workers_checkpoint_at_their_current_step(tmp_path):
     grid = {**TINY, "pe": ["none"], "iterations": 200_000, "checkpoint_every": 100_000, "set": {"train.log_every": 50}}
     scratch(tmp_path, fig2=grid)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-c", "from posrnn_cli.cli import run; run()", "sweep", "fig2", "--profile", "t"],
+    p = subprocess.Popen([sys.executable, "-c", "from posrnn_cli.cli import run; run()", "sweep", "fig2", "--profile",
+                          "t"],
                          cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     metrics = tmp_path / "runs" / "t" / "fig2" / "gru-v4-none-s1" / "metrics.jsonl"

@@ -22,7 +22,8 @@ from posrnn_cli.sweep.plan import plan
 
 from conftest import ROOT
 from fabricate import scratch
-from sweeps import POSRNN, _cluster_env, _stop, _tasks_submitted_from, _wait_for, kill_sweep_while_training, results, same
+from sweeps import (POSRNN, cluster_env, kill_sweep_while_training, results, same, stop_sweeps, tasks_submitted_from,
+                    wait_for)
 TINY = {"cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 6}], "pe": ["none", "sinusoidal"],
         "seeds": [1], "length": 4, "hidden": 8, "iterations": 40, "batch": 8, "warmup": 2, "checkpoint_every": 10}
 
@@ -32,7 +33,8 @@ def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
     params = scratch(tmp_path, fig2=TINY, forms={"like": "fig2", "cells": [{"model": "gru", "vocab": 6}],
                                                   "pe": ["random"], "seeds": [1, 2]})
     jobs = plan(params, "t", ["fig2", "forms"], runs_root=tmp_path / "runs")
-    assert [j.name for j in jobs] == ["gru-v4-none-s1", "gru-v4-sinusoidal-s1", "gru-v6-none-s1", "gru-v6-sinusoidal-s1",
+    assert [j.name for j in jobs] == ["gru-v4-none-s1", "gru-v4-sinusoidal-s1", "gru-v6-none-s1",
+                                      "gru-v6-sinusoidal-s1",
                                       "gru-v6-random-s1", "gru-v6-random-s2"]
     cfg = jobs[-1].run_config()
     assert (cfg.task.vocab_size, cfg.task.length, cfg.model.hidden_size, cfg.train.iterations, cfg.model.pe,
@@ -45,7 +47,8 @@ def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
     ({"fig2": {**TINY, "hiden": 8}}, ["fig2"], "unknown key 'hiden'"),
     ({"fig2": TINY}, ["fig3"], "unknown experiment 'fig3'"),
     ({"fig2": {**TINY, "like": "fig2"}}, ["fig2"], "loops"),
-    ({"fig2": TINY, "extend": {"cells": [{"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1], "extra_vocab": 4}},
+    ({"fig2": TINY,
+      "extend": {"cells": [{"model": "gru", "vocab": 8}], "pe": ["none"], "seeds": [1], "extra_vocab": 4}},
      ["extend"], "has no fig2 run to extend"),
     ({"fig2": {**TINY, "seeds": ["one"]}}, ["fig2"], "seeds must be integers"),
     ({"fig2": {**TINY, "seeds": [1, 1]}}, ["fig2"], "seeds lists 1 more than once"),
@@ -56,9 +59,11 @@ def test_plan_expands_cells_pe_and_seeds_and_follows_like(tmp_path):
     ({"fig2": TINY, "extend": {"cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "seeds": [1]}}, ["extend"],
      "missing extra_vocab"),
     ({"lm_data": {"data_dir": "x", "vocab_size": 300}}, ["lm_data"], "missing max_tokens"),
-    ({"lm_data": {"data_dir": "x", "vocab_size": 70_000, "max_tokens": 64, "threads": 1}}, ["lm_data"], "vocab_size must lie in 2 … 65,536"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 70_000, "max_tokens": 64, "threads": 1}}, ["lm_data"],
+     "vocab_size must lie in 2 … 65,536"),
     ({"lm_data": {"data_dir": "x", "vocab_size": 300, "max_tokens": 64}}, ["lm_data"], "missing threads"),
-    ({"lm_data": {"data_dir": "x", "vocab_size": 300, "max_tokens": 64, "threads": 0}}, ["lm_data"], "threads must be at least 1"),
+    ({"lm_data": {"data_dir": "x", "vocab_size": 300, "max_tokens": 64, "threads": 0}}, ["lm_data"],
+     "threads must be at least 1"),
 ])
 def test_plan_refuses_bad_profiles_with_one_line(tmp_path, sections, exps, words):
     with pytest.raises(PosrnnError, match=None) as e:
@@ -70,12 +75,14 @@ GRU4 = {"model": "gru", "vocab": 4}
 
 
 @pytest.mark.parametrize("fig2, words", [
-    ({"pe": ["../../escape"]}, "run name 'gru-v4-../../escape-s1' (made from the grid's values) is not a plain directory"),
+    ({"pe": ["../../escape"]}, "run name 'gru-v4-../../escape-s1' (made from the grid's values) is not a plain "
+                               "directory"),
     ({"cells": [{"model": "gru/x", "vocab": 4}]}, "is not a plain directory name"),
     ({"cells": [{**GRU4, "set": {"model.pe_mode": "a/b"}}]}, "is not a plain directory name"),
     ({"cells": [{"model": "..", "vocab": 4}]}, "is not a plain directory name"),
     ({"cells": [GRU4, GRU4]}, "two runs are both named 'gru-v4-none-s1'"),
-    ({"cells": [GRU4, {"vocab": 4, "model": "gru"}]}, "gru-v4-none-s1 and v4-gru-none-s1 are the same cell with the same seed"),
+    ({"cells": [GRU4, {"vocab": 4, "model": "gru"}]}, "gru-v4-none-s1 and v4-gru-none-s1 are the same cell with the "
+                                                      "same seed"),
     ({"cells": [GRU4, {**GRU4, "checkpoint_every": 5}]}, "are the same cell with the same seed"),
 ])
 def test_grid_values_become_run_names_only_when_plain_and_unique(tmp_path, monkeypatch, fig2, words):
@@ -135,7 +142,8 @@ def test_a_different_config_is_refused_unless_forced(tmp_path, monkeypatch):
 def test_an_impossible_grid_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     bad = {**TINY, "cells": [{"model": "gru", "vocab": 4}, {"model": "gru", "vocab": 2, "length": 3}]}  # 2^3 < 2·32
-    with pytest.raises(PosrnnError, match=r"^fig2/gru-v2-l3-none-s1: task 'reverse' with vocab_size=2, length=3 has only"):
+    with pytest.raises(PosrnnError, match=r"^fig2/gru-v2-l3-none-s1: task 'reverse' with vocab_size=2, length=3 has "
+                                          r"only"):
         run_sweep(scratch(tmp_path, fig2=bad), "t", ["fig2"], SweepOptions(workers=2))
     assert not (tmp_path / "runs").exists()
 
@@ -153,7 +161,8 @@ def test_a_failing_cell_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
         log = tmp_path / "runs" / "t" / ".logs" / "fig2" / f"{name}.log"
         assert f"failed: fig2/{name}: non-finite loss or gradient at step" in err
         assert str(Path("runs") / "t" / ".logs" / "fig2" / f"{name}.log") in err and "non-finite" in log.read_text()
-    assert all((tmp_path / "runs" / "t" / "fig2" / f"gru-v4-{pe}-s1" / "eval.json").is_file() for pe in ("none", "sinusoidal"))
+    assert all((tmp_path / "runs" / "t" / "fig2" / f"gru-v4-{pe}-s1" / "eval.json").is_file()
+               for pe in ("none", "sinusoidal"))
 
 
 @pytest.mark.slow
@@ -208,7 +217,8 @@ def test_slurm_missing_submitit_or_sbatch_is_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(slurm, "submitit", None)
     r = CliRunner().invoke(app, ["sweep", "fig2", "--executor", "slurm"])
-    assert r.exit_code == 1 and r.output.startswith("error: --executor slurm needs submitit") and r.output.count("\n") == 1
+    assert (r.exit_code == 1 and r.output.startswith("error: --executor slurm needs submitit")
+            and r.output.count("\n") == 1)
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
@@ -315,7 +325,8 @@ def test_sweep_bad_input_is_one_line_and_touches_nothing(tmp_path, monkeypatch, 
     r = CliRunner().invoke(app, argv)
     assert r.exit_code == 1 and r.output.startswith("error: ") and words in r.output, r.output
     assert r.output.count("\n") == 1
-    assert not (tmp_path / "runs").exists() and (tmp_path / "params.yaml").read_text() == (ROOT / "params.yaml").read_text()
+    assert (not (tmp_path / "runs").exists()
+            and (tmp_path / "params.yaml").read_text() == (ROOT / "params.yaml").read_text())
 
 
 def test_bench_sweep_reports_runs_per_hour_for_each_worker_count():
@@ -349,7 +360,7 @@ def test_every_job_kind_runs_with_its_runs_thread_limit(tmp_path):
 # ---- SLURM sweeps: watching tasks, reattaching, one-line causes -------------------------------------
 def _fake_tasks(tmp_path: Path, n: int) -> list:
     from posrnn_cli.sweep.plan import Job
-    from posrnn_cli.sweep.slurm import Task
+    from posrnn_cli.sweep.slurm_watch import Task
 
     return [Task(Job("fig2", f"r{i}", "train", str(tmp_path / f"r{i}")), f"77_{i}", tmp_path / f"77_{i}_0_result.pkl",
                  tmp_path / f"77_{i}_0_log.err") for i in range(n)]
@@ -362,7 +373,7 @@ def test_watch_reports_states_as_they_change_and_each_end_with_its_cause(tmp_pat
     lost after the grace period, not waited on forever."""
     import pickle
 
-    from posrnn_cli.sweep.slurm import watch
+    from posrnn_cli.sweep.slurm_watch import watch
 
     tasks = _fake_tasks(tmp_path, 4)
     trace = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
@@ -388,7 +399,8 @@ def test_watch_reports_states_as_they_change_and_each_end_with_its_cause(tmp_pat
         now[0] += s
 
     events = []
-    out = watch(tasks, query, lambda kind, t, what: events.append((kind, t.job_id, what if kind == "state" else what.status)),
+    out = watch(tasks, query,
+                lambda kind, t, what: events.append((kind, t.job_id, what if kind == "state" else what.status)),
                 poll_s=10.0, lost_after_s=25.0, sleep=sleep, clock=lambda: now[0])
     assert [o.status for o in out] == ["done", "failed", "lost", "cancelled"]
     assert out[1].error == "non-finite loss or gradient at step 2: the run stopped there"
@@ -399,7 +411,7 @@ def test_watch_reports_states_as_they_change_and_each_end_with_its_cause(tmp_pat
 
 
 def test_watch_timeout_names_the_arrays_and_how_to_cancel(tmp_path):
-    from posrnn_cli.sweep.slurm import Timeout, watch
+    from posrnn_cli.sweep.slurm_watch import Timeout, watch
 
     now = [0.0]
     with pytest.raises(Timeout) as e:
@@ -426,9 +438,9 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
     the same tasks. The array is then released: both end 0 with no failure, SLURM saw one array
     only, and the weights equal a local sweep's bit for bit. A fourth sweep evaluates the
     finished runs in its own process and submits nothing."""
-    from posrnn_cli.sweep.slurm import read_record
+    from posrnn_cli.sweep.slurm_record import read_record
 
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     grid = {**TINY, "cells": [{"model": "gru", "vocab": 4}]}  # two runs: one task per core
     params = scratch(tmp_path, fig2=grid, executor={"kind": "slurm"},
                      slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1,
@@ -446,7 +458,7 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
     try:
         a = start("a")
         procs.append(a)
-        _wait_for(lambda: (runs / ".slurm-arrays.json").is_file(), 120, "the first sweep recorded no array", [a])
+        wait_for(lambda: (runs / ".slurm-arrays.json").is_file(), 120, "the first sweep recorded no array", [a])
         a.kill()  # kill -9: no handler runs
         a.wait()
         [rec] = read_record(runs)
@@ -454,23 +466,23 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
         assert sorted(t["run"] for t in rec["tasks"].values()) == ["fig2/gru-v4-none-s1", "fig2/gru-v4-sinusoidal-s1"]
         b = start("b")
         procs.append(b)
-        _wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(), 120,
+        wait_for(lambda: "reattached to 2 task(s) still in flight" in logs["b"].read_text(), 120,
                   "the second sweep did not reattach", [b])
         c = start("c")
         procs.append(c)
-        _wait_for(lambda: "held by another SLURM sweep" in logs["c"].read_text(), 120,
+        wait_for(lambda: "held by another SLURM sweep" in logs["c"].read_text(), 120,
                   "the third sweep did not wait on the second", [c])
         assert slurm_cluster.run("scontrol", "release", array).returncode == 0
         assert b.wait(timeout=660) == 0, logs["b"].read_text()
         assert c.wait(timeout=660) == 0, logs["c"].read_text()
     finally:
-        _stop(slurm_cluster, procs, array)
+        stop_sweeps(slurm_cluster, procs, array)
     for k in "bc":
         text = logs[k].read_text()
         assert "] failed" not in text and "did not finish" not in text and "as job array" not in text, text
     assert logs["c"].read_text().count("] done fig2/") == 2  # it watched the tasks end, then took over
     assert [r["array"] for r in read_record(runs)] == [array]
-    mine = _tasks_submitted_from(slurm_cluster, tmp_path)
+    mine = tasks_submitted_from(slurm_cluster, tmp_path)
     assert len(mine) == 2 and all(j.startswith(f"{array}_") for j in mine), mine  # one array: nothing submitted twice
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=660)
     assert r.returncode == 0 and "evaluating 2 finished run(s) in this process" in r.stdout, r.stdout + r.stderr
@@ -480,7 +492,7 @@ def test_a_killed_slurm_sweep_is_reattached_never_submitted_twice(slurm_cluster,
 
 
 def test_a_non_finite_loss_in_a_slurm_task_reaches_the_sweep_as_its_cause(slurm_cluster, tmp_path):
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     scratch(tmp_path, fig2={**TINY, "cells": [{"model": "gru", "vocab": 4}], "pe": ["none"], "lr": 1e37,
                             "checkpoint_every": 1}, executor={"kind": "slurm"},
             slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1})
@@ -496,7 +508,7 @@ def test_a_non_finite_loss_in_a_slurm_task_reaches_the_sweep_as_its_cause(slurm_
 def test_dry_run_test_only_asks_sbatch_about_the_array(slurm_cluster, tmp_path):
     """`--dry-run --test-only`: sbatch --test-only on the array the sweep would submit; what
     SLURM says is printed (a refusal is one line), and nothing is written."""
-    env = _cluster_env(slurm_cluster)
+    env = cluster_env(slurm_cluster)
     scratch(tmp_path, fig2=TINY, executor={"kind": "slurm"},
             slurm={"partition": slurm_cluster.partition, "timeout_min": 5, "cpus_per_task": 1, "mem_gb": 1,
                    "gres": None, "setup": ["export POSRNN_PROBE=1"], "extra": {"comment": "posrnn test"}})
@@ -518,6 +530,7 @@ def test_ctrl_c_of_a_slurm_sweep_says_the_array_keeps_running_and_how_to_cancel(
     scancel that cancels it, and that the same command reattaches (sbatch and the wait are
     stand-ins here; the real cluster tests submit for real)."""
     import posrnn_cli.sweep.slurm as S
+    from posrnn_cli.sweep.slurm_record import read_record
 
     monkeypatch.chdir(tmp_path)
     scratch(tmp_path, fig2=TINY, executor={"kind": "slurm"})
@@ -536,4 +549,4 @@ def test_ctrl_c_of_a_slurm_sweep_says_the_array_keeps_running_and_how_to_cancel(
     last = r.output.strip().splitlines()[-1]
     assert last.startswith("stopped: interrupted: job array 77 keeps running on SLURM") and "`scancel 77`" in last
     assert "run the same command again to reattach" in last
-    assert [a["array"] for a in S.read_record(tmp_path / "runs" / "t")] == ["77"]
+    assert [a["array"] for a in read_record(tmp_path / "runs" / "t")] == ["77"]

@@ -49,14 +49,16 @@ def test_cpu_estimate_scales_the_calibration_by_each_runs_flops(tmp_path):
     params = scratch(tmp_path, fig2=GRID)
     jobs = plan(params, "t", ["fig2"], runs_root=tmp_path / "runs")
     seen = []
-    rate = cost.profile_rate({"device": "cpu", "threads": 1}, calibrate=lambda threads: seen.append(threads) or (10.0, 2e9))
+    rate = cost.profile_rate({"device": "cpu", "threads": 1},
+                             calibrate=lambda threads: seen.append(threads) or (10.0, 2e9))
     text, secs = cost.summary(jobs, rate)
     assert seen == [1] and rate.unit == "CPU-minutes"
     for j in jobs:
         assert secs[j.label] == pytest.approx(500 * _flops(j.name, jobs) / 2e9)
     total = sum(secs.values())
     head, dev, src, line = text.splitlines()
-    assert head == f"estimated compute to train every run from step 0 (an estimate, not a measurement): {cost.amount(total / 60)} CPU-minutes"
+    assert head == ("estimated compute to train every run from step 0 (an estimate, not a measurement): "
+                    f"{cost.amount(total / 60)} CPU-minutes")
     assert dev.startswith("  device: ") and "1 thread(s) per run" in dev and datetime.date.today().isoformat() in dev
     assert "calibrated here just now" in src and "10.0 ms/iteration" in src and "2.00 GFLOP/s" in src
     assert line.split()[:3] == ["fig2", "4", "run(s),"]
@@ -117,7 +119,8 @@ def test_the_committed_table_holds_only_figures_docs_bench_records():
 
 def test_cpu_calibration_times_configuration_a():
     ms, flops = cost.calibrate_cpu(1, seconds=0.2)
-    assert ms > 0 and flops == pytest.approx(cost.flops_per_iteration(resolve_config(options=cost.CALIBRATION)) / ms * 1000)
+    assert (ms > 0
+            and flops == pytest.approx(cost.flops_per_iteration(resolve_config(options=cost.CALIBRATION)) / ms * 1000))
 
 
 def test_dry_run_prints_the_estimate_beside_the_disk(tmp_path, monkeypatch):
@@ -128,7 +131,8 @@ def test_dry_run_prints_the_estimate_beside_the_disk(tmp_path, monkeypatch):
     params = scratch(tmp_path, fig2=GRID)
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run"])
     assert r.exit_code == 0, r.output
-    assert "expected disk use" in r.output and "(an estimate, not a measurement)" in r.output and "CPU-minutes" in r.output
+    assert ("expected disk use" in r.output and "(an estimate, not a measurement)" in r.output
+            and "CPU-minutes" in r.output)
     r = CliRunner().invoke(app, ["sweep", "fig2", "--params", str(params), "--profile", "t", "--dry-run", "--json"])
     rows = json.loads(r.output)
     assert all(row["estimated_compute_s"] > 0 and "calibrated" in row["estimate_source"] for row in rows)

@@ -88,7 +88,8 @@ def test_dual_frequency_sampler_rarity():
     x = t.sample(4000, gen(), CPU).inputs[:, :8]
     rare_share = (x >= V // 2).double().mean().item()
     assert abs(rare_share - 0.125) < 0.01
-    assert set(x[x < 16].unique().tolist()) == set(range(16)) and set(x[x >= 16].unique().tolist()) == set(range(16, 32))
+    assert (set(x[x < 16].unique().tolist()) == set(range(16))
+            and set(x[x >= 16].unique().tolist()) == set(range(16, 32)))
 
 
 def test_dual_frequency_grid_one_target_kind_token_at_the_target_position():
@@ -228,7 +229,8 @@ def test_output_phase_start_per_task():
     assert task(name="copy", vocab_size=8, length=5, delay=7).output_start == 12
     assert task(name="predecessor", vocab_size=8, length=5).output_start == 5
     assert task(name="delayed-add", vocab_size=8, length=5).output_start == 5
-    assert task(name="reverse", vocab_size=8, length=5, min_length=3, n_test=8).output_start is None  # moves per sequence
+    # moves per sequence
+    assert task(name="reverse", vocab_size=8, length=5, min_length=3, n_test=8).output_start is None
     for v in VARIANTS.values():
         t = task(**v)
         b = t.sample(4, gen(), CPU)
@@ -257,7 +259,9 @@ class EchoInput(torch.nn.Module):
         return torch.nn.functional.one_hot(inputs.gather(1, out_index).clamp(max=self.V - 1), self.V).float()
 
 
-@pytest.mark.parametrize("kw", [dict(name="sort", vocab_size=3, length=6), dict(name="reverse", vocab_size=4, length=8, rarity=0.5)])
+@pytest.mark.parametrize("kw",
+                         [dict(name="sort", vocab_size=3, length=6),
+                          dict(name="reverse", vocab_size=4, length=8, rarity=0.5)])
 def test_autoregressive_reports_self_and_ground_truth_feedback(kw):
     """With self-feedback the echo model predicts V−1 (the clamped query) at every step; with the
     ground truth fed back, step j predicts target j−1. The one evaluation path scores both modes
@@ -281,7 +285,8 @@ def test_autoregressive_reports_self_and_ground_truth_feedback(kw):
         assert per_seq[f"{prefix}token_accuracy"] == pytest.approx(per_token)
         assert per_seq[f"{prefix}sequence_accuracy"] == pytest.approx((right | ~mask).all(1).double().numpy())
         assert summary[f"{prefix}token_accuracy"] == pytest.approx(per_token.mean())
-    assert 0 < summary["truth_feedback_token_accuracy"] < 1 and summary["token_accuracy"] != summary["truth_feedback_token_accuracy"]
+    assert (0 < summary["truth_feedback_token_accuracy"] < 1
+            and summary["token_accuracy"] != summary["truth_feedback_token_accuracy"])
 
 
 def test_only_an_autoregressive_task_takes_ground_truth_feedback():
@@ -289,7 +294,8 @@ def test_only_an_autoregressive_task_takes_ground_truth_feedback():
     from posrnn_cli.engine.evaluate import evaluate_model
 
     t = task(name="reverse", vocab_size=4, length=5, n_test=16)
-    assert t.feedback_modes == ("self",) and task(name="sort", vocab_size=4, length=5, autoregressive=True).feedback_modes == ("self", "truth")
+    assert (t.feedback_modes == ("self",)
+            and task(name="sort", vocab_size=4, length=5, autoregressive=True).feedback_modes == ("self", "truth"))
     with pytest.raises(PosrnnError, match="feedback 'truth' is not defined for task 'reverse'; use one of: self"):
         t.infer(EchoInput(4), t.test_set(), "truth")
     _, per_seq = evaluate_model(t, EchoInput(4), torch.device("cpu"), batch_size=8, n_resamples=20)

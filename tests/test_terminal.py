@@ -80,4 +80,5 @@ def test_one_claim_is_asked_for_by_id_and_wraps_at_word_boundaries(rows):
     words = set(" ".join(lines).split())
     assert set(r["claim"].split()) <= words and set(r["indication"]["measured"].split()) <= words
     bad = runner.invoke(app, ["scorecard", "lite", "--results", str(TABLES), "--claim", r["id"][:-1] + "x"])
-    assert bad.exit_code == 1 and f"did you mean {r['id']!r}" in bad.output and len(bad.output.strip().splitlines()) == 1
+    assert (bad.exit_code == 1 and f"did you mean {r['id']!r}" in bad.output
+            and len(bad.output.strip().splitlines()) == 1)

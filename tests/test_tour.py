@@ -97,7 +97,8 @@ def test_a_different_run_in_out_is_refused_naming_what_differs(tmp_path):
     """The message names each differing key with both values and the two ways out."""
     runner = CliRunner()
     base = ["train", "--task", "reverse", "--model", "gru", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
-            "--iterations", "4", "--batch-size", "8", "--device", "cpu", "--set", "task.n_test=32", "--out", str(tmp_path / "r")]
+            "--iterations", "4", "--batch-size", "8", "--device", "cpu", "--set", "task.n_test=32", "--out",
+            str(tmp_path / "r")]
     assert runner.invoke(app, [*base, "--seed", "0", "--json"]).exit_code == 0
     before = sorted(p.name for p in (tmp_path / "r" / "checkpoints").iterdir())
     r = runner.invoke(app, [*base, "--seed", "5", "--warmup", "1"])

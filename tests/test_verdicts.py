@@ -155,7 +155,8 @@ def test_a_table_where_holm_and_bonferroni_differ_reads_as_holm(tmp_path):
     diff = [0.35 - 0.375, 0.34 - 0.38, 0.33 - 0.38]
     _, lo, hi = stats.t_interval_at(diff, 1 - 0.05 / 2)
     assert lo < 0 < hi
-    assert at(row) == NR and row["at_regime"]["partial"] and "holds after Holm's step-down" in row["at_regime"]["reason"]
+    assert (at(row) == NR and row["at_regime"]["partial"]
+            and "holds after Holm's step-down" in row["at_regime"]["reason"])
 
 
 def test_a_baseline_gate_is_not_corrected_so_the_mamba_hypothesis_is_refuted():
@@ -224,7 +225,8 @@ def test_a_claim_that_decides_anyway_shows_its_decision(tmp_path):
 
 
 @pytest.mark.parametrize("power, message", [
-    ({"pilot": "p", "seeds_needed": {"fig2_pe_ahed_largest_v": 5}}, "no claim 'fig2_pe_ahed_largest_v' (did you mean 'fig2_pe_ahead_largest_v'?)"),
+    ({"pilot": "p", "seeds_needed": {"fig2_pe_ahed_largest_v": 5}}, "no claim 'fig2_pe_ahed_largest_v' (did you mean "
+                                                                    "'fig2_pe_ahead_largest_v'?)"),
     ({"pilot": "p", "seeds_needed": {"fig2_pe_ahead_largest_v": 1}}, "at least 2"),
     ({"pilot": "p", "seeds_needed": {"fig2_pe_ahead_largest_v": 2.5}}, "whole number"),
     ({"pilot": "", "seeds_needed": {}}, "pilot must name"),
@@ -450,7 +452,8 @@ def test_the_paper_profiles_extension_can_score_extend_beyond_scratch():
     ext = [j for j in jobs if j.experiment == "extend"]
     assert ext
     for j in ext:
-        key = (j.config["model"]["name"], j.config["task"]["vocab_size"], j.config["train"]["seed"], j.config["model"]["pe"])
+        key = (j.config["model"]["name"], j.config["task"]["vocab_size"], j.config["train"]["seed"],
+               j.config["model"]["pe"])
         assert regime["min"] <= key[1] <= regime["max"], key
         assert key in scratch, f"no fig2 run learns {key} from scratch"
 
@@ -560,7 +563,8 @@ def test_scorecard_across_rewrites_the_answer_block(tmp_path):
         report.committed_scorecards(ROOT, _profiles()))
     page.write_text("# no block\n")
     result = CliRunner().invoke(app, ["scorecard", "--across", "--page", str(page), "--quiet"])
-    assert result.exit_code != 0 and "no block built across profiles" in result.output and page.read_text() == "# no block\n"
+    assert (result.exit_code != 0 and "no block built across profiles" in result.output
+            and page.read_text() == "# no block\n")
 
 
 # ---- no open result written as a negative ---------------------------------------------------------------
@@ -642,11 +646,13 @@ def test_the_second_round_is_committed_before_any_of_its_runs():
         pytest.skip("the design is not committed yet")
     for commit in git("log", "--format=%H", "--", "results/lite_round2").splitlines():
         assert commit != stated[0]
-        assert subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", stated[0], commit]).returncode == 0
+        assert subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", stated[0],
+                               commit]).returncode == 0
 
 
 #: a verdict word in prose (the longest first, so "not reproduced" is not read as "reproduced")
-VERDICT_WORDS = re.compile(r"\b(not reproduced|reproduced|inconclusive|underpowered|not testable|direction only)\b", re.I)
+VERDICT_WORDS = re.compile(r"\b(not reproduced|reproduced|inconclusive|underpowered|not testable|direction only)\b",
+                           re.I)
 
 
 def misread_verdicts(text: str, verdicts: dict) -> list[str]:
@@ -665,7 +671,8 @@ def misread_verdicts(text: str, verdicts: dict) -> list[str]:
 def test_a_verdict_typed_beside_a_claim_is_the_scorecards():
     verdicts = {"vanilla_more_training_no_help": {NR}, "lm_no_gain": {INC}}
     assert misread_verdicts("Twice the iterations helped (`vanilla_more_training_no_help`, reproduced).", verdicts)
-    assert not misread_verdicts("Twice the iterations helped (`vanilla_more_training_no_help`, not reproduced).", verdicts)
+    assert not misread_verdicts("Twice the iterations helped (`vanilla_more_training_no_help`, not reproduced).",
+                                verdicts)
     assert misread_verdicts("`lm_no_gain` is not reproduced here.", verdicts)
     assert not misread_verdicts("| `lm_no_gain` | reproduced before the change |", verdicts)  # a table row: history
 

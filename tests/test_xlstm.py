@@ -122,7 +122,8 @@ def test_gradient_reaches_every_parameter():
 
 
 def test_built_from_the_config_with_the_encoder_width_and_the_packages_decay_groups():
-    cfg = resolve_config(options={"task.vocab_size": 8, "task.length": 4, "model.name": "xlstm", "model.hidden_size": 8})
+    cfg = resolve_config(options={"task.vocab_size": 8, "task.length": 4, "model.name": "xlstm",
+                                  "model.hidden_size": 8})
     m = build_model(cfg, build_task(cfg.task))
     assert m.core.proj.in_features == 16 and m.core.inner == 16  # D = E + P; the mLSTM's width exactly 2H
     assert m(torch.randint(8, (2, 8))).shape == (2, 8, 8)
@@ -134,7 +135,8 @@ def test_built_from_the_config_with_the_encoder_width_and_the_packages_decay_gro
 
 @pytest.mark.parametrize("H", [6, 4, 10])
 def test_a_hidden_size_the_heads_cannot_split_is_one_line(H):
-    cfg = resolve_config(options={"task.vocab_size": 8, "task.length": 4, "model.name": "xlstm", "model.hidden_size": H})
+    cfg = resolve_config(options={"task.vocab_size": 8, "task.length": 4, "model.name": "xlstm",
+                                  "model.hidden_size": H})
     with pytest.raises(PosrnnError, match=r"xlstm: --hidden-size must be a multiple of 4 .* got " + str(H)):
         build_model(cfg, build_task(cfg.task))
 

@@ -74,9 +74,11 @@ def runs_of(exp_dir: Path) -> list[Path]:
             names = [c["name"] for c in read_json(manifest)["cells"]]
         except (ValueError, KeyError, TypeError, IndexError):
             raise PosrnnError(f"{manifest} is not a sweep manifest; re-run the sweep") from None
-        if not all(isinstance(n, str) and n and n not in (".", "..") and "/" not in n and "\\" not in n and "\0" not in n
+        if not all(isinstance(n, str) and n and n not in (".", "..") and "/" not in n and "\\" not in n
+                   and "\0" not in n
                    for n in names):
-            raise PosrnnError(f"{manifest} is not a sweep manifest (a cell name is not a directory name); re-run the sweep")
+            raise PosrnnError(f"{manifest} is not a sweep manifest (a cell name is not a directory name); re-run the "
+                              "sweep")
         return [exp_dir / n for n in names]
     return sorted(p.parent for p in exp_dir.glob("*/config.yaml"))
 
@@ -118,7 +120,8 @@ def arrays(path: Path, keys: tuple) -> dict:
     data = read_npz(need(path, "per-sequence scores"))
     missing = [k for k in keys if k not in data]
     if missing:
-        raise PosrnnError(f"{path} has no {', '.join(missing)} scores (not written by `posrnn eval`?); re-run its sweep")
+        raise PosrnnError(f"{path} has no {', '.join(missing)} scores (not written by `posrnn eval`?); re-run its "
+                          "sweep")
     return data
 
 
@@ -132,7 +135,8 @@ def scores(run: Path, keys: tuple, name: str = "eval_sequences.npz") -> tuple[di
         n, sha = summary.get("n_test"), summary.get("sequences_sha256")
     else:  # an extension: extend.json records the per-sequence file's sha256 and length
         record = read_json(need(Path(run) / "extend.json", "extension summary"))
-        n, sha = (record.get("n_sequences"), record.get("sequences_sha256")) if isinstance(record, dict) else (None, None)
+        n, sha = (record.get("n_sequences"), record.get("sequences_sha256")) if isinstance(record, dict) else (None,
+                                                                                                               None)
         if not isinstance(n, int) or not isinstance(sha, str):
             raise PosrnnError(f"{Path(run) / 'extend.json'} records no digest of {name} (written by an older posrnn); "
                               f"redo it: posrnn sweep {Path(run).parent.name} (or dvc repro)")
@@ -206,7 +210,8 @@ def target_position_of(run: Path) -> int:
     meta = Path(run) / "stability_meta.json"
     t = read_json(meta).get("target_position", 1) if meta.is_file() else 1
     if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-        raise PosrnnError(f"{meta}: target_position must be a positive integer, got {t!r}; re-run posrnn sweep stability")
+        raise PosrnnError(f"{meta}: target_position must be a positive integer, got {t!r}; re-run posrnn sweep "
+                          "stability")
     return t
 
 
@@ -219,8 +224,9 @@ def table_stability(runs: list[Path], n_resamples: int) -> list[dict]:
     for cfg, members in group_runs(runs):
         positions = {target_position_of(run) for _, run in members}
         if len(positions) > 1:
-            raise PosrnnError(f"the seeds of one cell were analysed at different target positions ({sorted(positions)}: "
-                              f"{', '.join(str(r) for _, r in members)}); re-run posrnn sweep stability")
+            raise PosrnnError("the seeds of one cell were analysed at different target positions "
+                              f"({sorted(positions)}: {', '.join(str(r) for _, r in members)}); re-run posrnn sweep "
+                              "stability")
         (t,) = positions
         values: dict[str, list] = defaultdict(list)
         seeds: dict[str, list] = defaultdict(list)
@@ -286,7 +292,8 @@ def table_cosine(runs: list[Path], n_resamples: int) -> list[dict]:
             values = [r.get(f"cosine_q{p}") for r in reports]
             if not all(isinstance(v, (int, float)) for v in values):
                 raise PosrnnError(f"an eval.json of {', '.join(str(r) for _, r in members)} has no cosine_q{p} (not a "
-                                  f"continuous-task evaluation, or one by an older posrnn); re-run the continuous sweep")
+                                  "continuous-task evaluation, or one by an older posrnn); re-run the continuous "
+                                  "sweep")
             quantiles.update({f"cosine_q{p}": float(np.mean(values)), f"cosine_q{p}_by_seed": by_seed(values)})
         s = hierarchical([a["cosine"] for a in data], n_resamples)
         cells = {k: v for k, v in cell_columns(cfg).items() if k != "vocab_size"}  # vectors: no vocabulary
@@ -316,8 +323,8 @@ def table_lm(runs: list[Path], n_resamples: int) -> list[dict]:
     for cfg, members in group_runs(runs):
         reports = [proven_eval(run) for _, run in members]
         if not all(isinstance(r.get("perplexity"), (int, float)) for r in reports):
-            raise PosrnnError(f"an eval.json of {', '.join(str(r) for _, r in members)} has no perplexity (not a language "
-                              f"model's evaluation); re-run the lm sweep")
+            raise PosrnnError(f"an eval.json of {', '.join(str(r) for _, r in members)} has no perplexity (not a "
+                              f"language model's evaluation); re-run the lm sweep")
         ppl = [float(r["perplexity"]) for r in reports]
         early = [early_loss(run) for _, run in members]
         row = {**cell_columns(cfg), "max_tokens": cfg.task.length, **seeds_columns(members),
@@ -338,7 +345,8 @@ def table_irie(runs: list[Path], n_resamples: int) -> list[dict]:
         perms = [proven_record(run / "permutation.json", Proof(run), "sensitive") for _, run in members]
         s = hierarchical([a["token_accuracy"] for a in data], n_resamples)
         sens = hierarchical([np.asarray(p["sensitive"], dtype=float) for p in perms], n_resamples)
-        rows.append({**cell_columns(cfg), **seeds_columns(members), "n_sequences": s["n"], **with_ci("token_accuracy", s),
+        rows.append({**cell_columns(cfg), **seeds_columns(members), "n_sequences": s["n"],
+                     **with_ci("token_accuracy", s),
                      "permutation_sensitive_share": sens["mean"],
                      "permutation_sensitive_share_by_seed": by_seed(sens["by_seed"]),
                      "max_logit_change": max(p["max_logit_change"] for p in perms),
@@ -368,7 +376,8 @@ def _mean(values) -> Optional[float]:
 
 def by_pe(rows: list[dict], key: str) -> dict:
     """The mean of ``key`` per PE form (``none`` = vanilla), in the catalogue's order."""
-    return {pe: _mean(r[key] for r in rows if r["pe"] == pe) for pe in catalog.order(catalog.PE_FORMS, (r["pe"] for r in rows))}
+    return {pe: _mean(r[key] for r in rows if r["pe"] == pe)
+            for pe in catalog.order(catalog.PE_FORMS, (r["pe"] for r in rows))}
 
 
 # One ``dvc metrics show`` row per experiment, with the same few columns for all: the headline
@@ -385,7 +394,8 @@ def headline_dual(rows: list[dict]) -> dict:
 def headline_stability(rows: list[dict]) -> dict:
     last = max(r["step"] for r in rows)
     return {"step": int(last), **by_pe(
-        [r for r in rows if r["step"] == last and r["pair"] == "common_target" and r["condition"] == "F/R"], "stability")}
+        [r for r in rows if r["step"] == last and r["pair"] == "common_target" and r["condition"] == "F/R"],
+        "stability")}
 
 
 def headline_extend(rows: list[dict]) -> dict:
@@ -403,7 +413,8 @@ def headline_irie(rows: list[dict]) -> dict:
 def headline_autoreg(rows: list[dict]) -> dict:
     """Token accuracy per PE form under self-feedback (``<pe>``) and ground-truth feedback (``<pe>_truth``)."""
     return {**by_pe([r for r in rows if r["feedback"] == "self"], "token_accuracy"),
-            **{f"{pe}_truth": v for pe, v in by_pe([r for r in rows if r["feedback"] == "truth"], "token_accuracy").items()}}
+            **{f"{pe}_truth": v
+               for pe, v in by_pe([r for r in rows if r["feedback"] == "truth"], "token_accuracy").items()}}
 
 
 def headline_cosine(rows: list[dict]) -> dict:
@@ -456,7 +467,8 @@ def table_form(exp_dir: Path) -> Optional[str]:
             return recorded
         if recorded != "" or data.get("experiment", Path(exp_dir).name) != Path(exp_dir).name:
             raise PosrnnError(f"{manifest} is not a sweep manifest of {Path(exp_dir).name} (its table is {recorded!r}, "
-                              f"its experiment {data.get('experiment') if isinstance(data, dict) else None!r}); re-run the sweep")
+                              f"its experiment {data.get('experiment') if isinstance(data, dict) else None!r}); "
+                              "re-run the sweep")
     name = Path(exp_dir).name
     if name not in EXPERIMENTS:
         raise PosrnnError(f"{exp_dir} is not an experiment posrnn knows (known: {', '.join(EXPERIMENTS)}); "
@@ -464,7 +476,8 @@ def table_form(exp_dir: Path) -> Optional[str]:
     return EXPERIMENTS[name].table
 
 
-def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None, experiments: Optional[list[str]] = None,
+def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None,
+              experiments: Optional[list[str]] = None,
               n_resamples: int = 10_000, curves_dir: Optional[Path] = None) -> dict[str, list[dict]]:
     """Aggregate every experiment directory under ``runs_root`` (or those named) into
     ``out_dir/<experiment>.csv``, ``metrics_dir/<experiment>.json`` and the training curves
@@ -495,13 +508,15 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         if not runs or form is None:  # an empty grid, or an experiment whose runs feed another (lm_data)
             old = [p for p in (out_dir / f"{name}.csv", metrics_dir / f"{name}.json") if p.exists()]
             if old and form is not None:
-                raise PosrnnError(f"{runs_root / name} has no runs in its current grid, but {old[0]} holds a table of an "
-                                  f"older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run its sweep)")
+                raise PosrnnError(f"{runs_root / name} has no runs in its current grid, but {old[0]} holds a table of "
+                                  f"an older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run "
+                                  "its sweep)")
             continue
         rows = drop_unset(resolve(TABLE_FORMS[form].build)(runs, n_resamples))
         if rows:
             check_table(rows, runs_root / name, what=f"{form} table",
-                        fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then re-run their sweep")
+                        fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then "
+                            "re-run their sweep")
             tables[name] = rows
             files[out_dir / f"{name}.csv"] = csv_text(rows).encode()
             files[metrics_dir / f"{name}.json"] = metrics_text(name, form, resolve(TABLE_FORMS[form].headline)(rows))

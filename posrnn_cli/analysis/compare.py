@@ -75,7 +75,8 @@ def _runs(args: list[str]) -> list[Path]:
             continue
         found = sorted(Path(p) for p in glob.glob(arg) if Path(p).is_dir())
         if not found:
-            raise PosrnnError(f"no run directory matches {arg!r}; check the pattern (posrnn compare 'runs/x/pe-s*' ...)")
+            raise PosrnnError(f"no run directory matches {arg!r}; check the pattern (posrnn compare 'runs/x/pe-s*' "
+                              "...)")
         out += found
     return out
 
@@ -123,7 +124,8 @@ def pair_by_seed(a: list[tuple[int, str]], b: list[tuple[int, str]]) -> list[tup
     sa, sb = {s: r for s, r in a}, {s: r for s, r in b}
     if set(sa) != set(sb):
         show = lambda d: " ".join(str(s) for s in sorted(d))
-        raise PosrnnError(f"the sides' seeds differ (A: {show(sa)}; B: {show(sb)}); pass runs of the same seeds on both sides")
+        raise PosrnnError(f"the sides' seeds differ (A: {show(sa)}; B: {show(sb)}); pass runs of the same seeds on "
+                          "both sides")
     return [(s, sa[s], sb[s]) for s in sorted(sa)]
 
 

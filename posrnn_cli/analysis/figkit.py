@@ -197,7 +197,8 @@ def draw_series(ax, xs: list, rows: list[dict], key: str, color: str, label: str
     ys, spreads = [r[key] for r in rows], [spread(r, key) for r in rows]
     ax.plot(xs, ys, marker=marker, ms=4 if band else 6, ls=ls if len(xs) > 1 else "none", color=color, label=label)
     if band and len(xs) > 1:
-        ax.fill_between(xs, [s.lo for s in spreads], [s.hi for s in spreads], color=color, alpha=0.2, lw=0, gid="interval")
+        ax.fill_between(xs, [s.lo for s in spreads], [s.hi for s in spreads], color=color, alpha=0.2, lw=0,
+                        gid="interval")
     else:
         errorbars(ax, xs, ys, spreads, color)
     return spreads
@@ -267,7 +268,8 @@ def add_legend(ax, interval: Optional[str], mark: str = "bars", **kw) -> None:
 
 
 # ---- layout ------------------------------------------------------------------------------------
-def panel_grid(n: int, rows_each: int = 1, w: float = 4.6, h: float = 3.2, sharey: bool = False, min_width: float = 5.5):
+def panel_grid(n: int, rows_each: int = 1, w: float = 4.6, h: float = 3.2, sharey: bool = False,
+               min_width: float = 5.5):
     """A figure of ``n`` items, each ``rows_each`` panels stacked, at most ``MAX_COLUMNS`` items a
     row. Returns (figure, the panels of each item)."""
     plt = pyplot()

@@ -39,7 +39,8 @@ from ..common.tables import check_table
 from .aggregate import DUAL_CONDITIONS
 from .figkit import (
     pe_label, pe_color, model_label, models_in_order, model_key, pe_key, arm_key, pyplot, collecting, save_bytes,
-    Spread, seed_count, spread, describe, errorbars, draw_series, sweep_axis, draw_floors, add_legend, panel_grid, ax_title,
+    Spread, seed_count, spread, describe, errorbars, draw_series, sweep_axis, draw_floors, add_legend, panel_grid,
+    ax_title,
     finish)
 
 # ---- the figures ------------------------------------------------------------------------------
@@ -97,7 +98,8 @@ def fig_dual(rows: list[dict], path: Path) -> None:
             spreads += [spread(r, "token_accuracy") for r in rs]
             errorbars(ax, xs, [r["token_accuracy"] for r in rs], spreads[-len(rs):], "black")
         draw_floors(ax, list(range(len(DUAL_CONDITIONS))), rs)
-        ax.set_xticks(range(len(DUAL_CONDITIONS)), [f"{c[0]} target\n{c[2]} disturbants" for c in DUAL_CONDITIONS], fontsize=8)
+        ax.set_xticks(range(len(DUAL_CONDITIONS)), [f"{c[0]} target\n{c[2]} disturbants" for c in DUAL_CONDITIONS],
+                      fontsize=8)
         ax.set_ylabel("accuracy on the target token")
         ax.set_ylim(0, 1.3)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
@@ -146,7 +148,8 @@ def fig_stability(rows: list[dict], path: Path) -> None:
         for pair, ax in zip(pairs, panels):
             drawn: dict[str, tuple] = {}
             for cond in conds:
-                rs = sorted((r for r in rows if (r["model"], r["pe"], r["pair"], r["condition"]) == (model, pe, pair, cond)),
+                rs = sorted((r for r in rows
+                             if (r["model"], r["pe"], r["pair"], r["condition"]) == (model, pe, pair, cond)),
                             key=lambda r: r["step"])
                 if rs:
                     spreads += draw_series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], cond, band=True)
@@ -165,7 +168,8 @@ def fig_stability(rows: list[dict], path: Path) -> None:
     finish(fig, f"Gradient stability over training (row-wise Jacobian similarity; {note}{where})", path, fontsize=9)
 
 
-def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy", label: Optional[Callable] = None) -> None:
+def fig_bars(rows: list[dict], path: Path, title: str, key: str = "token_accuracy",
+             label: Optional[Callable] = None) -> None:
     """One bar per row (e.g. PE forms, double vanilla, vocabulary extension)."""
     plt = pyplot()
     width = max(4.0, 1.2 * len(rows) + 1.5) + 2.4  # + the legend beside the axes
@@ -210,7 +214,8 @@ def fig_length(rows: list[dict], path: Path) -> None:
                  f"{r0['iterations']:,} it; {note})", path, fontsize=9)
 
 
-def fig_sweep(rows: list[dict], path: Path, x: str, key: str, xlabel: str, title: str, split: Optional[str] = None) -> None:
+def fig_sweep(rows: list[dict], path: Path, x: str, key: str, xlabel: str, title: str,
+              split: Optional[str] = None) -> None:
     """``key`` vs ``x`` on a log2 axis, a panel per (task, model), a line per PE form (colour) and,
     with ``split`` (e.g. ``feedback``), per value of that column (solid, then dashed)."""
     panels = sorted({(r.get("task", ""), r["model"]) for r in rows}, key=lambda p: (str(p[0]), model_key(p[1])))
@@ -221,10 +226,12 @@ def fig_sweep(rows: list[dict], path: Path, x: str, key: str, xlabel: str, title
         kinds = catalog.order(catalog.FEEDBACK, (r[split] for r in prow)) if split else [None]
         for pe in _pe_sorted(r["pe"] for r in prow):
             for k, kind in enumerate(kinds):
-                rs = sorted((r for r in prow if r["pe"] == pe and (split is None or r[split] == kind)), key=lambda r: r[x])
+                rs = sorted((r for r in prow if r["pe"] == pe and (split is None or r[split] == kind)),
+                            key=lambda r: r[x])
                 label = pe_label(pe) + (f", {catalog.label(catalog.FEEDBACK, kind)}" if split else "")
                 if rs:
-                    spreads += draw_series(ax, [r[x] for r in rs], rs, key, pe_color(pe), label, ls=("-", "--", ":")[k % 3],
+                    spreads += draw_series(ax, [r[x] for r in rs], rs, key, pe_color(pe), label,
+                                           ls=("-", "--", ":")[k % 3],
                                        marker="os^"[k % 3])
         if key == "token_accuracy":
             draw_floors(ax, [r[x] for r in prow], prow, half=None)
@@ -246,7 +253,8 @@ def _same_setting(a: dict, b: dict) -> bool:
 def lm_table(rows: list[dict]) -> str:
     lines = ["| model | PE | seeds | test perplexity (min / mean / max) | per seed |", "|---|---|---|---|---|"]
     for r in rows:
-        each = ", ".join(f"{s}: {float(v):.2f}" for s, v in zip(str(r["seeds"]).split(), str(r["perplexity_by_seed"]).split()))
+        each = ", ".join(f"{s}: {float(v):.2f}"
+                         for s, v in zip(str(r["seeds"]).split(), str(r["perplexity_by_seed"]).split()))
         lines.append(f"| {r['model']} | {pe_label(r['pe'])} | {r['n_seeds']} | {float(r['perplexity_min']):.2f} / "
                      f"{float(r['perplexity']):.2f} / {float(r['perplexity_max']):.2f} | {each} |")
     return "\n".join(lines) + "\n"
@@ -255,7 +263,8 @@ def lm_table(rows: list[dict]) -> str:
 # ---- the figures the experiment registry names (common.experiments: ``Figure.draw``) ----------
 def _beside_fig2(t: dict, name: str) -> list[dict]:
     """``name``'s rows after fig2's vanilla and sinusoidal rows of the same setting, in PE order."""
-    rows = [r for r in t.get("fig2", []) if r["pe"] in ("none", "sinusoidal") and _same_setting(r, t[name][0])] + t[name]
+    rows = [r for r in t.get("fig2", []) if r["pe"] in ("none", "sinusoidal")
+            and _same_setting(r, t[name][0])] + t[name]
     return sorted(rows, key=lambda r: arm_key(r["model"], r["pe"]))
 
 
@@ -369,7 +378,8 @@ def draw_lm(t: dict, path: Path) -> None:
 
 def draw_autoreg(t: dict, path: Path) -> None:
     fig_sweep(t["autoreg"], path, "vocab_size", "token_accuracy", "vocabulary size V",
-              "Autoregressive output phase: accuracy vs vocabulary size, self-fed vs ground-truth-fed", split="feedback")
+              "Autoregressive output phase: accuracy vs vocabulary size, self-fed vs ground-truth-fed",
+              split="feedback")
 
 
 def draw_continuous(t: dict, path: Path) -> None:

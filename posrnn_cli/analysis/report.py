@@ -4,8 +4,8 @@ page's block, and the terminal's one line per claim. They read the scorecard's r
 no page can say what the scorecard does not.
 
 The results page (docs/results.md, linked from the README) holds each profile's block between
-``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``; ``posrnn scorecard NAME --page docs/results.md`` rewrites it, and a
-test fails when the committed page differs from what the committed scorecard gives.
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``; ``posrnn scorecard NAME --page docs/results.md`` rewrites it,
+and a test fails when the committed page differs from what the committed scorecard gives.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def check_scorecard_out(out_dir: Path) -> Path:
     there (another file of the same name) or through a link (the folder or a file a symlink)."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink():
-        raise PosrnnError(f"--out {out_dir} is a symbolic link; posrnn does not write through links: pass the folder itself")
+        raise PosrnnError(f"--out {out_dir} is a symbolic link; posrnn does not write through links: pass the folder "
+                          "itself")
     if out_dir.exists() and not out_dir.is_dir():
         raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass a folder")
     for name, start in OUT_FILES.items():
@@ -125,7 +126,8 @@ def readme_block(rows: list[dict], name: str) -> str:
             continue
         s = summary[section]
         where = REGIME_WORDS[section]
-        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "", *(f"- {line}" for line in count_lines(section, s, PARTIAL)), ""]
+        out += [f"**{title}** ({s['at_regime']['claims']} claims)", "",
+                *(f"- {line}" for line in count_lines(section, s, PARTIAL)), ""]
         measured = [r for r in rows if r["section"] == section
                     and any(r[scope]["verdict"] != "not measured" for scope in SCOPES)]
         if measured:
@@ -177,7 +179,8 @@ def findings_block(rows: list[dict], name: str, section: str = "beyond", brief: 
     out = [f"<!-- results:{tag} -->",
            f"*Generated from `results/{name}/scorecard/scorecard.json` by `posrnn scorecard {name} --page FILE`; "
            f"a test fails when these sentences differ from the scorecard.*", ""]
-    out += [finding(r, brief=brief) for r in rows if r["section"] == section and r["at_regime"]["verdict"] != NOT_MEASURED]
+    out += [finding(r, brief=brief) for r in rows if r["section"] == section
+            and r["at_regime"]["verdict"] != NOT_MEASURED]
     out.append(f"<!-- /results:{tag} -->")
     return "\n".join(out)
 
@@ -279,7 +282,8 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
         if section not in summary:
             continue
         s = summary[section]
-        parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
+        parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts
+                       else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
                   *(Text(line) for line in count_lines(section, s, PARTIAL))]
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
         t.add_column("claim", overflow="fold", no_wrap=True)
@@ -473,5 +477,6 @@ def update_across_page(page: Path, scored: dict[str, list[dict]]) -> list[str]:
     blocks = {k: v for k, v in across_blocks(scored).items() if readme_block_in(text, k) is not None}
     if not blocks:
         raise PosrnnError(f"{page} has no block built across profiles; add the two lines '<!-- results:{ACROSS} -->' "
-                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own, where it should go")
+                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own, where it should "
+                          "go")
     return [k for k, block in blocks.items() if update_block(page, k, block)]

@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperArgument
 
 from .. import __version__
+from . import bench as _bench
 from . import lm as _lm
 from . import pipeline as _pipeline
 from . import runs as _runs
@@ -34,6 +35,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 _runs.register(app)
+_bench.register(app)
 _pipeline.register(app)
 _status.register(app)
 app.add_typer(_lm.lm_app, name="lm", short_help="Language models: prepare, tokenizer, encode, train, eval.")
@@ -47,7 +49,8 @@ def _version(value: bool):
 
 @app.callback()
 def main(
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ):
     """posrnn — positional encoding for recurrent networks."""
 

@@ -19,9 +19,16 @@ ModelName = Literal[tuple(catalog.CORES)]  # type: ignore[valid-type]
 PEName = Literal[tuple(catalog.PE_FORMS)]  # type: ignore[valid-type]
 PEMode = Literal[tuple(catalog.PE_MODES)]  # type: ignore[valid-type]
 
-ParamsOpt = Annotated[Optional[Path], typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections (e.g. params.yaml); options override it.", show_default=False)]
-SetOpt = Annotated[Optional[List[str]], typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set model.pe_dim=32. Applied last.", show_default=False)]
-DeviceOpt = Annotated[str, typer.Option("--device", metavar="DEVICE", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+ParamsOpt = Annotated[Optional[Path],
+                      typer.Option("--params", metavar="FILE", help="YAML with task/model/train sections (e.g. "
+                                                                    "params.yaml); options override it.",
+                                   show_default=False)]
+SetOpt = Annotated[Optional[List[str]],
+                   typer.Option("--set", metavar="KEY=VALUE", help="Override any config key, e.g. --set "
+                                                                   "model.pe_dim=32. Applied last.",
+                                show_default=False)]
+DeviceOpt = Annotated[str,
+                      typer.Option("--device", metavar="DEVICE", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", metavar="N", min=1, show_default=False, help=(
     "CPU threads for torch. [default: auto: 1 for a small model, else the cores not busy]"))]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -118,7 +125,8 @@ def advise_on_interrupt(out: Path, resume: Optional[str]):
         if resume is not None and (Path(out) / "config.yaml").is_file() and list_checkpoints(out):
             msg = f"interrupted; {out} keeps its last checkpoint: continue with {resume}"
         else:
-            msg = f"interrupted before the first checkpoint, so {out} holds nothing to resume: run the same command again"
+            msg = (f"interrupted before the first checkpoint, so {out} holds nothing to resume: run the same command "
+                   "again")
         err = PosrnnError(msg)
         err.exit_code = 130
         raise err from None

@@ -36,10 +36,18 @@ lm_app = typer.Typer(
 @lm_app.command(short_help="WikiText → one paragraph per line, per split.")
 @cli_errors
 def prepare(
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for train.txt, valid.txt, test.txt (one paragraph per line).")] = Path("data/wikitext103"),
-    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", metavar="DIR", help="Local WikiText: wiki.{train,valid,test}.raw or the hub's {train,validation,test}-*.parquet (optionally under CONFIG/). Without it, load from the HuggingFace hub or its cache.")] = None,
-    dataset: Annotated[str, typer.Option("--dataset", metavar="NAME", help="HuggingFace dataset id (used without --data-dir).")] = DEFAULT_DATASET,
-    config: Annotated[str, typer.Option("--config", metavar="NAME", help="Dataset configuration (the sub-folder name in a parquet download).")] = DEFAULT_CONFIG,
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR",
+        help="Folder for train.txt, valid.txt, test.txt (one paragraph per line).")] = Path("data/wikitext103"),
+    data_dir: Annotated[Optional[Path], typer.Option(
+        "--data-dir", metavar="DIR", help="Local WikiText: wiki.{train,valid,test}.raw or the hub's "
+                                          "{train,validation,test}-*.parquet (optionally under CONFIG/). Without it, "
+                                          "load from the HuggingFace hub or its cache.")] = None,
+    dataset: Annotated[str, typer.Option(
+        "--dataset", metavar="NAME", help="HuggingFace dataset id (used without --data-dir).")] = DEFAULT_DATASET,
+    config: Annotated[str, typer.Option(
+        "--config", metavar="NAME",
+        help="Dataset configuration (the sub-folder name in a parquet download).")] = DEFAULT_CONFIG,
 ):
     """Drop empty and heading lines from WikiText; write one paragraph per line per split."""
     from rich.table import Table
@@ -59,12 +67,21 @@ def prepare(
 @lm_app.command(short_help="Train a SentencePiece unigram tokenizer.")
 @cli_errors
 def tokenizer(
-    data: Annotated[Path, typer.Option("--data", metavar="DIR", help="Folder with train.txt (from `posrnn lm prepare`).")] = Path("data/wikitext103"),
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help=f"Folder for {MODEL_NAME}, spm.vocab and spm.log.")] = Path("data/wikitext103/tokenizer"),
-    vocab_size: Annotated[int, typer.Option("--vocab-size", metavar="N", help=f"Number of SentencePiece pieces (the paper: 32,768; at most {MAX_VOCAB:,}).")] = 32768,
-    input_sentence_size: Annotated[int, typer.Option("--input-sentence-size", metavar="N", help="Paragraphs sampled for training; lower it to cap memory.")] = 2_000_000,
+    data: Annotated[Path, typer.Option(
+        "--data", metavar="DIR", help="Folder with train.txt (from `posrnn lm prepare`).")] = Path("data/wikitext103"),
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR",
+        help=f"Folder for {MODEL_NAME}, spm.vocab and spm.log.")] = Path("data/wikitext103/tokenizer"),
+    vocab_size: Annotated[int, typer.Option(
+        "--vocab-size", metavar="N", help="Number of SentencePiece pieces (the paper: 32,768; at most "
+                                          f"{MAX_VOCAB:,}).")] = 32768,
+    input_sentence_size: Annotated[int, typer.Option(
+        "--input-sentence-size", metavar="N",
+        help="Paragraphs sampled for training; lower it to cap memory.")] = 2_000_000,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of SentencePiece's paragraph sampler.")] = 0,
-    threads: Annotated[int, typer.Option("--threads", metavar="N", min=1, help="SentencePiece's training threads; its pieces depend on this count, so it is fixed, not the machine's cores.")] = 8,
+    threads: Annotated[int, typer.Option(
+        "--threads", metavar="N", min=1, help="SentencePiece's training threads; its pieces depend on this count, so "
+                                              "it is fixed, not the machine's cores.")] = 8,
 ):
     """Train a SentencePiece unigram tokenizer on the training paragraphs."""
     from ..lm.tokenizer import train_tokenizer
@@ -80,10 +97,17 @@ def tokenizer(
 @lm_app.command(short_help="Tokenise every split into uint16 id arrays.")
 @cli_errors
 def encode(
-    data: Annotated[Path, typer.Option("--data", metavar="DIR", help="Folder with train.txt, valid.txt, test.txt.")] = Path("data/wikitext103"),
-    tokenizer: Annotated[Path, typer.Option("--tokenizer", metavar="PATH", help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for meta.json and {split}/ids.npy, offsets.npy.")] = Path("data/wikitext103/encoded"),
-    max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", help="Longest stored paragraph, BOS and EOS included (longer ones keep their first tokens).")] = 1024,
+    data: Annotated[Path, typer.Option(
+        "--data", metavar="DIR", help="Folder with train.txt, valid.txt, test.txt.")] = Path("data/wikitext103"),
+    tokenizer: Annotated[Path, typer.Option(
+        "--tokenizer", metavar="PATH",
+        help=f"A SentencePiece .model file or a folder holding {MODEL_NAME}.")] = Path("data/wikitext103/tokenizer"),
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR",
+        help="Folder for meta.json and {split}/ids.npy, offsets.npy.")] = Path("data/wikitext103/encoded"),
+    max_tokens: Annotated[int, typer.Option(
+        "--max-tokens", metavar="N", help="Longest stored paragraph, BOS and EOS included (longer ones keep their "
+                                          "first tokens).")] = 1024,
 ):
     """Tokenise every split into uint16 id arrays with paragraph offsets; report MB/s."""
     from rich.table import Table
@@ -104,16 +128,21 @@ def encode(
 
 @lm_app.command("train", short_help="Train the LSTM language model ± PE (001 §6.5).")
 @cli_errors
-@run_options("pe", "model", "hidden_size", "embed_size", "state_size", "iterations", "batch_size", "lr", "warmup", "seed",
+@run_options("pe", "model", "hidden_size", "embed_size", "state_size", "iterations", "batch_size", "lr", "warmup",
+             "seed",
              "device", "checkpoint_every", "threads", after="out")
 def train_lm(
-    data: Annotated[Path, typer.Option("--data", metavar="DIR", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
+    data: Annotated[Path, typer.Option(
+        "--data", metavar="DIR", help="The encoded corpus (the --out of `posrnn lm encode`).", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR", help="Run directory (config.yaml, metrics.jsonl, checkpoints/).", show_default=False)],
     params: ParamsOpt = None,
     set_: SetOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out holds.")] = False,
-    stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
+    stop_after: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
     opts: Optional[dict] = None,
 ):
     """Train the LSTM language model (001 §6.5) on an encoded corpus, with or without PE —
@@ -130,8 +159,8 @@ def train_lm(
                   given=given_keys(options, set_, params))
     if s["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         last = s["last"]
-        console().print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} in "
-                        f"{s['seconds']:.1f}s ({s['it_per_s']:.1f} it/s, {s['world_size']} process(es)) → {out}"
+        console().print(f"[bold]{'finished' if s['finished'] else 'stopped'}[/] at step {s['step']}/{s['iterations']} "
+                        f"in {s['seconds']:.1f}s ({s['it_per_s']:.1f} it/s, {s['world_size']} process(es)) → {out}"
                         + (f"  loss {last['loss']:.4f}" if last else ""))
 
 
@@ -142,7 +171,8 @@ def _measure(task: str) -> str:
 @lm_app.command("eval", short_help="Test perplexity and the NLL per position.")
 @cli_errors
 def eval_lm(
-    run: Annotated[Path, typer.Argument(metavar="RUN", help="An LM run directory (latest checkpoint) or a checkpoint file.", show_default=False)],
+    run: Annotated[Path, typer.Argument(
+        metavar="RUN", help="An LM run directory (latest checkpoint) or a checkpoint file.", show_default=False)],
     batch_size: Annotated[int, typer.Option(metavar="N", help="Paragraphs per evaluation batch.")] = 16,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -164,7 +194,8 @@ def eval_lm(
     if _measure(r["task"]) != "perplexity":
         raise PosrnnError(f"{run} is a {r['task']!r} run, not a language model; use `posrnn eval`")
     csv_path = Path(r["run_dir"]) / "nll_by_position.csv"
-    summary = {k: r[k] for k in ("run_dir", "step", "model", "pe", "perplexity", "token_nll", "n_tokens", "n_paragraphs")}
+    summary = {k: r[k]
+               for k in ("run_dir", "step", "model", "pe", "perplexity", "token_nll", "n_tokens", "n_paragraphs")}
     summary["nll_by_position_csv"] = str(csv_path)
     if json_out:
         typer.echo(json.dumps(summary))
@@ -174,7 +205,8 @@ def eval_lm(
     t = Table(title="language model, test split")
     for col in ("run", "step", "model", "pe", "perplexity", "tokens", "paragraphs"):
         t.add_column(col)
-    t.add_row(Path(r["run_dir"]).name, str(r["step"]), r["model"], r["pe"], f"{r['perplexity']:.2f}", str(r["n_tokens"]),
+    t.add_row(Path(r["run_dir"]).name, str(r["step"]), r["model"], r["pe"], f"{r['perplexity']:.2f}",
+              str(r["n_tokens"]),
               str(r["n_paragraphs"]))
     console().print(t)
     console().print(f"NLL per position → {csv_path}")

@@ -40,9 +40,11 @@ RUN_OPTIONS: dict[str, RunOption] = {
                         "sequence).", metavar="N"),
     "hidden_size": RunOption("model.hidden_size", "Hidden size H.", metavar="N"),
     "embed_size": RunOption("model.embed_size", "Embedding size E; the PE has E dims too.", metavar="N"),
-    "min_length": RunOption("task.min_length", "Variable-length reverse: L ~ U{min … max} (the papers: 32).", metavar="N"),
+    "min_length": RunOption("task.min_length", "Variable-length reverse: L ~ U{min … max} (the papers: 32).",
+                            metavar="N"),
     "max_length": RunOption("task.length", "Variable-length reverse: the longest L (= --length).", metavar="N"),
-    "rarity": RunOption("task.rarity", "Dual-frequency reverse: P(a position holds a Rare id) (reference: 0.125).", metavar="X"),
+    "rarity": RunOption("task.rarity", "Dual-frequency reverse: P(a position holds a Rare id) (reference: 0.125).",
+                        metavar="X"),
     "delay": RunOption("task.delay", "copy: T blank steps between input and output.", metavar="N"),
     "dim": RunOption("task.dim", "continuous: tokens are unit vectors in R^dim.", metavar="N"),
     "pairs": RunOption("task.pairs", "mqar: key-value pairs P (--length ≥ 4P, --vocab-size ≥ 2P+2).", metavar="N"),
@@ -62,7 +64,8 @@ RUN_OPTIONS: dict[str, RunOption] = {
     "warmup": RunOption("train.warmup", "Linear warm-up iterations.", metavar="N"),
     "seed": RunOption("train.seed", "Seed of the initialisation and the batches.", metavar="N"),
     "device": RunOption("train.device", "auto (CUDA when present), cpu, cuda or cuda:N.", metavar="DEVICE"),
-    "checkpoint_every": RunOption("train.checkpoint_every", "Checkpoint every N iterations and at the end.", metavar="N"),
+    "checkpoint_every": RunOption("train.checkpoint_every", "Checkpoint every N iterations and at the end.",
+                                  metavar="N"),
     "log_every": RunOption("train.log_every", "A metrics.jsonl line every N iterations.", metavar="N"),
     "threads": RunOption("train.threads", "CPU threads for torch; an explicit count always wins.", metavar="N"),
     "amp": RunOption("train.amp", "bf16 autocast of the forward pass and loss.", flag="--amp/--no-amp"),
@@ -102,7 +105,8 @@ def _parameter(name: str, default_note: Optional[str]) -> inspect.Parameter:
     # the flag always spelled out: Typer 0.27 turns a metavar equal to the name (DEVICE) into the flag (--DEVICE)
     decls = (opt.flag or "--" + name.replace("_", "-"),)
     info = typer.Option(*decls, metavar=opt.metavar, help=f"{opt.help} [default: {shown}]", show_default=False)
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[tp], info])
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                             annotation=Annotated[Optional[tp], info])
 
 
 def run_options(*names: str, after: Optional[str] = None, defaults: Optional[dict[str, str]] = None) -> Callable:

@@ -40,29 +40,83 @@ def check_profile_name(params: Path, name: str) -> None:
         raise PosrnnError(f"unknown profile {name!r}{did_you_mean(name, known)}; choose one of: {', '.join(known)}")
 
 
+# the options of `posrnn sweep`
+ExperimentsOpt = Annotated[Optional[List[str]], typer.Argument(
+    metavar="EXPERIMENT", autocompletion=complete_experiments,
+    help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]",
+    show_default=False)]
+ProfileOpt = Annotated[Optional[str], typer.Option(
+    "--profile", "-p", metavar="NAME", autocompletion=complete_profiles,
+    help="Profile whose grids to run. [default: the active one]", show_default=False)]
+StageOpt = Annotated[Optional[str], typer.Option(
+    metavar="NAME", help="Every experiment of one pipeline stage (train, stability, extend, lm).",
+    show_default=False)]
+ExecutorOpt = Annotated[Optional[str], typer.Option(
+    metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the "
+                         "profile's, else local]", show_default=False)]
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)]
+RunsPerGpuOpt = Annotated[Optional[int], typer.Option(
+    metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)]
+EnsembleOpt = Annotated[Optional[int], typer.Option(
+    metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member "
+                      "equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]",
+    show_default=False)]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run",
+    help="Say what would happen to the runs, their disk use and compute (an estimate); run nothing.")]
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v",
+    help="With --dry-run: also list each run, what would happen to it, and each ensemble.")]
+PartitionOpt = Annotated[Optional[str], typer.Option(
+    metavar="NAME", help="slurm: partition. [default: the profile's]", show_default=False)]
+GpusPerTaskOpt = Annotated[Optional[int], typer.Option(
+    metavar="N", help="slurm: GPUs per run. [default: the profile's]", show_default=False)]
+CpusPerTaskOpt = Annotated[Optional[int], typer.Option(
+    metavar="N", help="slurm: CPUs per run. [default: the profile's]", show_default=False)]
+MemGbOpt = Annotated[Optional[int], typer.Option(
+    metavar="N", help="slurm: memory per run, GB. [default: the profile's]", show_default=False)]
+TimeoutMinOpt = Annotated[Optional[int], typer.Option(
+    metavar="N", help="slurm: time limit per task, minutes (runs resume after a requeue). [default: the profile's]",
+    show_default=False)]
+GresOpt = Annotated[Optional[str], typer.Option(
+    metavar="TEXT", help="slurm: generic resources per task, e.g. gpu:a100:1. [default: the profile's]",
+    show_default=False)]
+TimeoutOpt = Annotated[Optional[str], typer.Option(
+    metavar="DURATION", help="slurm: stop waiting after this long (90s, 45m, 12h; a bare number is minutes); the "
+                             "tasks keep running and the same command reattaches.", show_default=False)]
+TestOnlyOpt = Annotated[bool, typer.Option(
+    "--test-only", help="With --dry-run --executor slurm: run `sbatch --test-only` on the array and print what "
+                        "SLURM says.")]
+RetrainStaleOpt = Annotated[bool, typer.Option(
+    "--retrain-stale", help="Retrain from step 0 the runs trained by other code than this (--dry-run lists them; "
+                            "runs of unknown code are kept).")]
+
+
 def sweep(
-    experiments: Annotated[Optional[List[str]], typer.Argument(metavar="EXPERIMENT", autocompletion=complete_experiments, help="Experiments to run (fig2, dual, …; see --list). [default: every one of --stage, or all]", show_default=False)] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", metavar="NAME", autocompletion=complete_profiles, help="Profile whose grids to run. [default: the active one]", show_default=False)] = None,
+    experiments: ExperimentsOpt = None,
+    profile: ProfileOpt = None,
     params: ParamsFile = PARAMS,
-    stage: Annotated[Optional[str], typer.Option(metavar="NAME", help="Every experiment of one pipeline stage (train, stability, extend, lm).", show_default=False)] = None,
-    executor: Annotated[Optional[str], typer.Option(metavar="NAME", help="local (worker processes), slurm (a submitit job array) or submitit-local. [default: the profile's, else local]", show_default=False)] = None,
-    workers: Annotated[Optional[int], typer.Option(metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)] = None,
-    runs_per_gpu: Annotated[Optional[int], typer.Option(metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)] = None,
-    ensemble: Annotated[Optional[int], typer.Option(metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]", show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen to the runs, their disk use and compute (an estimate); run nothing.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="With --dry-run: also list each run, what would happen to it, and each ensemble.")] = False,
+    stage: StageOpt = None,
+    executor: ExecutorOpt = None,
+    workers: WorkersOpt = None,
+    runs_per_gpu: RunsPerGpuOpt = None,
+    ensemble: EnsembleOpt = None,
+    force: ForceOpt = False,
+    dry_run: DryRunOpt = False,
+    verbose: VerboseOpt = False,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and exit.")] = False,
-    partition: Annotated[Optional[str], typer.Option(metavar="NAME", help="slurm: partition. [default: the profile's]", show_default=False)] = None,
-    gpus_per_task: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: GPUs per run. [default: the profile's]", show_default=False)] = None,
-    cpus_per_task: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: CPUs per run. [default: the profile's]", show_default=False)] = None,
-    mem_gb: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: memory per run, GB. [default: the profile's]", show_default=False)] = None,
-    timeout_min: Annotated[Optional[int], typer.Option(metavar="N", help="slurm: time limit per task, minutes (runs resume after a requeue). [default: the profile's]", show_default=False)] = None,
-    gres: Annotated[Optional[str], typer.Option(metavar="TEXT", help="slurm: generic resources per task, e.g. gpu:a100:1. [default: the profile's]", show_default=False)] = None,
+    partition: PartitionOpt = None,
+    gpus_per_task: GpusPerTaskOpt = None,
+    cpus_per_task: CpusPerTaskOpt = None,
+    mem_gb: MemGbOpt = None,
+    timeout_min: TimeoutMinOpt = None,
+    gres: GresOpt = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="slurm: submit and return without waiting.")] = False,
-    timeout: Annotated[Optional[str], typer.Option(metavar="DURATION", help="slurm: stop waiting after this long (90s, 45m, 12h; a bare number is minutes); the tasks keep running and the same command reattaches.", show_default=False)] = None,
-    test_only: Annotated[bool, typer.Option("--test-only", help="With --dry-run --executor slurm: run `sbatch --test-only` on the array and print what SLURM says.")] = False,
-    retrain_stale: Annotated[bool, typer.Option("--retrain-stale", help="Retrain from step 0 the runs trained by other code than this (--dry-run lists them; runs of unknown code are kept).")] = False,
+    timeout: TimeoutOpt = None,
+    test_only: TestOnlyOpt = False,
+    retrain_stale: RetrainStaleOpt = False,
     json_out: JsonOpt = False,
 ):
     """Run the grid of one or more experiments of a profile: each run trained (or resumed, or
@@ -114,11 +168,13 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
     rate = cost.profile_rate(load_profile(params, name), jobs=jobs)
     compute, secs = cost.summary(jobs, rate, name, ensemble)
     if json_out:
-        typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir, "code": o.result.get("code"),
+        typer.echo(json.dumps([{"run": o.job.label, "would": o.status, "dir": o.job.run_dir,
+                                "code": o.result.get("code"),
                                 "checkpoints_kept": est[o.job.label].checkpoints if est[o.job.label] else 0,
                                 "disk_bytes": est[o.job.label].bytes if est[o.job.label] else 0,
                                 "estimated_compute_s": secs[o.job.label], "estimate_source": rate.source,
-                                "estimate_device": rate.device, **({"pack": o.result["pack"]} if "pack" in o.result else {})}
+                                "estimate_device": rate.device,
+                                **({"pack": o.result["pack"]} if "pack" in o.result else {})}
                                for o in outcomes]))
         return
     whats = [f"wait (task {o.log} in flight)" if o.status == "in flight"
@@ -177,7 +233,8 @@ def _would(state: str, code: Optional[str], retrain_stale: bool) -> str:
         return "retrain (trained by other code)"
     what = {"new": "train", "resume": "resume", "done": "skip (finished)",
             "different": "refuse (different config; --force replaces)", "run": "run"}[state]
-    note = {"other": "trained by other code; --retrain-stale retrains", "unknown": "trained by unknown code"}.get(code or "")
+    note = {"other": "trained by other code; --retrain-stale retrains",
+            "unknown": "trained by unknown code"}.get(code or "")
     if not note:
         return what
     return f"{what[:-1]}; {note})" if what.endswith(")") else f"{what} ({note})"
@@ -205,7 +262,9 @@ def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
 @profile_app.command("use", short_help="Make a profile the one dvc repro runs.")
 @cli_errors
 def profile_use(
-    names: Annotated[List[str], typer.Argument(metavar="PROFILE", autocompletion=complete_profiles, help="Profile(s) to make active, e.g. lite (or lite micro).", show_default=False)],
+    names: Annotated[List[str], typer.Argument(
+        metavar="PROFILE", autocompletion=complete_profiles, help="Profile(s) to make active, e.g. lite (or lite "
+                                                                  "micro).", show_default=False)],
     params: ParamsFile = PARAMS,
 ):
     """Make a profile active: rewrite the `profile:` line of params.yaml and nothing else.
@@ -218,11 +277,20 @@ def profile_use(
 
 
 def aggregate(
-    runs: Annotated[Path, typer.Argument(metavar="DIR", help="A profile's run root, e.g. runs/lite.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.", show_default=False)],
-    metrics: Annotated[Optional[Path], typer.Option("--metrics", metavar="DIR", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]", show_default=False)] = None,
-    curves: Annotated[Optional[Path], typer.Option("--curves", metavar="DIR", help="Directory for <experiment>.csv training curves. [default: OUT/../curves]", show_default=False)] = None,
-    experiment: Annotated[Optional[List[str]], typer.Option("--experiment", metavar="NAME", autocompletion=complete_experiments, help="Only these experiments. [default: all present]", show_default=False)] = None,
+    runs: Annotated[Path, typer.Argument(
+        metavar="DIR", help="A profile's run root, e.g. runs/lite.", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR", help="Directory for the <experiment>.csv tables, e.g. results/lite/tables.",
+        show_default=False)],
+    metrics: Annotated[Optional[Path], typer.Option(
+        "--metrics", metavar="DIR", help="Directory for <experiment>.json headline numbers. [default: OUT/../metrics]",
+        show_default=False)] = None,
+    curves: Annotated[Optional[Path], typer.Option(
+        "--curves", metavar="DIR", help="Directory for <experiment>.csv training curves. [default: OUT/../curves]",
+        show_default=False)] = None,
+    experiment: Annotated[Optional[List[str]], typer.Option(
+        "--experiment", metavar="NAME", autocompletion=complete_experiments,
+        help="Only these experiments. [default: all present]", show_default=False)] = None,
     resamples: Annotated[int, typer.Option(metavar="N", help="Bootstrap resamples (paper: 10,000).")] = 10_000,
     json_out: JsonOpt = False,
 ):
@@ -233,7 +301,8 @@ def aggregate(
 
     if not 10 <= resamples <= 10**6:
         raise PosrnnError(f"--resamples must lie in 10 … 1,000,000, got {resamples}")
-    tables = run(runs, out, metrics_dir=metrics, curves_dir=curves, experiments=experiment or None, n_resamples=resamples)
+    tables = run(runs, out, metrics_dir=metrics, curves_dir=curves, experiments=experiment or None,
+                 n_resamples=resamples)
     if not tables:
         raise PosrnnError(f"no evaluated runs under {runs}; run the sweeps first (posrnn sweep, or dvc repro)")
     if json_out:
@@ -244,8 +313,10 @@ def aggregate(
 
 
 def plot(
-    results: Annotated[Path, typer.Argument(metavar="DIR", help="The aggregated tables, e.g. results/lite/tables.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the figures, e.g. figures/lite.", show_default=False)],
+    results: Annotated[Path, typer.Argument(
+        metavar="DIR", help="The aggregated tables, e.g. results/lite/tables.", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR", help="Directory for the figures, e.g. figures/lite.", show_default=False)],
 ):
     """Draw every figure whose table exists (Fig. 2, dual-frequency grid, stability, PE forms,
     double vanilla, vocabulary extension, length sweep, LM table)."""
@@ -274,17 +345,45 @@ def _power_of(params: Path, name: Optional[str]) -> Optional[dict]:
     return design_as_stated(power, name, Path(params).resolve().parent, Path(params).name)[0]
 
 
+# the options of `posrnn scorecard`
+ScorecardProfileOpt = Annotated[Optional[str], typer.Argument(
+    metavar="NAME", autocompletion=complete_profiles, help="Profile whose results to score. [default: the active "
+                                                           "one]", show_default=False)]
+ResultsOpt = Annotated[Optional[Path], typer.Option(
+    "--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]",
+    show_default=False)]
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.",
+    show_default=False)]
+SeedsOpt = Annotated[bool, typer.Option(
+    "--seeds",
+    help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")]
+ReadmeOpt = Annotated[Optional[Path], typer.Option(
+    "--page", "--readme", metavar="FILE", help="Rewrite this profile's blocks in FILE (docs/results.md, "
+                                               "README.md: its results block, its findings) from the scorecard.",
+    show_default=False)]
+DetailOpt = Annotated[bool, typer.Option(
+    "--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")]
+ClaimOpt = Annotated[Optional[list[str]], typer.Option(
+    "--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row).",
+    show_default=False)]
+AcrossOpt = Annotated[bool, typer.Option(
+    "--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, "
+                     "disagreements marked (with --page: the page's blocks built across profiles, the across "
+                     "table and the README's answer).")]
+
+
 def scorecard(
-    profile: Annotated[Optional[str], typer.Argument(metavar="NAME", autocompletion=complete_profiles, help="Profile whose results to score. [default: the active one]", show_default=False)] = None,
-    results: Annotated[Optional[Path], typer.Option("--results", metavar="DIR", help="The aggregated tables. [default: results/PROFILE/tables]", show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Also write scorecard.md, scorecard.json and seeds.md into this directory.", show_default=False)] = None,
-    seeds: Annotated[bool, typer.Option("--seeds", help="Print the seeds each open claim needs (inconclusive, underpowered) instead of the verdicts.")] = False,
-    readme: Annotated[Optional[Path], typer.Option("--page", "--readme", metavar="FILE", help="Rewrite this profile's blocks in FILE (docs/results.md, README.md: its results block, its findings) from the scorecard.", show_default=False)] = None,
+    profile: ScorecardProfileOpt = None,
+    results: ResultsOpt = None,
+    out: OutOpt = None,
+    seeds: SeedsOpt = False,
+    readme: ReadmeOpt = None,
     params: ParamsFile = PARAMS,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing (with --out).")] = False,
-    detail: Annotated[bool, typer.Option("--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")] = False,
-    claim: Annotated[Optional[list[str]], typer.Option("--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row).", show_default=False)] = None,
-    across: Annotated[bool, typer.Option("--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, disagreements marked (with --page: the page's blocks built across profiles, the across table and the README's answer).")] = False,
+    detail: DetailOpt = False,
+    claim: ClaimOpt = None,
+    across: AcrossOpt = False,
     json_out: JsonOpt = False,
 ):
     """Every claim of the papers against what a profile measured, with a verdict.
@@ -318,7 +417,8 @@ def scorecard(
     if readme is not None:
         changed = update_page(readme, rows, label)
         if not quiet:
-            typer.echo(f"{readme}: results blocks for {label} {'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
+            typer.echo(f"{readme}: results blocks for {label} "
+                       f"{'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
     if quiet:
         return
     if seeds:

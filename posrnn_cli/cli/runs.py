@@ -1,4 +1,4 @@
-"""``posrnn train | eval | compare | stability | extend-vocab | bench``: one run at a time.
+"""``posrnn train | eval | compare | stability | extend-vocab``: one run at a time (``bench`` lives in ``bench``).
 
 Thin wrappers: parse, call one library function (imported inside the command, so ``--help``
 never loads torch), print a table.
@@ -29,15 +29,20 @@ TRAIN_HELP = "\n\n".join([
 
 
 @run_options("task", "model", "pe", "pe_mode", "vocab_size", "length", "hidden_size", "embed_size", "min_length",
-             "max_length", "rarity", "delay", "dim", "pairs", "filler", "autoregressive", "layers", "heads", "state_size",
-             "conv", "iterations", "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every", "threads")
+             "max_length", "rarity", "delay", "dim", "pairs", "filler", "autoregressive", "layers", "heads",
+             "state_size",
+             "conv", "iterations", "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every",
+             "threads")
 def train(
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],
     params: ParamsOpt = None,
     set_: SetOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")] = False,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the run in --out from its last checkpoint.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace whatever run --out already holds.")] = False,
-    stop_after: Annotated[Optional[int], typer.Option(metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
+    stop_after: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Stop after N iterations in this invocation (checkpointed).", show_default=False)] = None,
     json_out: JsonOpt = False,
     opts: Optional[dict] = None,
 ):
@@ -54,8 +59,10 @@ def train(
     saved = read_run_config(out) if resume and Path(out).is_dir() else None
     options = config_options(opts)
     cfg = resolve_config(params, options, set_, base=saved)  # --resume: the saved run's config, then what is given
-    if opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS and not catalog.TASKS[cfg.task.name].vocabulary:
-        raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size and set --dim")
+    if (opts["vocab_size"] is not None and cfg.task.name in catalog.TASKS
+            and not catalog.TASKS[cfg.task.name].vocabulary):
+        raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size "
+                          "and set --dim")
     with advise_on_interrupt(out, None if force else f"posrnn train --out {out} --resume"):
         summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out,
                             on_start=lambda header: note(header, json_out), given=given_keys(options, set_, params))
@@ -87,10 +94,12 @@ def _eval_cells(r: dict) -> dict:
     setting = {"step": str(r["step"]), "task": r.get("task", "?"), "model": r.get("model", "?"), "pe": r.get("pe", "?"),
                "V": str(r.get("vocab_size", "-")), "L": str(r.get("length", "-"))}
     if _measure(r) == "perplexity":
-        return {**setting, "task": "lm", "V": "-", "perplexity": f"{r['perplexity']:.2f}", "token NLL": f"{r['token_nll']:.4f}",
+        return {**setting, "task": "lm", "V": "-", "perplexity": f"{r['perplexity']:.2f}",
+                "token NLL": f"{r['token_nll']:.4f}",
                 "tokens": f"{r['n_tokens']:,}"}
     if "token_accuracy" not in r:  # the continuous task: cosine
-        return {**setting, "V": "-", "cosine": f"{r['cosine']:.3f}", "95% CI": "–".join(f"{c:.3f}" for c in r["cosine_ci"])}
+        return {**setting, "V": "-", "cosine": f"{r['cosine']:.3f}",
+                "95% CI": "–".join(f"{c:.3f}" for c in r["cosine_ci"])}
     ci = r.get("token_accuracy_ci", [float("nan")] * 2)
     return {**setting, "token acc": f"{r['token_accuracy']:.3f}", "95% CI": f"{ci[0]:.3f}–{ci[1]:.3f}",
             "seq acc": f"{r['sequence_accuracy']:.3f}", "DL": f"{r['damerau_levenshtein']:.2f}"}
@@ -121,10 +130,14 @@ def _eval_table(results: list[dict], title: str):
 
 
 def eval_cmd(
-    path: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
-    step: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluate the checkpoint saved at this step instead of the latest.", show_default=False)] = None,
+    path: Annotated[Path, typer.Argument(
+        metavar="RUN", help="A run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
+    step: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Evaluate the checkpoint saved at this step instead of the latest.",
+        show_default=False)] = None,
     device: DeviceOpt = "auto",
-    batch_size: Annotated[Optional[int], typer.Option(metavar="N", help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Evaluation batch size. [default: the run's]", show_default=False)] = None,
     threads: ThreadsOpt = None,
     json_out: JsonOpt = False,
 ):
@@ -182,7 +195,8 @@ def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, in
         for i, run in enumerate(side):
             cfg = read_run_config(resolve_checkpoint(Path(run))[1])
             if cfg is None:
-                raise PosrnnError(f"{run} has no config.yaml, so its seed is unknown; compare runs that posrnn train wrote")
+                raise PosrnnError(f"{run} has no config.yaml, so its seed is unknown; compare runs that posrnn train "
+                                  "wrote")
             out.append((cfg.train.seed, i))
         return out
 
@@ -200,7 +214,8 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
         fallback = ("A", "B") if b else (ra["label"], rb["label"])
         keys = [k for k in config_diff(ca, cb) if k != "train.seed"] if ca and cb else []
         names = cmp.side_names(keys, ca, cb, fallback)
-        out = {**diff, "a": ra["label"], "b": rb["label"], "score": score.key, "meaning": cmp.meaning(diff, score, *names)}
+        out = {**diff, "a": ra["label"], "b": rb["label"], "score": score.key,
+               "meaning": cmp.meaning(diff, score, *names)}
         if len(keys) > 1:  # e.g. one side resumed to a larger budget: the difference is not one setting's
             shown = ", ".join(keys[:4]) + (" …" if len(keys) > 4 else "")
             out["warning"] = (f"the runs differ in {len(keys)} settings ({shown}), not one: the difference mixes "
@@ -227,7 +242,10 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
 
 
 def compare(
-    runs: Annotated[List[str], typer.Argument(metavar="RUN", help="Run directories (or quoted globs such as 'runs/x/pe-s*'), each evaluated unless its eval.json is current; `A1 A2 vs B1 B2`: several seeds a side, paired by seed.", show_default=False)],
+    runs: Annotated[List[str], typer.Argument(
+        metavar="RUN", help="Run directories (or quoted globs such as 'runs/x/pe-s*'), each evaluated unless its "
+                            "eval.json is current; `A1 A2 vs B1 B2`: several seeds a side, paired by seed.",
+        show_default=False)],
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     json_out: JsonOpt = False,
@@ -275,17 +293,37 @@ def _print_difference(c, d: dict) -> None:
     print_wrapped(c, f"({what})", style="dim", indent="  ")
 
 
+# the options of `posrnn stability`
+RunOpt = Annotated[Path, typer.Argument(
+    metavar="RUN", help="A run directory (every saved checkpoint) or a checkpoint file.", show_default=False)]
+CheckpointOpt = Annotated[Optional[int], typer.Option(
+    "--checkpoint", metavar="N", help="Analyse only the checkpoint saved at this step.",
+    show_default=False)]
+TripletsOpt = Annotated[int, typer.Option(
+    metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")]
+ChunkSizeOpt = Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")]
+SeedOpt = Annotated[int, typer.Option(
+    metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")]
+TargetPositionOpt = Annotated[int, typer.Option(
+    "--target-position", metavar="T", help="The target's position t in 1 … L − 1: t − 1 disturbants shared by "
+                                           "each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the "
+                                           "S4D's in 002 §4.3: 23).")] 
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)]
+PlotOpt = Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")]
+
+
 def stability(
-    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory (every saved checkpoint) or a checkpoint file.", show_default=False)],
-    checkpoint: Annotated[Optional[int], typer.Option("--checkpoint", metavar="N", help="Analyse only the checkpoint saved at this step.", show_default=False)] = None,
-    triplets: Annotated[int, typer.Option(metavar="N", help="Triplets (x,s), (x,s'), (x',s) per condition (paper: 1,024).")] = 1024,
-    chunk_size: Annotated[int, typer.Option(metavar="N", help="Sequences per batched Jacobian pass (bounds memory).")] = 64,
-    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the triplets (the same triplets at every checkpoint).")] = 0,
-    target_position: Annotated[int, typer.Option("--target-position", metavar="T", help="The target's position t in 1 … L − 1: t − 1 disturbants shared by each triplet before it, J = ∂h_2L/∂z_t (1: the RNNs' set-up; the S4D's in 002 §4.3: 23).")] = 1,
+    run: RunOpt,
+    checkpoint: CheckpointOpt = None,
+    triplets: TripletsOpt = 1024,
+    chunk_size: ChunkSizeOpt = 64,
+    seed: SeedOpt = 0,
+    target_position: TargetPositionOpt= 1,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="CSV to write. [default: RUN/stability.csv]", show_default=False)] = None,
-    plot: Annotated[bool, typer.Option("--plot", help="Also draw the figure beside the CSV (the paper's Fig. 5).")] = False,
+    out: OutOpt = None,
+    plot: PlotOpt = False,
     json_out: JsonOpt = False,
 ):
     """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
@@ -328,7 +366,8 @@ def stability(
     for col in ("step", "condition", "pair", "mean", "95% CI"):
         table.add_column(col, justify="right" if col in ("step", "mean", "95% CI") else "left")
     for r in rows:
-        table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['stability']:.3f}", f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
+        table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['stability']:.3f}",
+                      f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
     c.print(table)
     _stability_notes(c, run, checkpoint, rows)
 
@@ -348,11 +387,18 @@ def _stability_notes(c, run: Path, checkpoint: Optional[int], rows: list[dict]) 
 
 
 def extend_vocab(
-    run: Annotated[Path, typer.Argument(metavar="RUN", help="A trained run directory (its latest checkpoint) or a checkpoint file.", show_default=False)],
-    extra_vocab: Annotated[int, typer.Option("--extra-vocab", metavar="N", help="How many new ids to add (the reference doubles V).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory of the extended run (the trained run is never modified).", show_default=False)],
-    iterations: Annotated[Optional[int], typer.Option(metavar="N", help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(metavar="N", help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
+    run: Annotated[Path, typer.Argument(
+        metavar="RUN", help="A trained run directory (its latest checkpoint) or a checkpoint file.",
+        show_default=False)],
+    extra_vocab: Annotated[int, typer.Option(
+        "--extra-vocab", metavar="N", help="How many new ids to add (the reference doubles V).", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        "--out", metavar="DIR", help="Directory of the extended run (the trained run is never modified).",
+        show_default=False)],
+    iterations: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Iterations training the new parameters. [default: the run's]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Seed of the new rows and the batches. [default: the run's]", show_default=False)] = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     set_: SetOpt = None,
@@ -380,7 +426,8 @@ def extend_vocab(
 
     from ..engine.extend import TEST_SETS, not_learned
 
-    table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, pe={r['pe']})")
+    table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, "
+                        f"pe={r['pe']})")
     for col in ("test set", "token acc", "95% CI", "seq acc", "DL"):
         table.add_column(col, justify="left" if col == "test set" else "right")
     for key, label, _ in TEST_SETS:
@@ -398,162 +445,10 @@ def extend_vocab(
         typer.echo(f"warning: {advice}", err=True)
 
 
-#: what ``posrnn bench`` measures when not told: sized to the device
-BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64, "train.batch_size": 128}
-BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}  # the paper's largest LSTM cell; the rest is the papers' default
-
-
-@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "conv", "batch_size", "device",
-             "threads", "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
-                 "model", "vocab_size", "length", "hidden_size", "batch_size")})
-def bench(
-    paper: Annotated[bool, typer.Option("--paper", help="The paper's configuration (LSTM, V 16,384, L 64, H 512, B 512). [default on a GPU]")] = False,
-    iters: Annotated[int, typer.Option(metavar="N", help="Timed iterations (the median is reported).")] = 20,
-    warmup_iters: Annotated[int, typer.Option(metavar="N", help="Untimed iterations first.")] = 5,
-    parts: Annotated[str, typer.Option("--parts", metavar="PARTS", help="What to time: train, sampler, stability (comma-separated).")] = "train,sampler,stability",
-    stability_triplets: Annotated[int, typer.Option("--stability-triplets", metavar="N", help="Triplets timed (0: skip).")] = 8,
-    chunk_size: Annotated[int, typer.Option(metavar="N", help="Stability: sequences per Jacobian pass.")] = 64,
-    concurrent: Annotated[Optional[str], typer.Option(metavar="K,…", help="Also time k training processes at once, e.g. 1,2,4.", show_default=False)] = None,
-    no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the reference-style loop.")] = False,
-    ensemble: Annotated[Optional[str], typer.Option(metavar="K,…", help="Instead: time K seeds trained as one batched model (elman, gru, lstm) beside one solo run, e.g. 1,2,4,8: it/s per member and in all, peak memory.", show_default=False)] = None,
-    params: ParamsOpt = None,
-    set_: SetOpt = None,
-    json_out: JsonOpt = False,
-    opts: Optional[dict] = None,
-):
-    """Benchmark one configuration: ms/iteration, tokens/s, TFLOP/s, peak memory, sampler
-    sequences/s, stability triplets/s — beside a plain reference-style loop in the same run,
-    with the ratios. Without options: a small GRU on a CPU (under a minute), the paper's
-    configuration on a GPU."""
-    from ..bench import bench as run_bench
-    from ..common.config import RunConfig, resolve_config
-    from ..common.machine import fit_to_machine
-    from ..engine.device import resolve_device
-
-    dev = resolve_device(opts["device"] or RunConfig().train.device)
-    sized = dict(BENCH_PAPER) if (paper or dev.type == "cuda") else dict(BENCH_CPU)
-    cfg = resolve_config(params, {**sized, **config_options(opts)}, set_)
-    fit_to_machine(cfg, dev.type, given_keys(config_options(opts), set_, params))
-    try:
-        ks = tuple(int(k) for k in concurrent.split(",")) if concurrent else ()
-    except ValueError:
-        raise PosrnnError(f"--concurrent takes process counts like 1,2,4, got {concurrent!r}") from None
-    if ensemble is not None:
-        return _bench_ensemble(cfg, ensemble, iters, warmup_iters, json_out)
-    r = run_bench(cfg, iters=iters, warmup=warmup_iters, reference=not no_reference, stability_triplets=stability_triplets,
-                  chunk_size=chunk_size, parts=tuple(p.strip() for p in parts.split(",") if p.strip()), concurrent=ks)
-    if json_out:
-        typer.echo(json.dumps(r))
-        return
-    console().print(_bench_table(cfg, r))
-
-
-def _bench_ensemble(cfg, ks_text: str, iters: int, warmup: int, json_out: bool) -> None:
-    """``posrnn bench --ensemble K,…``: the table of ``bench_ensemble.ensemble_speed``."""
-    from rich.table import Table
-
-    from ..bench_ensemble import ensemble_speed
-
-    try:
-        ks = tuple(int(k) for k in ks_text.split(","))
-    except ValueError:
-        raise PosrnnError(f"--ensemble takes ensemble sizes like 1,2,4,8, got {ks_text!r}") from None
-    r = ensemble_speed(cfg, ks, iters=iters, warmup=warmup)
-    if json_out:
-        typer.echo(json.dumps(r))
-        return
-    m, t = cfg.model, cfg.task
-    table = Table(title=f"bench --ensemble: {m.name} V={t.vocab_size} L={t.length} H={m.hidden_size} B={cfg.train.batch_size} "
-                        f"on {r['device']}, torch {r['torch']}, amp {r['amp']}, cuda_graph {r['cuda_graph']}; one solo run's "
-                        f"peak memory {r['solo_peak_memory_mb']:,.0f} MB")
-    for col in ("K", "ms / step", "it/s per member", "it/s in all", "one solo run's it/s", "× solo", "peak memory MB"):
-        table.add_column(col, justify="right")
-    for row in r["rows"]:
-        table.add_row(str(row["k"]), f"{row['ms_per_step']:.2f}", f"{row['it_per_s_per_member']:.2f}",
-                      f"{row['it_per_s_in_all']:.2f}", f"{row['solo_it_per_s']:.2f}", f"{row['vs_solo_in_all']:.2f}×",
-                      f"{row['peak_memory_mb']:,.0f}")
-    console().print(table)
-
-
-def _bench_table(cfg, r: dict):
-    """``posrnn bench``'s figures as a rich table: posrnn beside the reference loop, with ratios."""
-    from rich.table import Table
-
-    m, t = cfg.model, cfg.task
-    on = [k for k, v in r["fast_paths"].items() if v]
-    table = Table(title=f"bench: {m.name} pe={m.pe} V={t.vocab_size} L={t.length} H={m.hidden_size} "
-                        f"B={cfg.train.batch_size} on {r['device']} ({r['threads']} threads), {r['date']}; "
-                        f"fast paths: {', '.join(on) or 'none'}")
-    table.add_column("figure")
-    table.add_column("posrnn", justify="right")
-    table.add_column("reference loop", justify="right")
-    table.add_column("ratio", justify="right")
-
-    def fmt(v, spec=".2f"):
-        return "-" if v is None else format(v, spec)
-
-    def ratio(v):
-        return f"{v:.2f}×" if v else "-"
-
-    if "train_ms_per_iter" in r:
-        for label, key, spec in (("ms / iteration", "ms_per_iter", ".2f"), ("tokens / s", "tokens_per_s", ",.0f"),
-                                 ("TFLOP/s", "tflops", ".4f"), ("share of peak", "peak_share", ".3f"),
-                                 ("peak memory MB", "peak_memory_mb", ",.0f")):
-            ours, ref = r.get(f"train_{key}"), r.get(f"reference_{key}")
-            table.add_row(label, fmt(ours, spec), fmt(ref, spec), ratio(r.get("train_speedup")) if key == "ms_per_iter" else "")
-    if "sampler_seqs_per_s" in r:
-        table.add_row("sampler sequences / s", fmt(r["sampler_seqs_per_s"], ",.0f"),
-                      fmt(r.get("reference_sampler_seqs_per_s"), ",.0f"), ratio(r.get("sampler_speedup")))
-        if r.get("refcode_sampler_seqs_per_s"):
-            table.add_row("  vs the reference code's own sampler", "", fmt(r["refcode_sampler_seqs_per_s"], ",.0f"),
-                          ratio(r["refcode_sampler_speedup"]))
-    if r.get("stability_triplets_per_s"):
-        table.add_row("stability triplets / s", fmt(r["stability_triplets_per_s"], ".2f"), "", "")
-        table.add_row("stability s / 1,024 triplets", fmt(r["stability_s_per_1024_triplets"], ".1f"), "", "")
-    for c in r.get("concurrent", []):
-        table.add_row(f"{c['k']} concurrent runs: it / s in all", fmt(c["aggregate_it_per_s"], ".2f"), "", ratio(c["speedup_vs_1"]))
-    table.add_row("FLOP / iteration", f"{r['flops_per_iter']:.3e}", "", "")
-    return table
-
-
-def bench_sweep(
-    workers: Annotated[str, typer.Option(metavar="K,…", help="Worker counts to compare.")] = "1,2",
-    runs: Annotated[int, typer.Option(metavar="N", help="Runs in the grid (GRU, V 16, L 8, H 64, batch 128).")] = 8,
-    iterations: Annotated[int, typer.Option(metavar="N", help="Iterations per run.")] = 1000,
-    json_out: JsonOpt = False,
-):
-    """Runs per hour of `posrnn sweep` with 1, 2, … local workers on this machine.
-
-    The same grid is swept once per worker count in a scratch directory."""
-    from ..sweep.bench import machine, sweep_throughput
-
-    try:
-        ks = tuple(int(k) for k in workers.split(","))
-    except ValueError:
-        raise PosrnnError(f"--workers takes counts like 1,2, got {workers!r}") from None
-    rows = sweep_throughput(ks, runs=runs, iterations=iterations)
-    if json_out:
-        typer.echo(json.dumps(rows))
-        return
-    import datetime
-
-    from rich.table import Table
-
-    t = Table(title=f"sweep throughput: {runs} runs × {iterations:,} iterations, {machine()}, "
-                    f"{datetime.date.today().isoformat()}")
-    for col in ("workers", "wall s", "runs / hour", "× one worker"):
-        t.add_column(col, justify="right")
-    for r in rows:
-        t.add_row(str(r["workers"]), f"{r['seconds']:.1f}", f"{r['runs_per_hour']:.0f}",
-                  f"{r['speedup_vs_1']:.2f}" if r["speedup_vs_1"] else "-")
-    console().print(t)
-
-
 def register(app: typer.Typer) -> None:
     app.command(help=TRAIN_HELP, short_help="Train one model on one task into a run directory.")(cli_errors(train))
     app.command("eval", short_help="Score a run on its held-out test set.")(cli_errors(eval_cmd))
     app.command(short_help="Evaluate several runs and show them side by side.")(cli_errors(compare))
     app.command(short_help="Gradient stability of a run's checkpoints (003 §4.3).")(cli_errors(stability))
-    app.command("extend-vocab", short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))
-    app.command(short_help="Time a training step, the sampler and the stability analysis.")(cli_errors(bench))
-    app.command("bench-sweep", short_help="Runs per hour of posrnn sweep with 1, 2, … workers.")(cli_errors(bench_sweep))
+    app.command("extend-vocab",
+                short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))

@@ -15,8 +15,11 @@ PARAMS = Path("params.yaml")
 
 
 def status(
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", metavar="NAME", autocompletion=complete_profiles, help="Profile to report on. [default: the active one]", show_default=False)] = None,
-    params: Annotated[Path, typer.Option("--params", metavar="FILE", help="The params file holding the profiles.")] = PARAMS,
+    profile: Annotated[Optional[str], typer.Option(
+        "--profile", "-p", metavar="NAME", autocompletion=complete_profiles,
+        help="Profile to report on. [default: the active one]", show_default=False)] = None,
+    params: Annotated[Path, typer.Option(
+        "--params", metavar="FILE", help="The params file holding the profiles.")] = PARAMS,
     json_out: JsonOpt = False,
 ):
     """Each experiment of the active profile: its runs finished, unfinished, not started, of

@@ -1,7 +1,7 @@
 """One typed config for a run: ``params.yaml`` → dataclasses → CLI options → ``--set key=value``.
 
-The dataclass defaults *are* the paper's settings (docs/papers.md, The settings the code follows); ``params.yaml`` repeats
-them (a test keeps the two equal) so that DVC can track them. Unknown keys and values of
+The dataclass defaults *are* the paper's settings (docs/papers.md, The settings the code follows); ``params.yaml``
+repeats them (a test keeps the two equal) so that DVC can track them. Unknown keys and values of
 the wrong type are refused with a message that names the key and the fix.
 """
 
@@ -58,12 +58,18 @@ class TaskConfig:
     name: str = "reverse"
     vocab_size: int = bounded(256, 2, 2**24)  # V
     length: int = bounded(64, 1, 100_000)  # L (the maximum length when min_length is set)
-    min_length: Optional[int] = bounded(None, 0, 100_000, none="none, a fixed L")  # variable length: L ~ U{min_length … length}
-    rarity: Optional[float] = bounded(None, positive=True, below=1, none="none, uniform ids")  # dual-frequency vocabulary: P(a position holds a Rare id)
+    # variable length: L ~ U{min_length … length}
+    min_length: Optional[int] = bounded(None, 0, 100_000, none="none, a fixed L")
+    # dual-frequency vocabulary: P(a position holds a Rare id)
+    rarity: Optional[float] = bounded(None, positive=True, below=1, none="none, uniform ids")
     delay: int = bounded(60, 0, 10**6)  # copy: T blank steps between input and output phase
-    dim: int = bounded(64, 2, 2**16, why="R^1 holds only two unit vectors: not an infinite vocabulary")  # continuous: tokens are unit vectors in R^dim
-    pairs: Optional[int] = bounded(None, 1, 10**6, none="none; mqar needs it")  # mqar: P key-value pairs (the Zoology harness's num_kv_pairs)
-    filler: str = "random"  # mqar: the query region's other steps: "random" ids of 0 … V−1 (the Zoology harness's random_non_queries) or "zero" (id 0)
+    # continuous: tokens are unit vectors in R^dim
+    dim: int = bounded(64, 2, 2**16, why="R^1 holds only two unit vectors: not an infinite vocabulary")
+    # mqar: P key-value pairs (the Zoology harness's num_kv_pairs)
+    pairs: Optional[int] = bounded(None, 1, 10**6, none="none; mqar needs it")
+    # mqar: the query region's other steps: "random" ids of 0 … V−1 (the Zoology harness's random_non_queries) or "zero"
+    # (id 0)
+    filler: str = "random"
     autoregressive: bool = False  # output-phase input = previous target / prediction
     n_test: int = bounded(1024, 1, 10**7)  # held-out test sequences (per cell for grids)
     test_seed: int = bounded(1234, 0, 2**63 - 1)  # the test set's own seed, shared by every run of a task
@@ -83,7 +89,8 @@ class ModelConfig:
     layers: int = bounded(1, 1, 2**16)  # transformer blocks
     heads: int = bounded(8, 1, 2**16)  # transformer attention heads
     state_size: int = bounded(64, 1, 2**16)  # S4D state N
-    conv: bool = True  # mamba, gated_deltanet_layer, hawk, xlstm: the short causal convolution (False: the identity in its place)
+    # mamba, gated_deltanet_layer, hawk, xlstm: the short causal convolution (False: the identity in its place)
+    conv: bool = True
     frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property
@@ -106,18 +113,21 @@ class TrainConfig:
     eps: float = bounded(1e-9, positive=True)
     weight_decay: float = bounded(0.0, 0)
     clip: float = bounded(1.0, positive=True)
-    warmup: Optional[int] = bounded(None, 0, none="1% of the run, at most 1,000")  # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
+    # None = auto: 1% of the iterations, at most 1,000 (the papers: 1,000 at 300,000)
+    warmup: Optional[int] = bounded(None, 0, none="1% of the run, at most 1,000")
     seed: int = bounded(111, 0, 2**63 - 1)
     checkpoint_every: int = bounded(5000, 1)
     checkpoint_initial: bool = False  # also keep the untrained model as step 0 (a stability curve's start)
-    checkpoint_minutes: Optional[float] = bounded(None, hi=10**6, positive=True, none="off")  # also a checkpoint after this much wall time (clusters with short limits)
+    # also a checkpoint after this much wall time (clusters with short limits)
+    checkpoint_minutes: Optional[float] = bounded(None, hi=10**6, positive=True, none="off")
     log_every: int = bounded(100, 1)
     eval_batch_size: int = bounded(1024, 1, 2**24)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    threads: Optional[int] = bounded(None, 1, 4096, none="auto: 1 for a small model, else the cores not busy")  # torch CPU threads; None = chosen by the command (common.machine)
+    # torch CPU threads; None = chosen by the command (common.machine)
+    threads: Optional[int] = bounded(None, 1, 4096, none="auto: 1 for a small model, else the cores not busy")
 
     @property
     def warmup_steps(self) -> int:
@@ -357,11 +367,12 @@ def safe_load_bounded(text: str, source: str, as_dvc: bool = False) -> Any:
                                   f"write the values out instead of aliasing them")
             repeated = _repeated_key(node, set())
             if repeated:
-                raise PosrnnError(f"{source}: the key {repeated} appears twice in one mapping (DVC refuses such a file, "
-                                  f"and which value counts is unclear); keep one")
+                raise PosrnnError(f"{source}: the key {repeated} appears twice in one mapping (DVC refuses such a "
+                                  f"file, and which value counts is unclear); keep one")
             if as_dvc and loader.yaml_version is not None:
                 raise PosrnnError(f"{source}: a %YAML {'.'.join(map(str, loader.yaml_version))} directive changes how "
-                                  f"values read (DVC and posrnn read params as YAML 1.2 without it); remove the directive")
+                                  "values read (DVC and posrnn read params as YAML 1.2 without it); remove the "
+                                  "directive")
             if as_dvc and text not in _AGREED:
                 check_as_dvc_reads(node, source)
                 _AGREED[text] = None

@@ -49,7 +49,8 @@ POSITION_RULE = {"sort": "the most likely k-th order statistic at each position"
                  "mqar": "the value of the pair most likely asked at each query step"}
 
 
-def chance_line(task: str, vocab_size: int, length: Optional[int] = None, pairs: Optional[int] = None) -> Optional[float]:
+def chance_line(task: str, vocab_size: int, length: Optional[int] = None,
+                pairs: Optional[int] = None) -> Optional[float]:
     """Token accuracy of a guess that reads nothing of the input; None where the task declares
     no line (it is not scored by token accuracy)."""
     if task == "mqar":

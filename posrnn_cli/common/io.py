@@ -157,10 +157,12 @@ def check_out_path(out: Path, option: str = "--out") -> Path:
         os.path.realpath(out, strict=False)
         Path(out).exists()
     except (OSError, RuntimeError, ValueError) as e:
-        raise PosrnnError(f"{option} {out} cannot be used ({type(e).__name__}: a symlink loop or a bad name); pass another path") from None
+        raise PosrnnError(f"{option} {out} cannot be used ({type(e).__name__}: a symlink loop or a bad name); pass "
+                          "another path") from None
     if Path(out).is_symlink() and not Path(out).exists():
         target = os.readlink(out)
-        raise PosrnnError(f"{option} {out} is a symlink to {target}, which does not resolve (a loop or a missing target); pass another path")
+        raise PosrnnError(f"{option} {out} is a symlink to {target}, which does not resolve (a loop or a missing "
+                          "target); pass another path")
     if same_path(out, os.getcwd()):
         raise PosrnnError(f"{option} {out} is the current directory; pass a new directory for the output")
     return Path(out)
@@ -301,7 +303,8 @@ def read_npz(path: Path) -> dict:
 
         if isinstance(e, OSError) and not Path(path).exists():
             raise
-        raise PosrnnError(f"{path} is not a readable .npz file (truncated or corrupt); re-run the step that writes it") from None
+        raise PosrnnError(
+            f"{path} is not a readable .npz file (truncated or corrupt); re-run the step that writes it") from None
 
 
 @contextmanager

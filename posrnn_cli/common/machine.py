@@ -70,7 +70,8 @@ def state_size_for(device_type: str, configured: int, cpu_size: Optional[int]) -
     that has one (its catalogue entry's ``cpu_state_size``: Mamba's 4, where the configured 64 is
     tens of times slower), else the configured one. Returns (state size, the header's line)."""
     if device_type == "cpu" and cpu_size is not None and configured > cpu_size:
-        return cpu_size, f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured one)"
+        return cpu_size, (f"model.state_size: {cpu_size} (auto on a CPU; --state-size {configured} for the configured "
+                          "one)")
     return configured, f"model.state_size: {configured}"
 
 

@@ -74,7 +74,8 @@ def check_fits(parts: list[tuple[int, str, str]], what: str, available: Optional
                       f"(largest: {name}, {human(size)}); lower {keys}")
 
 
-def stability_parts(n_triplets: int, length: int, hidden: int, state: "int | None" = None) -> list[tuple[int, str, str]]:
+def stability_parts(n_triplets: int, length: int, hidden: int,
+                    state: "int | None" = None) -> list[tuple[int, str, str]]:
     """The triplets (three token sequences each) and their Jacobians, all kept: three H × Dz
     matrices a triplet and one product of two while they are compared. ``state`` is Dz, the width
     of the core's state (an LSTM's 2H, a Mamba's N × inner width, a Gated DeltaNet's key × value

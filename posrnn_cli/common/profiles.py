@@ -111,7 +111,8 @@ def use_profile(params: Path, names: list[str]) -> str:
     newline = "\r\n" if "\r\n" in text else "\n"
     entries = [(k, v) for k, v in _top_entries(text, params) if isinstance(k, yaml.ScalarNode) and k.value == "profile"]
     if len(entries) > 1:
-        raise PosrnnError(f"{params} has {len(entries)} top-level `profile:` entries (DVC refuses a repeated key); keep one")
+        raise PosrnnError(f"{params} has {len(entries)} top-level `profile:` entries (DVC refuses a repeated key); "
+                          "keep one")
     line = f"profile: [{', '.join(names)}]"
     flow = f"[{', '.join(names)}]"
     written = line  # the entry as written, in one line
@@ -125,7 +126,8 @@ def use_profile(params: Path, names: list[str]) -> str:
             if new is None:
                 raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
             written = f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"
-        elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode) and value.value == ""):
+        elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode)
+                                                                   and value.value == ""):
             raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
                               f"set it by hand to {line}")
         elif isinstance(value, yaml.ScalarNode) and value.value == "" and a == b:
@@ -190,7 +192,8 @@ def replace_in_place(path: Path, data: bytes) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except PermissionError:
-        raise PosrnnError(f"cannot write {path} (permission denied); make it writable or choose the profile by hand") from None
+        raise PosrnnError(
+            f"cannot write {path} (permission denied); make it writable or choose the profile by hand") from None
     except OSError as e:
         raise PosrnnError(f"cannot write {path} ({e.strerror or type(e).__name__}); nothing was changed") from None
     finally:
@@ -258,7 +261,8 @@ def read_section(cls: type, data: Any, where: str, required: tuple[str, ...] = (
     missing = [k for k in required if data.get(k) is None]
     if unknown or missing:
         raise PosrnnError(f"{where}: " + "; ".join(
-            ([f"unknown key(s) {', '.join(unknown)}"] if unknown else []) + ([f"missing {', '.join(missing)}"] if missing else []))
+            ([f"unknown key(s) {', '.join(unknown)}"] if unknown else [])
+            + ([f"missing {', '.join(missing)}"] if missing else []))
             + f"; use {', '.join(known)}")
     hints = typing.get_type_hints(cls)
     values = {}

@@ -33,8 +33,8 @@ def file_sha256(path: Path) -> str:
     import stat
 
     if not stat.S_ISREG(os.stat(path).st_mode):
-        raise PosrnnError(f"{path} is not a regular file (a FIFO, device or directory stands where posrnn wrote a file); "
-                          f"remove it and re-run the step that writes it")
+        raise PosrnnError(f"{path} is not a regular file (a FIFO, device or directory stands where posrnn wrote a "
+                          f"file); remove it and re-run the step that writes it")
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -188,8 +188,8 @@ def check_scores(path: Path, data: dict, keys: Iterable[str], proof: Proof, n: O
         raise PosrnnError(f"{path} records no checkpoint or config digest (written by an older posrnn, or not by "
                           f"`posrnn eval`); {fix}")
     if stamps["checkpoint_sha256"] != proof.checkpoint_sha256:
-        raise PosrnnError(f"{path} scores another checkpoint than the run's latest (step {proof.step}: trained on since, "
-                          f"or copied from another run); {fix}")
+        raise PosrnnError(f"{path} scores another checkpoint than the run's latest (step {proof.step}: trained on "
+                          f"since, or copied from another run); {fix}")
     if stamps["config_digest"] != proof.config_digest:
         raise PosrnnError(f"{path} scores another config than {proof.run / 'config.yaml'}; {fix}")
     if sha256 is not None and file_sha256(path) != sha256:
@@ -293,5 +293,6 @@ def _check_source(run: Path, meta: dict, stamps: dict, fix: str) -> None:
         if i == len(recorded) - 1:
             ok = ok and sha == stamps["checkpoint_sha256"]
     if not ok:
-        raise PosrnnError(f"the checkpoints of {src} changed since {run} analysed them (trained on or retrained); {fix}")
+        raise PosrnnError(f"the checkpoints of {src} changed since {run} analysed them (trained on or retrained); "
+                          f"{fix}")
 

@@ -128,7 +128,8 @@ def log_entries(run_dir: Path, numbers: tuple[str, ...] = ()) -> list[dict]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise PosrnnError(f"{path} is not text (not UTF-8); it is not a log posrnn wrote: re-run its training") from None
+        raise PosrnnError(
+            f"{path} is not text (not UTF-8); it is not a log posrnn wrote: re-run its training") from None
     out = []
     for line in text.splitlines():
         try:

@@ -58,7 +58,8 @@ def _means_of_resamples(x: np.ndarray, n_resamples: int, rng: np.random.Generato
 
 
 def bootstrap_ci(
-    values: Sequence[float] | np.ndarray, n_resamples: int = 10_000, level: float = 0.95, seed: int = 0, chunk: int = 500
+    values: Sequence[float] | np.ndarray, n_resamples: int = 10_000, level: float = 0.95, seed: int = 0,
+    chunk: int = 500
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of ``values`` (resampled with replacement)."""
     x = np.asarray(values, dtype=np.float64).ravel()

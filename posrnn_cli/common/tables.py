@@ -62,7 +62,8 @@ def key_columns(rows: list[dict]) -> list[str]:
             out.append(c)
         elif c in VALUE_COLUMNS or c.endswith(("_ci_low", "_ci_high", "_by_seed")) or c.startswith("_"):
             continue
-        elif all(v is None or (isinstance(v, (str, int)) and not isinstance(v, bool)) for v in (r.get(c) for r in rows)):
+        elif all(v is None
+                 or (isinstance(v, (str, int)) and not isinstance(v, bool)) for v in (r.get(c) for r in rows)):
             out.append(c)
     return out
 
@@ -108,7 +109,8 @@ def _check_cells(r: dict, where: str, fix: str) -> None:
         lo, hi = MEASURES[m]
         vals = _values(v) if k.endswith("_by_seed") else ([float(v)] if is_number(v) else None)
         if vals is None:
-            raise PosrnnError(f"{where}: {k} is {v!r}, not {'one finite number per seed' if k.endswith('_by_seed') else 'a finite number'}; {fix}")
+            raise PosrnnError(f"{where}: {k} is {v!r}, not "
+                              f"{'one finite number per seed' if k.endswith('_by_seed') else 'a finite number'}; {fix}")
         bad = [x for x in vals if not lo - 1e-6 <= x <= hi + 1e-6]
         if bad:
             raise PosrnnError(f"{where}: {k} = {bad[0]:g} lies outside [{lo:g}, {hi:g}], the range of {m}; {fix}")
@@ -136,7 +138,8 @@ def _check_seeds(r: dict, where: str, fix: str) -> None:
         for col, want, what in checks:
             got = r.get(col)
             if is_number(got) and abs(got - want) > ROUNDING * max(1.0, abs(want), *(abs(x) for x in vals)):
-                raise PosrnnError(f"{where}: {col} = {got:g}, but {what} over the seeds' values ({c}) is {want:g}; {fix}")
+                raise PosrnnError(f"{where}: {col} = {got:g}, but {what} over the seeds' values ({c}) is {want:g}; "
+                                  f"{fix}")
 
 
 def _check_ci(r: dict, where: str, fix: str) -> None:
@@ -150,7 +153,8 @@ def _check_ci(r: dict, where: str, fix: str) -> None:
             continue
         lo_v, v, hi_v = r[k], r[value], r[hi]
         if all(is_number(x) for x in (lo_v, v, hi_v)) and not lo_v - 1e-9 <= v <= hi_v + 1e-9:
-            raise PosrnnError(f"{where}: {value} = {v} lies outside its CI [{lo_v}, {hi_v}] (bounds swapped or edited?); {fix}")
+            raise PosrnnError(f"{where}: {value} = {v} lies outside its CI [{lo_v}, {hi_v}] (bounds swapped or "
+                              f"edited?); {fix}")
 
 
 def check_table(rows: list[dict], path: Path, columns: Iterable[str] = (), what: str = "table",

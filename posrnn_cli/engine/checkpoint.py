@@ -169,7 +169,8 @@ def _load_open(path: Path, f, map_location) -> dict[str, Any]:
 def check_resumable(ckpt: dict, path: Path) -> None:
     """The parts only a resumption reads: optimizer, scheduler and RNG states of the right kinds."""
     opt = ckpt.get("optimizer")
-    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list):
+    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"),
+                                                                                             list):
         raise _refuse(path, "its optimizer state is missing or malformed")
     if not isinstance(ckpt.get("scheduler"), dict):
         raise _refuse(path, "its learning-rate schedule state is missing or malformed")
@@ -184,7 +185,8 @@ def check_resumable(ckpt: dict, path: Path) -> None:
         raise _refuse(path, f"its optimizer state holds non-finite values (first: {bad[0]})")
 
 
-def check_belongs(ckpt: dict, path: Path, run_dir: Path, allow: frozenset[str] = frozenset({"train.iterations"})) -> None:
+def check_belongs(ckpt: dict, path: Path, run_dir: Path,
+                  allow: frozenset[str] = frozenset({"train.iterations"})) -> None:
     """Refuse a checkpoint that is not the run's own: another run id than the run directory's
     marker, or a config that contradicts the run's ``config.yaml`` (beyond ``allow``: a run
     trained longer keeps its earlier checkpoints)."""
@@ -218,7 +220,8 @@ def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Pa
         run_dir = path.parent.parent if path.parent.name == CKPT_DIR else path.parent
         return path, run_dir
     if not path.is_dir():
-        raise PosrnnError(f"{path} is neither a run directory nor a checkpoint file; pass the --out of a `posrnn train` run")
+        raise PosrnnError(f"{path} is neither a run directory nor a checkpoint file; pass the --out of a `posrnn "
+                          "train` run")
     ckpts = list_checkpoints(path)
     if not ckpts:
         raise PosrnnError(f"run directory {path} has no checkpoints; train it first (posrnn train --out {path})")
@@ -268,7 +271,8 @@ def check_out_dir(out: Path, inputs: tuple = (), option: str = "--out") -> Path:
         raise PosrnnError(f"{option} {out} lies inside the run {run}; pass a directory outside every run")
     for i in inputs:
         if same_path(out, i) or inside(i, out):
-            raise PosrnnError(f"{option} {out} {'is' if same_path(out, i) else 'holds'} the input {i}; pass another directory")
+            raise PosrnnError(f"{option} {out} {'is' if same_path(out, i) else 'holds'} the input {i}; pass another "
+                              "directory")
     return Path(out)
 
 
@@ -287,7 +291,8 @@ def check_out_file(out: Path, inputs: tuple = (), run_dir: Optional[Path] = None
     run = enclosing_run(out)
     if run is not None:
         if run_dir is None or not same_path(run, run_dir) or not same_path(out.parent, run):
-            raise PosrnnError(f"{option} {out} lies inside the run {run}" + (f" (its {CKPT_DIR}/)" if CKPT_DIR in out.parts else "")
+            raise PosrnnError(f"{option} {out} lies inside the run {run}"
+                              + (f" (its {CKPT_DIR}/)" if CKPT_DIR in out.parts else "")
                               + "; pass a file outside it")
         if out.name in RUN_OWN or out.name.startswith(("eval", "extend", "nll_by_position")):
             raise PosrnnError(f"{option} {out} is one of the run's own files; pass another file name")

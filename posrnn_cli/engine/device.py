@@ -93,9 +93,9 @@ def check_machine(t: TrainConfig, task, device: torch.device) -> None:
     for key in ("batch_size", "eval_batch_size"):
         tokens = getattr(t, key) * steps
         if tokens > MAX_TOKENS_PER_BATCH:
-            raise PosrnnError(f"train.{key} {getattr(t, key):,} × {steps} steps per sequence = {tokens:,} tokens per batch, "
-                              f"beyond the {MAX_TOKENS_PER_BATCH:,} one step can take in reasonable time and memory; "
-                              f"lower it")
+            raise PosrnnError(f"train.{key} {getattr(t, key):,} × {steps} steps per sequence = {tokens:,} tokens per "
+                              f"batch, beyond the {MAX_TOKENS_PER_BATCH:,} one step can take in reasonable time and "
+                              f"memory; lower it")
 
 
 #: the most tokens (sequences × steps) one batch may hold: 256× the paper's 512 × 128

@@ -45,7 +45,8 @@ from ..common.rundir import list_checkpoints
 from .device import check_machine, resolve_device, setup_threads, world
 from .graphed import graph_lr
 from .rundir import prune_checkpoints, record_code, run_state
-from .train import (Trainer, TrainingStopped, begin_run, build_run, check_fast_paths, drop_unscheduled, owned_run_dir,
+from .optim import check_fast_paths
+from .train import (Trainer, TrainingStopped, begin_run, build_run, drop_unscheduled, owned_run_dir,
                     refuse_different_run)
 
 MODULE = __name__
@@ -69,7 +70,8 @@ def stack_batches(batches: list[Batch]) -> Batch:
     """The members' batches as one (K, B, …) batch; batches of different fields or shapes are refused."""
     fields = [b._tensors() for b in batches]
     if any(f.keys() != fields[0].keys() or any(v.shape != fields[0][k].shape for k, v in f.items()) for f in fields):
-        raise PosrnnError("an ensemble needs its members' batches to share one shape; this task's vary: train its runs solo")
+        raise PosrnnError("an ensemble needs its members' batches to share one shape; this task's vary: train its "
+                          "runs solo")
     return replace(batches[0], **{k: torch.stack([f[k] for f in fields]) for k in fields[0]})
 
 
@@ -98,7 +100,8 @@ def member_optimizer_state(sd: dict, k: int, n: int) -> dict:
 
 
 def stacked_optimizer_state(states: list[dict]) -> dict:
-    """The members' solo optimizer ``state_dict``s as the stacked optimizer's (the inverse of ``member_optimizer_state``)."""
+    """The members' solo optimizer ``state_dict``s as the stacked optimizer's (the inverse of
+    ``member_optimizer_state``)."""
     def join(vs):
         v = vs[0]
         return torch.stack(vs) if torch.is_tensor(v) and v.dim() > 0 else v
@@ -166,9 +169,10 @@ class EnsembleTrainer(Trainer):
             bad = non_finite({key: st[key] for key in ("model", "optimizer")})
             if bad:
                 ckpts = list_checkpoints(m.run_dir)
-                kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else "no checkpoint had been written yet"
-                raise TrainingStopped(f"step {self.step}: member {m.run_dir} holds non-finite values (first: {bad[0]}); "
-                                      f"the ensemble stopped there and {kept}; lower train.lr, then resume")
+                kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else ("no checkpoint had been "
+                                                                                           "written yet")
+                raise TrainingStopped(f"step {self.step}: member {m.run_dir} holds non-finite values (first: "
+                                      f"{bad[0]}); the ensemble stopped there and {kept}; lower train.lr, then resume")
         for m, st in zip(self.members, states):
             save_checkpoint(m.run_dir, self.step, st)
         for m in self.members:
@@ -213,15 +217,16 @@ class EnsembleTrainer(Trainer):
 def check_members(cfgs: list[RunConfig], out_dirs: list[Path]) -> None:
     """Refuse, in one line, an ensemble whose members cannot train as one model."""
     if not cfgs or len(cfgs) != len(out_dirs):
-        raise PosrnnError(f"an ensemble needs one run directory per config (got {len(cfgs)} configs, {len(out_dirs)} directories)")
+        raise PosrnnError(f"an ensemble needs one run directory per config (got {len(cfgs)} configs, {len(out_dirs)} "
+                          "directories)")
     if len({Path(d).resolve() for d in out_dirs}) != len(out_dirs):
         raise PosrnnError("an ensemble's members need distinct run directories; two are the same")
     first = cfgs[0]
     for cfg in cfgs[1:]:
         diff = config_diff(first, cfg, ignore=frozenset({"train.seed"}))
         if diff:
-            raise PosrnnError(f"an ensemble's members may differ in train.seed only; these differ in {', '.join(diff[:3])}: "
-                              f"train them in separate ensembles")
+            raise PosrnnError("an ensemble's members may differ in train.seed only; these differ in "
+                              f"{', '.join(diff[:3])}: train them in separate ensembles")
     check_ensemble_core(first.model.name)
     if first.model.frozen_vocab is not None or first.task.data:
         what = "a vocabulary extension" if first.model.frozen_vocab is not None else "a language model"

@@ -79,7 +79,8 @@ def predict_all(task: Task, model, test: Batch, batch_size: int, feedback: str =
     return torch.cat(preds)
 
 
-def evaluate_model(task: Task, model, device: torch.device, batch_size: int = 1024, n_resamples: int = 10_000) -> tuple[dict, dict]:
+def evaluate_model(task: Task, model, device: torch.device, batch_size: int = 1024,
+                   n_resamples: int = 10_000) -> tuple[dict, dict]:
     """Score ``model`` on ``task``'s held-out set → (summary, per-sequence arrays), once per
     feedback mode of the task (``Task.feedback_modes``; the scores of a mode other than "self"
     named with ``feedback_prefix``). The arrays include ``group`` (the test-grid cell of each
@@ -144,7 +145,8 @@ def evaluate(
         if "nll_by_position" in result:
             rows = [{"position": i, "nll": float(nll), "tokens": int(n)}
                     for i, (nll, n) in enumerate(zip(result["nll_by_position"], result["tokens_by_position"]))]
-            write_csv(rows, run_dir / ("nll_by_position.csv" if latest else f"nll_by_position_step{int(ckpt['step']):07d}.csv"))
+            write_csv(rows, run_dir / ("nll_by_position.csv" if latest
+                                       else f"nll_by_position_step{int(ckpt['step']):07d}.csv"))
     result["digest"] = eval_digest(result)
     if write:
         atomic_write_json(run_dir / f"{name}.json", result)

@@ -26,7 +26,8 @@ from .evaluate import check_finite_scores, evaluate_model, load_run
 from ..common.provenance import file_sha256
 from .lock import check_free
 from ..common.rundir import list_checkpoints
-from .train import Trainer, check_fast_paths, check_train_config, open_run, owned_run_dir, start_and_fit
+from .optim import check_fast_paths, check_train_config
+from .train import Trainer, open_run, owned_run_dir, start_and_fit
 from .device import check_machine
 
 
@@ -39,8 +40,8 @@ def _extendable(run: Path, extra: int, out: Path):
     trained, source_sha = load_finished_run(run)
     if not trained.task.extendable:
         raise PosrnnError(
-            f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} trains "
-            f"{trained.task.describe()}")
+            f"vocabulary extension is defined for the fixed-length reverse task over a uniform vocabulary; {run} "
+            f"trains {trained.task.describe()}")
     if trained.cfg.model.frozen_vocab is not None:
         raise PosrnnError(f"{run} is already an extended run; extend the original run instead")
     if same_path(out, trained.run_dir):
@@ -84,9 +85,11 @@ def extend_vocab(
         torch.manual_seed(new_cfg.train.seed)
         new_params = extend_model(model, V, extra)
         model.to(dev)
-        held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(), combined.test_set()]).to(dev))
+        held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(),
+                                  combined.test_set()]).to(dev))
         trainer = Trainer(new_cfg, out, model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
-                          params=new_params, extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"]),
+                          params=new_params,
+                          extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"]),
                                  "extended_from_sha256": source_sha},
                           keep_checkpoints=keep_checkpoints)
         if resume_from is not None:
@@ -164,5 +167,6 @@ def read_extend_json(path: Path) -> dict:
     """An extension's ``extend.json``: a JSON object, refused in one line when it is not."""
     info = read_json(path)
     if not isinstance(info, dict):
-        raise PosrnnError(f"{path} is not an extension summary (not a JSON object); remove it and re-run extend-vocab --resume")
+        raise PosrnnError(f"{path} is not an extension summary (not a JSON object); remove it and re-run extend-vocab "
+                          "--resume")
     return info

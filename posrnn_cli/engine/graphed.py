@@ -57,7 +57,8 @@ class GraphedStep:
     def _copy_in(self, batch: Batch) -> None:
         got = batch._tensors()
         if got.keys() != self.static.keys() or any(v.shape != self.static[k].shape for k, v in got.items()):
-            raise PosrnnError("train.cuda_graph needs batches of one fixed set of fields and shapes; this task's vary: drop train.cuda_graph")
+            raise PosrnnError("train.cuda_graph needs batches of one fixed set of fields and shapes; this task's "
+                              "vary: drop train.cuda_graph")
         for k, v in got.items():
             self.static[k].copy_(v)
 
@@ -84,8 +85,8 @@ class GraphedStep:
         size = sum(float((e - s).abs().sum()) for e, s in zip(eager, start))
         loss, ref = float(self.out[0].sum()), float(eager_loss.sum())  # an ensemble's: its members' losses
         if not (abs(loss - ref) <= 1e-3 * abs(ref) + 1e-6 and diff <= 1e-2 * size + 1e-12):
-            raise PosrnnError(f"train.cuda_graph: the captured update disagrees with the eager one (loss {loss:.6g} vs {ref:.6g}, "
-                              f"update difference {diff:.3g} of {size:.3g}); drop train.cuda_graph")
+            raise PosrnnError(f"train.cuda_graph: the captured update disagrees with the eager one (loss {loss:.6g} vs "
+                              f"{ref:.6g}, update difference {diff:.3g} of {size:.3g}); drop train.cuda_graph")
 
 
 def cuda_capture(fn: Callable[[], tuple], device: torch.device) -> tuple[Callable[[], None], tuple]:

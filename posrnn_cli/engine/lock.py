@@ -98,7 +98,8 @@ def _open(path: Path, flags: int) -> int:
         return os.open(path, flags | _FLAGS, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP or (e.errno == errno.EEXIST and path.is_symlink()):
-            raise PosrnnError(f"the lock {path} is a symbolic link; posrnn never writes through it: {_clear(path)}") from None
+            raise PosrnnError(
+                f"the lock {path} is a symbolic link; posrnn never writes through it: {_clear(path)}") from None
         raise
 
 
@@ -193,7 +194,8 @@ def _verdict(path: Path, text: Optional[str]) -> tuple[str, str]:
     if host != socket.gethostname():
         return "held", f"{text}; if that process is gone, remove {path}"
     if ns is not None and ns != _pid_ns():  # another container's pid: its liveness cannot be seen from here
-        return "held", f"{text}, in another pid namespace, which posrnn cannot see; if that process is gone, remove {path}"
+        return "held", (f"{text}, in another pid namespace, which posrnn cannot see; if that process is gone, remove "
+                        f"{path}")
     if not _pid_alive(pid):
         return "stale", text
     if _is_posrnn(pid) is False:
@@ -223,7 +225,8 @@ def _one_taker(run_dir: Path):
             except FileExistsError:
                 time.sleep(0.01)
         else:
-            raise PosrnnError(f"{guard} is left from a takeover of a dead process's lock that did not finish; {_clear(guard)}")
+            raise PosrnnError(f"{guard} is left from a takeover of a dead process's lock that did not finish; "
+                              f"{_clear(guard)}")
         try:
             yield
         finally:
@@ -423,7 +426,8 @@ def relabel(run_dir: Path, what: str) -> None:
     if held is None:
         return
     if held.file_fd is not None:
-        _write_holder(held.file_fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
+        _write_holder(held.file_fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace "
+                                    f"{_pid_ns()})\n")
     if held.flock_fd is not None:
         _write_holder(held.flock_fd, f"pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
 
@@ -471,5 +475,5 @@ def restore_before_reading(run_dir: Path) -> None:
             pass  # taking the lock is the restoration: run_lock puts a moved-aside run back first
     except LockDenied:
         raise PosrnnError(f"{run_dir} holds a half-replaced run: an interrupted `--force` moved the old run into "
-                          f"{leftovers(run_dir)[0].name}; any posrnn command on it run by a user who may write {run_dir} "
-                          f"restores it (e.g. posrnn eval {run_dir})") from None
+                          f"{leftovers(run_dir)[0].name}; any posrnn command on it run by a user who may write "
+                          f"{run_dir} restores it (e.g. posrnn eval {run_dir})") from None

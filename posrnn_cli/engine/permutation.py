@@ -45,8 +45,9 @@ def permutation_report(run: Path, device: str = "cpu", n_sequences: int = 256, p
         xp = torch.cat([x[:, perm.to(dev)], x[:, -1:]], dim=1)  # (B T) the prefix permuted, the last step kept
         out = model(xp, last)[:, 0].double()
         if not (bool(torch.isfinite(ref).all()) and bool(torch.isfinite(out).all())):  # NaN would read as "unchanged"
-            raise PosrnnError(f"the permutation analysis of {loaded.ckpt_path} (step {int(ckpt['step'])}) met non-finite "
-                              f"logits, so no share is reported; analyse an earlier checkpoint or re-train with a lower train.lr")
+            raise PosrnnError(f"the permutation analysis of {loaded.ckpt_path} (step {int(ckpt['step'])}) met "
+                              "non-finite logits, so no share is reported; analyse an earlier checkpoint or re-train "
+                              "with a lower train.lr")
         worst = torch.maximum(worst, (out - ref).abs().amax(dim=1))
     sensitive = (worst > tolerance * scale).tolist()
     return {"step": int(ckpt["step"]), "model": cfg.model.name, "layers": cfg.model.layers, "pe": cfg.model.pe,

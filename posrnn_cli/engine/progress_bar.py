@@ -31,7 +31,8 @@ class ProgressBar:
 
         def update(step, m):
             its = (step - s0) / max(time.perf_counter() - t0, 1e-9)
-            self.p.update(self.tid, completed=step, loss=f"{m['loss']:.4f}", acc=f"{m['accuracy']:.3f}", its=f"{its:.1f}")
+            self.p.update(self.tid, completed=step, loss=f"{m['loss']:.4f}", acc=f"{m['accuracy']:.3f}",
+                          its=f"{its:.1f}")
 
         return update, self.p
 

@@ -126,7 +126,8 @@ def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str]
         ok = False
     if not ok:
         raise PosrnnError(f"{aside} holds a run that an interrupted `--force` moved aside, but its {MANIFEST} {why}; "
-                          f"nothing was moved or deleted: move its files back into {aside.parent} by hand, then remove it")
+                          f"nothing was moved or deleted: move its files back into {aside.parent} by hand, then "
+                          "remove it")
     return names, planned
 
 

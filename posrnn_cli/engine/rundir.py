@@ -42,7 +42,8 @@ def record_code(run_dir: Path, module: str) -> None:
     it can run (``common.sources.code_fingerprint``). A resumed run keeps the record of its start."""
     from ..common.sources import code_fingerprint
 
-    atomic_write_text(Path(run_dir) / CODE_FILE, json.dumps({"module": module, "fingerprint": code_fingerprint(module)}) + "\n")
+    atomic_write_text(Path(run_dir) / CODE_FILE,
+                      json.dumps({"module": module, "fingerprint": code_fingerprint(module)}) + "\n")
 
 
 def code_record(run_dir: Path, module: str) -> Optional[tuple[str, str]]:
@@ -123,7 +124,8 @@ def run_state(run_dir: Path, cfg: RunConfig) -> RunState:
     return RunState("done" if done else "resume", saved, [], ckpts)
 
 
-def describe_diff(st: RunState, cfg: RunConfig, saved_word: str = "saved", now_word: str = "now", limit: int = 3) -> str:
+def describe_diff(st: RunState, cfg: RunConfig, saved_word: str = "saved", now_word: str = "now",
+                  limit: int = 3) -> str:
     """``key: saved X vs now Y, …`` for the first ``limit`` differing keys."""
     a, b = st.saved.flat(), cfg.flat()
     return ", ".join(f"{k}: {saved_word} {a[k]!r} vs {now_word} {b[k]!r}" for k in st.diff[:limit])
@@ -161,11 +163,12 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         extended = None
         if st.diff == ["train.iterations"]:
             if cfg.train.iterations <= st.latest:
-                raise PosrnnError(f"{run_dir} is already at step {st.latest}; --iterations must exceed it to train longer")
+                raise PosrnnError(f"{run_dir} is already at step {st.latest}; --iterations must exceed it to train "
+                                  "longer")
             if cfg.train.iterations < st.saved.train.iterations:
-                raise PosrnnError(f"--iterations {cfg.train.iterations} is below the {st.saved.train.iterations} iterations "
-                                  f"{run_dir} trains for (a schedule is only ever extended); drop --iterations to finish it, "
-                                  f"or retrain with --force")
+                raise PosrnnError(f"--iterations {cfg.train.iterations} is below the {st.saved.train.iterations} "
+                                  f"iterations {run_dir} trains for (a schedule is only ever extended); drop "
+                                  f"--iterations to finish it, or retrain with --force")
             extended = st.saved.train.iterations
         elif st.diff:
             raise PosrnnError(f"--resume with a config that contradicts the saved run ({describe_diff(st, cfg)}); "
@@ -173,7 +176,8 @@ def prepare_run_dir(run_dir: Path, cfg: RunConfig, resume: bool, force: bool) ->
         return Resumption(st.checkpoints[-1][1] if st.checkpoints else None, extended)
     if st.state != "new" and not force:
         what = "a different posrnn run" if st.diff else "a posrnn run"
-        raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or another --out")
+        raise PosrnnError(f"{run_dir} already holds {what}; pass --resume to continue it, --force to replace it, or "
+                          "another --out")
     return Resumption()
 
 

@@ -141,7 +141,8 @@ def pair_stabilities(model: nn.Module, tri: Triplets, query_id: int, chunk_size:
          for k in ("xs", "xs2", "x2s")}
     bad = sorted({i for j in J.values() for i in (~torch.isfinite(j)).flatten(1).any(1).nonzero().flatten().tolist()})
     if bad:  # a NaN or infinite Jacobian would score 0, an answer the model never gave
-        raise NonFiniteAnalysis(f"{len(bad)} of {len(tri.xs)} triplets have a non-finite Jacobian (first: triplet {bad[0]})")
+        raise NonFiniteAnalysis(f"{len(bad)} of {len(tri.xs)} triplets have a non-finite Jacobian (first: triplet "
+                                f"{bad[0]})")
     return {"common_target": stability(J["xs"], J["xs2"]).cpu(), "common_suffix": stability(J["xs"], J["x2s"]).cpu()}
 
 
@@ -159,8 +160,8 @@ def state_width(model: nn.Module, query_id: int, target_position: int = 1) -> in
 def check_run(cfg, task) -> None:
     """Refuse runs the analysis is not defined for, with a one-line reason."""
     if not task.fixed_reverse_layout:
-        raise PosrnnError(f"stability analysis is defined for fixed-length reverse runs (003 §2.3, §4.3); this run trains "
-                          f"{task.describe()}")
+        raise PosrnnError("stability analysis is defined for fixed-length reverse runs (003 §2.3, §4.3); this run "
+                          f"trains {task.describe()}")
     if not CORES[cfg.model.name].recurrent_view:
         raise PosrnnError(f"stability needs a recurrent state z_1; the {cfg.model.name} core has none "
                           f"(use {', '.join(k for k, c in CORES.items() if c.recurrent_view)})")
@@ -226,8 +227,9 @@ def stability_values(
             try:
                 pairs = pair_stabilities(model, tri, task.query_id, chunk_size)
             except NonFiniteAnalysis as e:
-                raise NonFiniteAnalysis(f"stability of {path} (step {s}, condition {name}): {e}, so no value is reported; "
-                                        f"analyse an earlier checkpoint (--checkpoint) or re-train with a lower train.lr") from None
+                raise NonFiniteAnalysis(f"stability of {path} (step {s}, condition {name}): {e}, so no value is "
+                                        "reported; analyse an earlier checkpoint (--checkpoint) or re-train with a "
+                                        "lower train.lr") from None
             for pair, v in pairs.items():
                 yield s, name, pair, v.double().numpy(), cfg
         if on_checkpoint:

@@ -15,25 +15,25 @@ schedule of the new total.
 Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
 ``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
 update replayed from one CUDA graph, ``graphed.GraphedStep``). ``posrnn bench`` measures them.
-The run directory (new, resume, done or different) is read by ``rundir``.
+The run directory (new, resume, done or different) is read by ``rundir``; the optimiser and
+its schedule are built by ``optim``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 import torch
 from torch import nn
 
 from ..common.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, list_checkpoints
-from ..common.config import RunConfig, TrainConfig, check_bounds, dump_yaml
+from ..common.config import RunConfig, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.machine import fit_to_machine
 from ..common.memory import check_fits, run_parts
@@ -42,9 +42,10 @@ from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
 from .checkpoint import NonFiniteState, check_belongs, check_resumable, enclosing_run, load_checkpoint, save_checkpoint
-from .device import (check_amp, check_machine, join_process_group, local_device,
+from .device import (check_machine, join_process_group, local_device,
                      resolve_device, setup_threads, world)
 from .graphed import GraphedStep, graph_lr
+from .optim import check_fast_paths, check_train_config, make_optimizer, make_scheduler
 from .progress_bar import ProgressBar
 from .rundir import Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, run_state, truncate_log
 from .replace import REPLACED, Replacement
@@ -65,65 +66,6 @@ class Interrupted(TrainingStopped, Stopped):
     def __init__(self, message: str, step: int = 0, signal: str = ""):
         super().__init__(message)
         self.step, self.signal = step, signal
-
-
-def lr_factor(step: int, warmup: int, total: int) -> float:
-    """Multiplier of the base lr for the update after ``step`` updates: linear warm-up
-    from 0 over ``warmup`` updates, then a cosine decay reaching 0 at ``total``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def param_groups(params: Iterable[nn.Parameter]) -> list[dict]:
-    """One optimiser group for ordinary parameters, one per distinct ``p._optim`` tag (e.g.
-    S4D's SSM parameters, tagged ``{"weight_decay": 0.0}`` where they are registered)."""
-    plain, tagged = [], {}
-    for p in params:
-        tag = getattr(p, "_optim", None)
-        if tag:
-            tagged.setdefault(tuple(sorted(tag.items())), []).append(p)
-        else:
-            plain.append(p)
-    groups = [{"params": plain}] if plain else []
-    groups += [{"params": ps, **dict(key)} for key, ps in tagged.items()]
-    return groups
-
-
-def make_optimizer(params: Iterable[nn.Parameter], t: TrainConfig, device: torch.device) -> torch.optim.Adam:
-    """Adam; fused where ``t.fused_adam`` says (None: on CUDA only). Under ``t.cuda_graph`` it is
-    ``capturable`` and, after ``make_scheduler``, ``graph_lr`` turns its lr into a device tensor."""
-    fused = t.fused_adam if t.fused_adam is not None else device.type == "cuda"
-    return torch.optim.Adam(
-        param_groups(params), lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay,
-        fused=True if fused else None, capturable=t.cuda_graph and device.type == "cuda",
-    )
-
-
-def check_fast_paths(t: TrainConfig, device: torch.device, world_size: int = 1) -> None:
-    """Refuse fast paths this device or launch cannot run, with a one-line reason."""
-    if t.cuda_graph and device.type != "cuda":
-        raise PosrnnError(f"train.cuda_graph captures the update in a CUDA graph and needs a CUDA device, not {device.type}; drop it")
-    if t.cuda_graph and world_size > 1:
-        raise PosrnnError("train.cuda_graph is single-process only; drop it under torchrun")
-    check_amp(t.amp, device)
-
-
-def make_scheduler(opt: torch.optim.Optimizer, t: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    warmup, total = t.warmup_steps, t.iterations
-    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, warmup, total))
-
-
-def check_train_config(t: TrainConfig) -> None:
-    """The field bounds (declared with ``TrainConfig``), then what relates two fields."""
-    check_bounds(t, "train")
-    if not t.warmup_steps < t.iterations:
-        raise PosrnnError(
-            f"warm-up ({t.warmup_steps}) must be shorter than the run ({t.iterations} iterations); pass a smaller --warmup"
-        )
-    if not all(0 <= b < 1 for b in t.betas):
-        raise PosrnnError(f"Adam betas must lie in [0, 1), got {list(t.betas)}")
 
 
 # ---- the run directory ------------------------------------------------------------------
@@ -151,8 +93,9 @@ def refuse_different_run(out_dir: Path, cfg: RunConfig) -> None:
     st = run_state(out_dir, cfg)
     if st.state == "different" and st.saved is not None:
         more = f" and {len(st.diff) - 4} more" if len(st.diff) > 4 else ""
-        raise PosrnnError(f"{out_dir} already holds a different run ({describe_diff(st, cfg, 'there', 'asked', limit=4)}"
-                          f"{more}); pass --force to replace it with this one, or another --out to keep both")
+        raise PosrnnError(f"{out_dir} already holds a different run "
+                          f"({describe_diff(st, cfg, 'there', 'asked', limit=4)}{more}); pass --force to replace it "
+                          "with this one, or another --out to keep both")
 
 
 def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacement]:
@@ -264,7 +207,8 @@ class Trainer:
         self.extra = {**ckpt.get("extra", {}), **self.extra}
         if moved:  # the batches from here on differ from an unmoved run's: say where
             self.extra["device_changes"] = [*self.extra.get("device_changes", []),
-                                            {"at_step": self.step, "from": ckpt["rng"]["device"], "to": self.device.type}]
+                                            {"at_step": self.step, "from": ckpt["rng"]["device"],
+                                             "to": self.device.type}]
 
     def train_step(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """One update, then the lr schedule; returns (loss, n_correct, n_targets, grad norm) as
@@ -276,7 +220,8 @@ class Trainer:
 
     def update(self, batch: Batch, autocast_cache: bool = True) -> tuple[torch.Tensor, ...]:
         """Forward, loss, backward, clipping and Adam: the part ``GraphedStep`` captures."""
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp, cache_enabled=autocast_cache):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.amp,
+                            cache_enabled=autocast_cache):
             loss, pred = self.forward(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # an ensemble's members' losses (``engine.ensemble``): no gradient crosses members
@@ -295,7 +240,8 @@ class Trainer:
 
     def count_correct(self, pred: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         ok = self.task.correct(pred, batch)
-        n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()  # no host→device copy
+        # no host→device copy
+        n = torch.full((), ok.numel(), device=ok.device) if batch.mask is None else batch.mask.sum()
         return ok.sum(), n
 
     def next_batch(self) -> Batch:
@@ -315,7 +261,8 @@ class Trainer:
                     drop_unscheduled(self.run_dir, self.cfg.train, self.step, self.extra)
             except NonFiniteState as e:
                 ckpts = list_checkpoints(self.run_dir)
-                kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else "no checkpoint had been written yet"
+                kept = f"its last checkpoint (step {ckpts[-1][0]}) is kept" if ckpts else ("no checkpoint had been "
+                                                                                           "written yet")
                 raise TrainingStopped(f"{e}; the run stopped there and {kept}; lower train.lr or train.weight_decay, "
                                       f"then --resume or --force") from None
 
@@ -341,7 +288,8 @@ class Trainer:
         except RuntimeError as e:  # e.g. an update too large for float32
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
             raise TrainingStopped(f"training step {self.step + 1} failed ({first}); the run stopped there and "
-                                  f"{kept()}; check the config (train.lr, train.clip), then --resume or --force") from None
+                                  f"{kept()}; check the config (train.lr, train.clip), then --resume or "
+                                  "--force") from None
 
     def _log(self, sums: torch.Tensor, since: int, t0: float, check_finite: Callable[[], None]) -> dict:
         """The log line of the steps since the last one (the loop's host sync): summed over
@@ -351,7 +299,8 @@ class Trainer:
             torch.distributed.all_reduce(sums)  # the global batch's figures
         s = sums.tolist()  # the loop's host sync, every log_every steps
         check_finite()
-        lr, elapsed = float(self.scheduler.get_last_lr()[0]), round(time.perf_counter() - t0, 3)  # lr: a tensor under cuda_graph
+        # lr: a tensor under cuda_graph
+        lr, elapsed = float(self.scheduler.get_last_lr()[0]), round(time.perf_counter() - t0, 3)
         lines = [{"step": self.step, "loss": r[0] / since / self.world_size, "accuracy": r[1] / max(r[2], 1.0),
                   "grad_norm": r[3] / since / self.world_size, "lr": lr, "elapsed_s": elapsed}
                  for r in (s if sums.dim() == 2 else [s])]
@@ -370,8 +319,9 @@ class Trainer:
         check_finite()
         if saved_step != self.step:
             self.save()
-        raise Interrupted(f"{signal_name}: stopped at step {self.step} of {self.cfg.train.iterations} with a checkpoint "
-                          f"there; continue with: {self.resume_command()}", step=self.step, signal=signal_name)
+        raise Interrupted(f"{signal_name}: stopped at step {self.step} of {self.cfg.train.iterations} with a "
+                          f"checkpoint there; continue with: {self.resume_command()}", step=self.step,
+                          signal=signal_name)
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
         t = self.cfg.train
@@ -457,7 +407,8 @@ def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task,
     task = build_task(cfg.task, rank=rank, world_size=world_size)
     if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
         parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
-                          task.n_outputs, task.head_chunk)  # batches live in its memory: the host holds the model and test set)
+                          # batches live in its memory: the host holds the model and test set)
+                          task.n_outputs, task.head_chunk)
         check_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2], "this run")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task)

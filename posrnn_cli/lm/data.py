@@ -219,7 +219,8 @@ def _write_splits(out: Path, source: str, sources: dict) -> dict:
                         f.write(para)
                         f.write("\n")
                 except UnicodeDecodeError as e:
-                    raise PosrnnError(f"the {split} split of {source} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+                    raise PosrnnError(
+                        f"the {split} split of {source} is not UTF-8 text ({e.reason} at byte {e.start})") from e
                 except _arrow_errors() as e:
                     raise PosrnnError(f"the {split} split of {source} is not a readable parquet file ({e})") from e
             if counts["paragraphs"] == 0:

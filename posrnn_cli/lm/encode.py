@@ -148,15 +148,18 @@ def encode(
     finals: list[tuple[Path, Path]] = []  # (temporary, final) pairs, swapped in at the end
     stats: dict[str, dict] = {}
     with undo_new_dirs(out):
-        return _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs, threads, finals, stats, vocab_size)
+        return _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs, threads, finals, stats,
+                            vocab_size)
 
 
-def _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs, threads, finals, stats, vocab_size) -> dict:
+def _encode_into(out, splits, sp, model, data_dir, max_tokens, batch_paragraphs, threads, finals, stats,
+                 vocab_size) -> dict:
     try:
         for split in splits:
             (out / split).mkdir(parents=True, exist_ok=True)
             ids_npy, offsets_npy = out / split / "ids.npy", out / split / "offsets.npy"
-            tmp_ids, tmp_off = temp_beside(ids_npy), temp_beside(offsets_npy)  # .tmp names: remove_stale_temps clears them
+            # .tmp names: remove_stale_temps clears them
+            tmp_ids, tmp_off = temp_beside(ids_npy), temp_beside(offsets_npy)
             finals += [(tmp_ids, ids_npy), (tmp_off, offsets_npy)]
             stats[split] = _encode_split(sp, data_dir / f"{split}.txt", tmp_ids, tmp_off, max_tokens,
                                          batch_paragraphs, threads)
@@ -214,7 +217,8 @@ class LMCorpus:
             self.meta = json.loads(meta_path.read_text())
             self.meta["splits"], self.meta["vocab_size"]
         except (ValueError, UnicodeDecodeError, KeyError, TypeError):
-            raise PosrnnError(f"{meta_path} is not an encoded corpus's metadata (corrupt); re-run `posrnn lm encode`") from None
+            raise PosrnnError(
+                f"{meta_path} is not an encoded corpus's metadata (corrupt); re-run `posrnn lm encode`") from None
         if split not in self.meta["splits"]:
             raise PosrnnError(f"{self.root} has no {split} split (it has {', '.join(self.meta['splits'])})")
         self.split = split
@@ -232,8 +236,8 @@ class LMCorpus:
                 or self.offsets[-1] != len(self.ids)):
             raise PosrnnError(f"{self.root / split} does not match {meta_path} (re-run `posrnn lm encode`)")
         if not np.all(np.diff(self.offsets) > 0):
-            raise PosrnnError(f"{self.root / split / 'offsets.npy'} is corrupt (the paragraph offsets do not rise from 0 to "
-                              f"the token count, one paragraph at least one token); re-run `posrnn lm encode`")
+            raise PosrnnError(f"{self.root / split / 'offsets.npy'} is corrupt (the paragraph offsets do not rise from "
+                              f"0 to the token count, one paragraph at least one token); re-run `posrnn lm encode`")
         V = self.meta["vocab_size"]
         specials = [self.meta.get(k) for k in ("bos_id", "eos_id", "unk_id", "pad_id", "max_tokens")]
         if not isinstance(V, int) or isinstance(V, bool) or not 2 <= V <= 2**16 or not all(
@@ -242,8 +246,9 @@ class LMCorpus:
                               f"re-run `posrnn lm encode`")
         top = int(self.ids.max()) if len(self.ids) else -1
         if top >= V or any(x >= V for x in specials[:4]):
-            raise PosrnnError(f"{meta_path} says vocab_size {V}, but {self.root / split} holds token id {max(top, *specials[:4])} "
-                              f"(the metadata does not match the corpus); re-run `posrnn lm encode`")
+            raise PosrnnError(f"{meta_path} says vocab_size {V}, but {self.root / split} holds token id "
+                              f"{max(top, *specials[:4])} (the metadata does not match the corpus); re-run `posrnn lm "
+                              "encode`")
         self.vocab_size: int = self.meta["vocab_size"]
         self.bos_id: int = self.meta["bos_id"]
         self.eos_id: int = self.meta["eos_id"]

@@ -106,7 +106,8 @@ CORES: dict[str, CoreSpec] = {
                                      _check_gated_deltanet, recurrent_view=False, conv=True),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
-    "linear_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads, attention="linear"),
+    "linear_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads,
+                                                                      attention="linear"),
                                    _check_transformer, recurrent_view=False),
     "noncausal_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads,
                                                                          attention="noncausal"),
@@ -171,8 +172,8 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
     # a vocabulary-extended run (posrnn extend-vocab): rebuild the trained shapes, then extend
     V, X = m.frozen_vocab, task.n_outputs - m.frozen_vocab
     if not 1 < V < task.n_outputs or task.continuous:
-        raise PosrnnError(f"model.frozen_vocab ({V}) is set by `posrnn extend-vocab` and must lie in 2 … vocab_size − 1; "
-                          f"drop it")
+        raise PosrnnError(f"model.frozen_vocab ({V}) is set by `posrnn extend-vocab` and must lie in 2 … vocab_size − "
+                          f"1; drop it")
     encoder.embedding = nn.Embedding(V + 1, m.E)
     model = SequenceModel(encoder, core, m.hidden_size, V)
     extend_model(model, V, X)

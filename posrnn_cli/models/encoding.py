@@ -158,7 +158,8 @@ class DummyPE(nn.Module):
     @classmethod
     def check(cls, m: ModelConfig, output_start: Optional[int] = None) -> None:
         if m.pe_mode == "add":
-            raise PosrnnError("the dummy (double-vanilla) control concatenates the embedding with itself; use --pe-mode concat")
+            raise PosrnnError("the dummy (double-vanilla) control concatenates the embedding with itself; use "
+                              "--pe-mode concat")
         if m.P != m.E:
             raise PosrnnError(f"the dummy control repeats the embedding (E = {m.E}); it ignores model.pe_dim ({m.P}): "
                               f"drop model.pe_dim")

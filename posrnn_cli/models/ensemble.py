@@ -77,8 +77,8 @@ class EnsembleModel(nn.Module):
         first = solos[0]
         core = getattr(first, "core", None)
         if not isinstance(core, RecurrentCore):
-            raise PosrnnError(f"{type(core).__name__} has no ensemble path (only {', '.join(catalog.ENSEMBLE_CORES)} batch "
-                              f"their recurrence over members); train its runs solo")
+            raise PosrnnError(f"{type(core).__name__} has no ensemble path (only {', '.join(catalog.ENSEMBLE_CORES)} "
+                              f"batch their recurrence over members); train its runs solo")
         check_ensemble_core(core.kind)
         shapes = [{k: tuple(v.shape) for k, v in m.state_dict().items()} for m in solos]
         if any(s != shapes[0] for s in shapes[1:]):

@@ -54,7 +54,8 @@ def chunked_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target
 
 
 @torch.no_grad()
-def token_nll(h: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, chunk: int = HEAD_CHUNK_TOKENS) -> Tensor:
+def token_nll(h: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor,
+              chunk: int = HEAD_CHUNK_TOKENS) -> Tensor:
     """Per-token NLL (N,) in fp32 of the head on ``h`` (N, H), ``chunk`` tokens at a time."""
     out = [F.cross_entropy(_wide(F.linear(h[s : s + chunk], weight, bias)), targets[s : s + chunk], reduction="none")
            for s in range(0, h.shape[0], chunk)]

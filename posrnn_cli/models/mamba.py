@@ -23,8 +23,8 @@ Recurrent view (gradient stability, the papers' 001 §3.3/002 §3): the block's 
 step is the SSM state h (E·H × N) **and** the last d_conv − 1 = 3 pre-convolution inputs the
 causal convolution still reads (E·H × 3). Both are flattened into z (width
 ``state_dim = E·H·(N + 3)``); ``initial_state`` gives z_1, ``state_after`` the state after a
-prefix, and ``output_from_state`` runs the package's ``step`` from a state over the inputs after it, so ∂h_T/∂z_1 is taken through the
-recurrent step itself. ``mambapy`` was kept because that step is exactly what the analysis
+prefix, and ``output_from_state`` runs the package's ``step`` from a state over the inputs after it, so ∂h_T/∂z_1 is
+taken through the recurrent step itself. ``mambapy`` was kept because that step is exactly what the analysis
 needs: a per-token update whose state is an ordinary differentiable tensor.
 """
 
@@ -66,7 +66,8 @@ class MambaCore(SteppedView, nn.Module):
             self.block.conv1d = nn.Identity()  # forward and step slice its output at d_conv − 1 = 0: x itself
         no_weight_decay(self.block.A_log)  # as Mamba's reference code: A_log and D are not decayed
         no_weight_decay(self.block.D)
-        self.in_dim, self.H, self.N, self.d_inner, self.d_conv = in_dim, hidden_size, state_size, self.config.d_inner, d_conv
+        self.in_dim, self.H, self.N, self.d_inner, self.d_conv = (in_dim, hidden_size, state_size,
+                                                                  self.config.d_inner, d_conv)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.block(x)  # (B T H), the parallel scan

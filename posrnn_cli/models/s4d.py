@@ -62,7 +62,8 @@ class S4DCore(nn.Module):
         log_dt = torch.rand(H) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)  # (H)
         self.log_dt = no_weight_decay(nn.Parameter(log_dt))
         self.log_A_real = no_weight_decay(nn.Parameter(torch.full((H, N // 2), math.log(0.5))))  # (H N/2)
-        self.A_imag = no_weight_decay(nn.Parameter(math.pi * torch.arange(N // 2).float().expand(H, -1).clone()))  # (H N/2)
+        # (H N/2)
+        self.A_imag = no_weight_decay(nn.Parameter(math.pi * torch.arange(N // 2).float().expand(H, -1).clone()))
         self.C = nn.Parameter(torch.view_as_real(torch.randn(H, N // 2, dtype=torch.cfloat)).clone())  # (H N/2 2)
         self.D = nn.Parameter(torch.randn(H))  # (H)
 
@@ -142,7 +143,8 @@ class S4DCore(nn.Module):
         ``∂out_T/∂z_1 = M(y_T) · blockdiag_h(g_h)``, only the head's Jacobian M varies.
         """
         if x_rest.shape[1] < 1:
-            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, in_dim))")
+            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, "
+                             "in_dim))")
         S = x_rest.shape[1]  # T − 1
         dtA, B_bar, C = self._discretise()
         u = self.in_proj(x_rest)  # (B T−1 H)

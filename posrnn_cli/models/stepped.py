@@ -37,7 +37,8 @@ class SteppedView:
     def output_from_state(self, z1: Tensor, x_rest: Tensor) -> Tensor:
         """The output at the last step T from z_1 and the inputs of steps 2 … T: (B, T−1 ≥ 1, in_dim) → (B, H)."""
         if x_rest.shape[1] < 1:
-            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, in_dim))")
+            raise ValueError("output_from_state needs at least one step after z_1 (x_rest of shape (B, T−1 ≥ 1, "
+                             "in_dim))")
         z = z1
         for t in range(x_rest.shape[1]):
             y, z = self._advance(z, x_rest[:, t])

@@ -96,7 +96,8 @@ class Block(nn.Module):
 class CausalTransformerCore(nn.Module):
     """``Linear(in_dim, H)`` → ``layers`` pre-LN causal blocks → LayerNorm: (B, T, in_dim) → (B, T, H)."""
 
-    def __init__(self, in_dim: int, hidden_size: int, layers: int = 1, heads: int = 8, ff_mult: int = 4, dropout: float = 0.0,
+    def __init__(self, in_dim: int, hidden_size: int, layers: int = 1, heads: int = 8, ff_mult: int = 4,
+                 dropout: float = 0.0,
                  attention: str = "softmax"):
         super().__init__()
         if layers < 1:

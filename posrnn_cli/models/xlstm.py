@@ -94,7 +94,8 @@ class NoConv(nn.Module):
 def _stack_config(xlstm, H: int):
     m = xlstm.mLSTMBlockConfig(mlstm=xlstm.mLSTMLayerConfig(conv1d_kernel_size=KERNEL, qkv_proj_blocksize=4,
                                                             num_heads=HEADS, round_proj_up_to_multiple_of=4))
-    s = xlstm.sLSTMBlockConfig(slstm=xlstm.sLSTMLayerConfig(backend="vanilla", num_heads=HEADS, conv1d_kernel_size=KERNEL,
+    s = xlstm.sLSTMBlockConfig(slstm=xlstm.sLSTMLayerConfig(backend="vanilla", num_heads=HEADS,
+                                                            conv1d_kernel_size=KERNEL,
                                                             bias_init="powerlaw_blockdependent"),
                                feedforward=xlstm.FeedForwardConfig(proj_factor=1.3, act_fn="gelu",
                                                                    round_proj_up_to_multiple_of=4))

@@ -135,7 +135,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     from .jobs import validate
 
     validate(jobs)
-    pool = _pool(prof, opts, k) if executor == "local" else None
+    pool = local_pool(prof, opts, k) if executor == "local" else None
     what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
     sweep = None
     if executor != "local":
@@ -175,7 +175,8 @@ def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, 
     every combination that cannot work is refused."""
     for key in ("executor", "slurm"):
         if prof.get(key) is not None and not isinstance(prof[key], dict):
-            raise PosrnnError(f"profile {profile!r}: `{key}:` must be a mapping, e.g. executor: {{kind: local, workers: auto}}")
+            raise PosrnnError(f"profile {profile!r}: `{key}:` must be a mapping, e.g. executor: {{kind: local, "
+                              f"workers: auto}}")
     executor = opts.executor or (prof.get("executor") or {}).get("kind") or "local"
     if executor not in EXECUTORS:
         raise PosrnnError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
@@ -275,7 +276,8 @@ def _report(outcomes: list[JobOutcome], out: TextIO) -> None:
     for o in failed:
         kinds[o.status] = kinds.get(o.status, 0) + 1
     how = ("failed (each named above with its log)" if list(kinds) == ["failed"] else
-           "did not finish (" + ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) + "; each named above with its log)")
+           "did not finish (" + ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
+           + "; each named above with its log)")
     raise PosrnnError(f"{len(failed)} of {len(outcomes)} runs {how}; fix the cause and run the same command again "
                       f"(finished runs are kept)")
 
@@ -285,7 +287,8 @@ def _run_waves(jobs: list[Job], experiments: list[str], executor: str, pool: Opt
     """Write the manifests, then run the experiments wave by wave. If nothing could start (a
     refused submission), the manifests and directories this call wrote are put back as they were."""
     before = {name: (runs_root / name).exists() for name in experiments}
-    old = {name: ((runs_root / name / "sweep.json").read_bytes() if (runs_root / name / "sweep.json").is_file() else None)
+    old = {name: ((runs_root / name / "sweep.json").read_bytes() if (runs_root / name / "sweep.json").is_file()
+                  else None)
            for name in experiments}
     for name in experiments:  # the manifests first: they say which runs make the tables
         (runs_root / name).mkdir(parents=True, exist_ok=True)  # every experiment's directory, even an empty grid's
@@ -328,7 +331,7 @@ class Pool:
     ensemble: int = 1  # most same-shape runs trained as one ensemble (packing)
 
 
-def _pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
+def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
     """The local pool's size: one process per core on a CPU, k per GPU on GPUs."""
     from .local import gpu_count
 

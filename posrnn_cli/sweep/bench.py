@@ -47,10 +47,12 @@ def sweep_throughput(workers: tuple[int, ...] = (1, 2), runs: int = 8, iteration
             data = {key: base[key] for key in ("task", "model", "train") if key in base}
             p.write_text(yaml.safe_dump({**data, "profile": ["bench"], "profiles": {"bench": profile}}))
             t0 = time.perf_counter()
-            done = run_sweep(p, "bench", ["fig2"], SweepOptions(workers=k), out=io.StringIO(), runs_root=Path(tmp) / "runs")
+            done = run_sweep(p, "bench", ["fig2"], SweepOptions(workers=k), out=io.StringIO(),
+                             runs_root=Path(tmp) / "runs")
             secs = time.perf_counter() - t0
         n = len(done)
-        out.append({"workers": k, "runs": n, "iterations": iterations, "seconds": secs, "runs_per_hour": 3600 * n / secs})
+        out.append({"workers": k, "runs": n, "iterations": iterations, "seconds": secs,
+                    "runs_per_hour": 3600 * n / secs})
     base_rate = next((o["runs_per_hour"] for o in out if o["workers"] == 1), None)
     for o in out:
         o["speedup_vs_1"] = o["runs_per_hour"] / base_rate if base_rate else None

@@ -24,8 +24,8 @@ The rate that turns FLOPs into time:
   per-step floor per core; stated assumptions where no row reaches (module ``gpu_model``). The
   dry run prints each experiment's GPU-hours in fp32, under ``amp`` + ``cuda_graph``, and with
   runs that differ only in their seed packed into one batched model (the sweep's own packs,
-  ``packing.pack``; the speed-up an assumption, not measured on a GPU), and the peak memory of the largest run against the
-  device's, refusing a plan whose run cannot fit. The language model is priced at its real
+  ``packing.pack``; the speed-up an assumption, not measured on a GPU), and the peak memory of the largest run against
+  the device's, refusing a plan whose run cannot fit. The language model is priced at its real
   token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
 """
 
@@ -43,7 +43,8 @@ from ..common.experiments import trains
 from ..common.memory import human
 from ..models.head import HEAD_CHUNK_TOKENS
 from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
-from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms, peak_bytes,
+from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
+                       peak_bytes,
                        priced_packs)
 from ..common.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
@@ -177,8 +178,8 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
         return Rate(where, "CPU-minutes", src, flops, flops, step_ms=ms)
     each = ", ".join(f"{core} {c_ms:.1f} ms" for core, (c_ms, _) in cores.items())
     untimed = sorted({j.config["model"]["name"] for j in jobs if trains(j.kind) and j.config} - set(cores))
-    rest = (f"; {', '.join(untimed)} could not be timed here (its task could not be built): priced by configuration A's "
-            f"{flops / 1e9:.2f} GFLOP/s" if untimed else "")
+    rest = (f"; {', '.join(untimed)} could not be timed here (its task could not be built): priced by configuration "
+            f"A's {flops / 1e9:.2f} GFLOP/s" if untimed else "")
     src = (f"calibrated here just now: each core's training step at a representative size of its runs ({each}; "
            f"{threads} thread(s)), scaled within a core by each run's FLOPs; calibration step (configuration A) "
            f"{ms:.1f} ms{rest}")
@@ -247,7 +248,8 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
     total = sum(sum(v) for v in per_exp.values())
     today = datetime.date.today().isoformat()
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
-             f"{amount(total / scale)} {rate.unit}", f"  device: {rate.device}; date: {today}", f"  source: {rate.source}"]
+             f"{amount(total / scale)} {rate.unit}", f"  device: {rate.device}; date: {today}",
+             f"  source: {rate.source}"]
     if rate.model is None:
         for exp, secs in per_exp.items():
             lines.append(f"  {exp:<10} {len(secs):>4} run(s), {amount(sum(secs) / scale):>12} {rate.unit} "

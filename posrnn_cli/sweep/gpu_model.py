@@ -91,7 +91,8 @@ class GpuModel:
         own = [(r["ms_per_iter"] / w.steps, w.rec_flops / w.steps) for r, w in rec if w.core == core]
         if own:
             return min(own)
-        other = [(r["ms_per_iter"] / w.steps * GATES[core] / GATES[w.core], w.rec_flops / w.steps * GATES[core] / GATES[w.core])
+        other = [(r["ms_per_iter"] / w.steps * GATES[core] / GATES[w.core],
+                  w.rec_flops / w.steps * GATES[core] / GATES[w.core])
                  for r, w in rec if w.core in GATES]
         if other:
             src = min(rec, key=lambda rw: rw[0]["ms_per_iter"] / rw[1].steps)[1].core

@@ -77,9 +77,9 @@ def check_fits(label: str, need: float, have: float, chunked: bool) -> None:
     if need <= have:
         return
     head = "" if chunked else ", or compute the output head in chunks as the lm task does"
-    raise PosrnnError(f"run {label} needs about {human(need)} of GPU memory at its peak (an estimate) and the device has "
-                      f"{human(have)}: lower train.batch_size (a smaller batch per process) or split the batch over more "
-                      f"processes under torchrun{head}")
+    raise PosrnnError(f"run {label} needs about {human(need)} of GPU memory at its peak (an estimate) and the device "
+                      f"has {human(have)}: lower train.batch_size (a smaller batch per process) or split the batch "
+                      f"over more processes under torchrun{head}")
 
 
 def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int], source: str = "measured rows",

@@ -54,13 +54,14 @@ def code_of(job: Job) -> str:
     return code_state(Path(job.run_dir), JOB_KINDS[job.kind].code)
 
 
-def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
+def run_action(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
     """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"; a run of
     other code is replaced when ``job`` asks for ``retrain_stale``."""
     from ..engine.rundir import describe_diff, run_state
 
     st = run_state(run_dir, cfg)
-    if st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale") and code_of(job) == "other":
+    if (st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale")
+            and code_of(job) == "other"):
         return "replace"
     if st.state != "different":
         return st.state
@@ -69,7 +70,8 @@ def _state(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None
     if not force:
         if st.saved is None:
             raise PosrnnError(f"{st.problem}; pass --force to replace it")
-        raise PosrnnError(f"{run_dir} holds a different run ({describe_diff(st, cfg, 'there', 'now')}); pass --force to replace it")
+        raise PosrnnError(f"{run_dir} holds a different run ({describe_diff(st, cfg, 'there', 'now')}); pass --force "
+                          "to replace it")
     return "replace"
 
 
@@ -79,7 +81,7 @@ def ensure_trained(job: Job) -> str:
     from ..engine.train import train
 
     run_dir, cfg = Path(job.run_dir), job.run_config()
-    state = _state(run_dir, cfg, job.force, job)
+    state = run_action(run_dir, cfg, job.force, job)
     remove_stale_temps(run_dir)
     keep = job.options.get("keep_checkpoints", "all")
     if state == "done":
@@ -180,7 +182,7 @@ def run_extend(job: Job) -> dict:
     from ..engine.extend import extend_vocab, score_extension
 
     out, cfg = Path(job.run_dir), job.run_config()
-    state = _state(out, cfg, job.force, job)
+    state = run_action(out, cfg, job.force, job)
     remove_stale_temps(out)
     keep = job.options.get("keep_checkpoints", "all")
     source, why = Path(job.options["source"]), ""
@@ -192,7 +194,8 @@ def run_extend(job: Job) -> dict:
         _prune(out, keep)
         run = load_run(out, device=cfg.train.device)
         scores = score_extension(out, run.model, run.cfg, next(run.model.parameters()).device)
-        return {"training": "skipped (finished)", "code": code_of(job), "token_accuracy": scores["new_ids"]["token_accuracy"]}
+        return {"training": "skipped (finished)", "code": code_of(job),
+                "token_accuracy": scores["new_ids"]["token_accuracy"]}
     r = extend_vocab(source, job.options["extra_vocab"], out, iterations=cfg.train.iterations,
                      seed=cfg.train.seed, device=cfg.train.device, force=state == "replace", resume=state == "resume",
                      progress=False, keep_checkpoints=keep)
@@ -298,7 +301,7 @@ def run_pack(job: Job) -> dict:
     with ExitStack() as stack:
         for m in members:  # every member's directory held for the whole pack, as ``execute`` holds a run's
             stack.enter_context(locked(Path(m.run_dir)))
-        states = {m.label: _state(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
+        states = {m.label: run_action(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
         together = [m for m in members if states[m.label] in ("new", "resume")]
         for m in members:
             if states[m.label] == "replace":
@@ -315,7 +318,7 @@ def run_pack(job: Job) -> dict:
 def validate(jobs: list[Job]) -> None:
     """Check every job's config as the run would (the task, the model, the recipe) before the
     sweep writes anything: an impossible grid is one error naming the run, not a failed job."""
-    from ..engine.train import check_train_config
+    from ..engine.optim import check_train_config
     from ..models import check_model_config
     from ..tasks import build_task
 

@@ -4,8 +4,8 @@ On a CPU, one single-threaded run per core; on GPUs, ``runs_per_gpu`` runs per G
 process pinned to its GPU with ``CUDA_VISIBLE_DEVICES`` (the ids of an existing mask, so
 ``CUDA_VISIBLE_DEVICES=2,3`` pins to GPUs 2 and 3). Every job runs under its thread limit
 (``jobs.limit_threads``). Ctrl-C sends the workers SIGTERM, so each saves a checkpoint at its
-current step, and SIGKILL after ``GRACE_S`` seconds; a second Ctrl-C kills them at once. Every job runs in a fresh process
-forked from a ``forkserver`` that has torch and posrnn already imported (so a job starts in
+current step, and SIGKILL after ``GRACE_S`` seconds; a second Ctrl-C kills them at once. Every job runs in a fresh
+process forked from a ``forkserver`` that has torch and posrnn already imported (so a job starts in
 milliseconds); a GPU job starts in a spawned interpreter instead, since CUDA does not survive a
 fork. Each job's output is in ``runs/<profile>/.logs/<experiment>/<run>.log``. A job that
 fails, or whose process dies, is reported and the others go on. If the sweep itself dies
@@ -124,7 +124,8 @@ def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
 
         job = job_from_dict(job_dict)
         gpu = f", CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}" if "CUDA_VISIBLE_DEVICES" in env else ""
-        print(f"== {job.label} ({job.kind}) in {job.run_dir}, pid {os.getpid()}{gpu}, {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        print(f"== {job.label} ({job.kind}) in {job.run_dir}, pid {os.getpid()}{gpu}, "
+              f"{time.strftime('%Y-%m-%d %H:%M:%S')}",
               flush=True)
         result = execute(job)
         print(f"== done: {result}", flush=True)
@@ -162,7 +163,8 @@ def _collect(p, conn, alive_w, job: Job, slot: int, t0: float, logs: Path) -> Jo
         return JobOutcome(job, "done", secs, result=msg[1], log=log, slot=slot)
     if msg is not None:
         return JobOutcome(job, "failed", secs, error=msg[1], log=log, slot=slot)
-    return JobOutcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})", log=log, slot=slot)
+    return JobOutcome(job, "failed", secs, error=f"the worker process died (exit code {p.exitcode})", log=log,
+                      slot=slot)
 
 
 def run_local(jobs: list[Job], workers: int, logs: Path, gpus: int = 0, runs_per_gpu: int = 1,

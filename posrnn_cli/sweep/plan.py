@@ -99,7 +99,8 @@ def order(jobs: list[Job]) -> list[Job]:
         if not j.config:
             return 0.0
         t = j.config["train"]
-        return float(t["iterations"]) * t["batch_size"] * max(1, j.config["task"]["length"]) * max(1, j.config["model"]["hidden_size"]) ** 2
+        return (float(t["iterations"]) * t["batch_size"] * max(1, j.config["task"]["length"])
+                * max(1, j.config["model"]["hidden_size"]) ** 2)
     return sorted(jobs, key=cost, reverse=True)
 
 
@@ -143,8 +144,8 @@ def keep_policy(prof: dict, exp: Experiment, profile: str) -> str:
     registry's default for it (``last``; ``all`` for dual, whose checkpoints stability reads)."""
     value = _section(prof, exp.name, profile).get("keep_checkpoints", exp.keep_checkpoints)
     if value not in KEEP_CHECKPOINTS:
-        raise PosrnnError(f"profile {profile!r}, {exp.name}: keep_checkpoints must be one of {', '.join(KEEP_CHECKPOINTS)}, "
-                          f"got {value!r}")
+        raise PosrnnError(f"profile {profile!r}, {exp.name}: keep_checkpoints must be one of "
+                          f"{', '.join(KEEP_CHECKPOINTS)}, got {value!r}")
     return value
 
 
@@ -158,7 +159,8 @@ def _apply(cfg: RunConfig, values: dict, where: str) -> None:
         elif k in SHORT:
             set_key(cfg, SHORT[k], v, source=where)
         else:
-            raise PosrnnError(f"{where}: unknown key {k!r}; use one of {', '.join(sorted(SHORT))}, or set: {{section.key: value}}")
+            raise PosrnnError(f"{where}: unknown key {k!r}; use one of {', '.join(sorted(SHORT))}, or set: "
+                              f"{{section.key: value}}")
 
 
 def _grid(sec: dict, exp: str, profile: str) -> tuple[list[dict], list[str], list[int]]:
@@ -249,18 +251,19 @@ def check_names(jobs: list[Job], runs_root: Path, profile: str) -> None:
         where = f"profile {profile!r}, {job.experiment}"
         home = Path(runs_root) / job.experiment
         if not _NAME_RE.match(job.name) or len(job.name) > 200 or Path(job.run_dir) not in (home / job.name, home):
-            raise PosrnnError(f"{where}: the run name {job.name!r} (made from the grid's values) is not a plain directory "
-                              f"name; use values of letters, digits and . _ + = - only")
+            raise PosrnnError(f"{where}: the run name {job.name!r} (made from the grid's values) is not a plain "
+                              f"directory name; use values of letters, digits and . _ + = - only")
         if job.run_dir in names:
             raise PosrnnError(f"{where}: two runs are both named {job.name!r}; list each cell, pe and seed once")
         names[job.run_dir] = job
         if job.config is None:
             continue
         cfg = job.run_config()
-        key = (job.experiment, cfg.train.seed, tuple(sorted((k, repr(v)) for k, v in cfg.flat().items() if k not in CELL_IGNORED)))
+        key = (job.experiment, cfg.train.seed,
+               tuple(sorted((k, repr(v)) for k, v in cfg.flat().items() if k not in CELL_IGNORED)))
         if key in cells:
-            raise PosrnnError(f"{where}: {cells[key].name} and {job.name} are the same cell with the same seed (the same "
-                              f"config but for how often it logs or checkpoints); list each cell once")
+            raise PosrnnError(f"{where}: {cells[key].name} and {job.name} are the same cell with the same seed (the "
+                              f"same config but for how often it logs or checkpoints); list each cell once")
         cells[key] = job
 
 
@@ -298,8 +301,8 @@ def stability_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs
     for s in sources:  # the target must lie within the sequence: refused before any job runs
         L = s.run_config().task.length
         if sec.target_position >= L:  # at t = L no suffix follows the target
-            raise PosrnnError(f"profile {profile!r}, {exp.name}.target_position must lie in 1 … {L - 1} (before the last "
-                              f"token of the {exp.source} runs' task.length {L}), got {sec.target_position}")
+            raise PosrnnError(f"profile {profile!r}, {exp.name}.target_position must lie in 1 … {L - 1} (before the "
+                              f"last token of the {exp.source} runs' task.length {L}), got {sec.target_position}")
     return [Job(exp.name, s.name, exp.kind, str(runs_root / exp.name / s.name), s.config,
                 {**opts, "source": s.run_dir}, force) for s in sources]
 
@@ -336,7 +339,8 @@ def lm_data_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_r
     raw = _section(prof, exp.name, profile)
     if not raw:
         return []
-    sec = read_section(LmDataSection, raw, f"profile {profile!r}, {exp.name}", required=("data_dir", "vocab_size", "max_tokens", "threads"))
+    sec = read_section(LmDataSection, raw, f"profile {profile!r}, {exp.name}",
+                       required=("data_dir", "vocab_size", "max_tokens", "threads"))
     return [Job(exp.name, "corpus", exp.kind, str(runs_root / exp.name), None, asdict(sec), force)]
 
 

@@ -69,7 +69,8 @@ class Progress:
         else:
             self.state[job.label] = outcome.status
             what = outcome.result.get("training") or next(iter(outcome.result.values()), "") if outcome.result else ""
-            self.info[job.label] = f"{outcome.seconds:.0f} s" + (f", {what}" if what else "") if outcome.status == "done" \
+            self.info[job.label] = f"{outcome.seconds:.0f} s" + (f", {what}" if what
+                                                                 else "") if outcome.status == "done" \
                 else outcome.error
         if self.live is None:
             if kind == "end":

@@ -14,7 +14,8 @@ only runs that are neither finished nor in flight, and evaluates finished runs i
 process. While it waits it prints each task's state as it changes and each failure as it
 happens, with its one-line cause and its log. A task that SLURM no longer knows and that left
 no result is reported lost after a grace period. ``submitit-local`` runs the same arrays
-through submitit's local executor (the code path SLURM uses, on this machine).
+through submitit's local executor (the code path SLURM uses, on this machine). The record
+lives in ``slurm_record``, the waiting on tasks in ``slurm_watch``.
 
 Requeue and preemption lose nothing. A task holds SIGTERM and SIGUSR2 for its whole life
 (``common.signals.task_signals``): training stops after the step in progress with a
@@ -30,10 +31,8 @@ cancelled, not failed.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,19 +40,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Optional, TextIO
 
 from ..common.errors import PosrnnError
 from ..common.experiments import trains
-from ..common.io import atomic_write_json, read_json
 from .plan import Job, JobOutcome, order, status
+from .slurm_record import SUBMITIT_DIR, add_to_record, recorded_tasks
 from .slurm_settings import check_settings
-
-RECORD = ".slurm-arrays.json"
-#: SLURM job states in which a task is still queued or running (squeue/sacct spell them so)
-IN_FLIGHT = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-             "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
-LOST_AFTER_S = 300.0  # a task neither in squeue/sacct nor with a result for this long is lost
+from .slurm_watch import IN_FLIGHT, LOST_AFTER_S, Task, Timeout, local_states, slurm_states, watch
 
 
 try:  # optional: pip install 'posrnn[slurm]'
@@ -170,7 +164,8 @@ def _executor(folder: Path, cluster: str, params: dict):
         ex.update_parameters(name="posrnn", **params)
     except (ValueError, TypeError, AssertionError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise PosrnnError(f"submitit refused the slurm settings ({first}); fix the profile's slurm: section or the options") from None
+        raise PosrnnError(f"submitit refused the slurm settings ({first}); fix the profile's slurm: section or the "
+                          "options") from None
     return ex
 
 
@@ -195,227 +190,10 @@ def test_only(settings: dict, n_tasks: int) -> str:
     return said
 
 
-# ---- the record of submitted arrays --------------------------------------------------------------
-def read_record(runs_root: Path) -> list[dict]:
-    """The arrays recorded in ``runs_root`` (oldest first); an unreadable record is one line."""
-    path = Path(runs_root) / RECORD
-    if not path.is_file():
-        return []
-    try:
-        data = read_json(path)
-    except (PosrnnError, ValueError, OSError):
-        raise PosrnnError(f"{path} is not readable JSON; remove it (the sweep then cannot reattach to the arrays "
-                          f"it listed: cancel them with scancel first)") from None
-    arrays = data.get("arrays") if isinstance(data, dict) else None
-    if not isinstance(arrays, list) or not all(isinstance(a, dict) and isinstance(a.get("tasks"), dict) for a in arrays):
-        raise PosrnnError(f"{path} does not list arrays; remove it (cancel the arrays it listed with scancel first)")
-    return arrays
-
-
-def add_to_record(runs_root: Path, array_id: str, cluster: str, folder: Path, tasks: dict) -> None:
-    arrays = read_record(runs_root)
-    arrays.append({"array": array_id, "cluster": cluster, "host": socket.gethostname(), "pid": os.getpid(),
-                   "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "folder": str(folder), "tasks": tasks})
-    atomic_write_json(Path(runs_root) / RECORD, {"arrays": arrays})
-
-
-#: a SLURM job id as the record holds it: the array's id and the task's index
-_JOB_ID = re.compile(r"^[0-9]{1,20}(_[0-9]{1,9})?$")
-#: where a sweep's submitit files live, inside its runs directory
-SUBMITIT_DIR = ".submitit"
-
-
-def recorded_tasks(runs_root: Path, cluster: str = "slurm") -> dict[str, tuple[str, str]]:
-    """run directory → (job id, submitit folder) of its most recent recorded task. The record is
-    data, checked against ``runs_root``: every folder must be its ``.submitit`` (no link out of
-    it), every run directory inside it and every job id a SLURM id; anything else is one line
-    naming the record, so no result is read from elsewhere."""
-    from ..common.io import inside
-
-    runs_root = Path(runs_root)
-    path = runs_root / RECORD
-    folder_ok = os.path.realpath(runs_root / SUBMITIT_DIR)
-    out: dict[str, tuple[str, str]] = {}
-    for a in read_record(runs_root):
-        if a.get("cluster", "slurm") != cluster:
-            continue
-        folder = a.get("folder")
-        if not isinstance(folder, str) or os.path.realpath(folder) != folder_ok or not inside(folder_ok, runs_root):
-            raise PosrnnError(f"{path} lists the folder {folder!r} for array {a.get('array')!r}, not {runs_root / SUBMITIT_DIR}; "
-                              f"remove the record (cancel its arrays with scancel first)")
-        for job_id, t in a["tasks"].items():
-            run_dir = t.get("run_dir") if isinstance(t, dict) else None
-            if not _JOB_ID.match(str(job_id)) or not isinstance(run_dir, str) or not inside(run_dir, runs_root) \
-                    or os.path.realpath(run_dir) == os.path.realpath(runs_root):
-                raise PosrnnError(f"{path} lists task {str(job_id)[:40]!r} with run directory {str(run_dir)[:200]!r}, not a "
-                                  f"SLURM job of a run in {runs_root}; remove the record (cancel its arrays with scancel first)")
-            out[os.path.realpath(run_dir)] = (str(job_id), folder)
-    return out
-
-
-# ---- asking SLURM -------------------------------------------------------------------------------
-def _run(cmd: list[str]) -> Optional[subprocess.CompletedProcess]:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def slurm_states(job_ids: list[str]) -> Optional[dict[str, str]]:
-    """Each array task's state as SLURM reports it (``squeue``, then ``sacct`` for those squeue
-    no longer lists); a task neither knows is absent. None when squeue could not answer."""
-    if not job_ids:
-        return {}
-    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
-    p = _run(["squeue", "-h", "-r", "-t", "all", "-j", arrays, "-o", "%i|%T"])
-    if p is None or (p.returncode != 0 and "invalid job id" not in p.stderr.lower()):
-        return None
-    states: dict[str, str] = {}
-    for line in (p.stdout if p.returncode == 0 else "").splitlines():
-        jid, _, st = line.strip().partition("|")
-        if st:
-            states[jid] = st.split()[0].upper()
-    if any(j not in states for j in job_ids):
-        q = _run(["sacct", "-n", "-P", "-X", "-j", arrays, "-o", "JobID,State"])
-        if q is not None and q.returncode == 0:
-            for line in q.stdout.splitlines():
-                jid, _, st = line.strip().partition("|")
-                if st and jid not in states:
-                    states[jid] = st.split()[0].upper()
-    return {j: states[j] for j in job_ids if j in states}
-
-
-# ---- waiting on tasks ---------------------------------------------------------------------------
-@dataclass
-class Task:
-    job: Job
-    job_id: str
-    result: Path  # submitit's result pickle
-    log: Path
-    handle: Any = None  # the submitit job (submitit-local asks it for its state)
-    state: str = "SUBMITTED"
-    missing_since: Optional[float] = None
-    reattached: bool = False
-
-    @property
-    def array(self) -> str:
-        return self.job_id.split("_")[0]
-
-
 def task_for(job: Job, job_id: str, folder: Path, handle: Any = None, reattached: bool = False) -> Task:
     if handle is None:
         handle = _submitit().SlurmJob(folder=str(folder), job_id=job_id, tasks=[0])
     return Task(job, job_id, Path(handle.paths.result_pickle), Path(handle.paths.stderr), handle, reattached=reattached)
-
-
-_POSRNN_LINE = re.compile(r"^(?:posrnn_cli(?:\.\w+)*\.)(\w+): (.*)$")
-
-
-def cause(trace: str) -> str:
-    """The one-line cause of a failed task from its traceback: the message of the last posrnn
-    error raised (PosrnnError or any subclass, e.g. TrainingStopped), else its last line."""
-    lines = [ln.strip() for ln in str(trace).splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        m = _POSRNN_LINE.match(ln)
-        if m:
-            return m.group(2)[:300]
-    return (lines[-1] if lines else "no error message")[:300]
-
-
-def _outcome(task: Task, t0: float) -> Optional[JobOutcome]:
-    """The task's outcome from its result file, or None while it has none."""
-    if not task.result.is_file():
-        return None
-    if task.result.is_symlink() or task.result.stat().st_nlink > 1:  # not the file submitit wrote: never unpickled
-        return JobOutcome(task.job, "failed", time.perf_counter() - t0, error=f"{task.result} is a link, not the result "
-                          f"submitit wrote, so it was not read; remove it and run the same command again", log=str(task.log))
-    from submitit.core.utils import pickle_load
-
-    try:
-        kind, value = pickle_load(task.result)
-    except (EOFError, OSError, ValueError, TypeError):  # being written: read it at the next poll
-        return None
-    secs = time.perf_counter() - t0
-    if kind == "success":
-        return JobOutcome(task.job, "done", secs, result=value if isinstance(value, dict) else {}, log=str(task.log))
-    return JobOutcome(task.job, "failed", secs, error=cause(value), log=str(task.log))
-
-
-class Timeout(PosrnnError):
-    exit_code = 124
-
-
-def watch(tasks: list[Task], query: Callable[[list[str]], Optional[dict]], on_event: Callable[[str, Task, Any], None],
-          poll_s: float = 10.0, deadline: Optional[float] = None, lost_after_s: float = LOST_AFTER_S,
-          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[JobOutcome]:
-    """Wait on ``tasks`` until each is done, failed, cancelled or lost; ``on_event("state", task,
-    new_state)`` as a task's state changes and ``on_event("end", task, outcome)`` as it ends.
-    ``deadline`` (a ``clock`` time) raises ``Timeout`` naming what is still in flight."""
-    t0 = time.perf_counter()
-    left = list(tasks)
-    done: dict[int, JobOutcome] = {}
-    while left:
-        states = query([t.job_id for t in left])
-        now = clock()
-        for t in list(left):
-            if states is None:  # SLURM did not answer this time: only a result file tells
-                st, out = None, _outcome(t, t0)
-                if out is None:
-                    continue
-            else:
-                st = states.get(t.job_id)
-                if st in IN_FLIGHT:
-                    t.missing_since = None
-                    if st != t.state:
-                        on_event("state", t, st)
-                        t.state = st
-                    continue
-                out = _outcome(t, t0)
-            if out is None and st is not None:  # SLURM says it ended, and it left no result
-                if st.startswith("CANCELLED"):
-                    out = JobOutcome(t.job, "cancelled", time.perf_counter() - t0, error="cancelled (scancel)", log=str(t.log))
-                elif st != "COMPLETED":
-                    out = JobOutcome(t.job, "failed", time.perf_counter() - t0,
-                                     error=f"SLURM ended the task {st}", log=str(t.log))
-            if out is None:  # neither SLURM nor a result knows it (yet): lost after a grace period
-                if t.missing_since is None:
-                    t.missing_since = now
-                if now - t.missing_since >= lost_after_s:
-                    out = JobOutcome(t.job, "lost", time.perf_counter() - t0,
-                                     error=f"lost: SLURM has not listed the task for {now - t.missing_since:.0f} s "
-                                           f"and it left no result", log=str(t.log))
-            if out is not None:
-                if st is not None and st != t.state:
-                    t.state = st
-                on_event("end", t, out)
-                done[id(t)] = out
-                left.remove(t)
-        if not left:
-            break
-        if deadline is not None and clock() >= deadline:
-            arrays = sorted({t.array for t in left})
-            raise Timeout(f"--timeout reached with {len(left)} task(s) still in flight (job array "
-                          f"{', '.join(arrays)}); they keep running: cancel them with `scancel {' '.join(arrays)}`, "
-                          f"or run the same command again to reattach")
-        sleep(poll_s)
-    return [done[id(t)] for t in tasks]
-
-
-def local_states(tasks: list[Task]) -> Callable[[list[str]], dict]:
-    """submitit-local: a task is RUNNING until its process has ended."""
-    by_id = {t.job_id: t for t in tasks}
-
-    def query(ids: list[str]) -> dict:
-        out = {}
-        for i in ids:
-            h = by_id[i].handle
-            try:
-                out[i] = "COMPLETED" if h.done() else "RUNNING"
-            except Exception:
-                out[i] = "COMPLETED"
-        return out
-
-    return query
 
 
 # ---- submitting ---------------------------------------------------------------------------------
@@ -523,7 +301,8 @@ def run_wave(jobs: list[Job], executor: str, runs_root: Path, out: TextIO, sweep
                           "(it would submit them twice); run the same command again when SLURM answers")
     busy = {os.path.realpath(t.job.run_dir) for t in attach}
     outcomes = [sweep.seen[rd] for rd in mine if rd in sweep.seen]  # failed while this sweep watched: not again
-    free = [j for j in jobs if os.path.realpath(j.run_dir) not in busy and os.path.realpath(j.run_dir) not in sweep.seen]
+    free = [j for j in jobs if os.path.realpath(j.run_dir) not in busy
+            and os.path.realpath(j.run_dir) not in sweep.seen]
     finished = [j for j in free if trains(j.kind) and status(j) == "done"]
     done_ids = {id(j) for j in finished}
     to_submit = [j for j in free if id(j) not in done_ids]

@@ -15,7 +15,8 @@ SETTINGS = {
     "cpus_per_task": ("cpus_per_task", "count1"), "mem_gb": ("mem_gb", "positive"),
     "timeout_min": ("timeout_min", "count1"), "array_parallelism": ("slurm_array_parallelism", "count1"),
     "constraint": ("slurm_constraint", "text"), "account": ("slurm_account", "text"), "qos": ("slurm_qos", "text"),
-    "gres": ("slurm_gres", "text"), "setup": ("slurm_setup", "lines"), "extra": ("slurm_additional_parameters", "mapping"),
+    "gres": ("slurm_gres", "text"), "setup": ("slurm_setup", "lines"),
+    "extra": ("slurm_additional_parameters", "mapping"),
 }
 SLURM_KEYS = {k: v[0] for k, v in SETTINGS.items()}
 LOCAL_KEYS = {"gpus_per_task": "gpus_per_node", "cpus_per_task": "cpus_per_task", "timeout_min": "timeout_min"}
@@ -32,7 +33,8 @@ def check_settings(settings: dict, cluster: str = "slurm") -> dict:
     checked: an unknown key, a wrong type or a value out of range is one line naming it.
     ``gpus_per_task: 0`` passes no GPU request; ``timeout_min`` defaults to 60."""
     if not isinstance(settings, dict):
-        raise PosrnnError("the profile's slurm: section must be a mapping, e.g. slurm: {partition: gpu, timeout_min: 60}")
+        raise PosrnnError("the profile's slurm: section must be a mapping, e.g. slurm: {partition: gpu, timeout_min: "
+                          "60}")
     unknown = sorted(set(settings) - set(SETTINGS), key=str)
     if unknown:
         raise PosrnnError(f"unknown slurm setting(s) {', '.join(map(str, unknown))}; use {', '.join(SETTINGS)}")
@@ -41,7 +43,8 @@ def check_settings(settings: dict, cluster: str = "slurm") -> dict:
             continue
         what = SETTINGS[key][1]
         bad = {
-            "text": lambda v: None if isinstance(v, str) and v.strip() and "\n" not in v else "a non-empty text on one line",
+            "text": lambda v: None if isinstance(v, str) and v.strip()
+            and "\n" not in v else "a non-empty text on one line",
             "count0": lambda v: None if _is_int(v) and v >= 0 else "a whole number ≥ 0 (0: none)",
             "count1": lambda v: None if _is_int(v) and v >= 1 else "a whole number ≥ 1",
             "positive": lambda v: None if (_is_int(v) or isinstance(v, float)) and 0 < v < float("inf")
@@ -61,7 +64,8 @@ def check_settings(settings: dict, cluster: str = "slurm") -> dict:
     if params.get("gpus_per_node") == 0:
         del params["gpus_per_node"]
     if "slurm_additional_parameters" in params:
-        params["slurm_additional_parameters"] = {k.replace("_", "-"): v for k, v in params["slurm_additional_parameters"].items()}
+        params["slurm_additional_parameters"] = {k.replace("_", "-"): v
+                                                 for k, v in params["slurm_additional_parameters"].items()}
     params.setdefault("timeout_min", 60)
     return params
 

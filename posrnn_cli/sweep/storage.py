@@ -55,7 +55,8 @@ def task_shape(cfg: RunConfig):
         if cfg.task.data is None:
             raise
         V, L = cfg.task.vocab_size, cfg.task.length
-        return SimpleNamespace(n_input_ids=V, n_outputs=V, max_steps=L, output_start=None, continuous=False, cfg=cfg.task)
+        return SimpleNamespace(n_input_ids=V, n_outputs=V, max_steps=L, output_start=None, continuous=False,
+                               cfg=cfg.task)
 
 
 def checkpoint_bytes(cfg: RunConfig) -> int:

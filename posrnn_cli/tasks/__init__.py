@@ -18,7 +18,8 @@ from .delayed_add import DelayedAddTask
 from .lm import LMTask
 from .mqar import MQARTask
 from .predecessor import PredecessorTask
-from .reverse import DualFrequencyReverse, ReverseTask, ShiftedReverse, VariableLengthReverse, extension_tasks, reverse_task
+from .reverse import (DualFrequencyReverse, ReverseTask, ShiftedReverse, VariableLengthReverse, extension_tasks,
+                      reverse_task)
 from .sort import SortTask
 
 #: name → task factory (a class, or a function choosing a variant from the config), called

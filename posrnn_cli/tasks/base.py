@@ -139,7 +139,8 @@ class Task(abc.ABC):
     def describe(self) -> str:
         """The task as a message names it, with the variants its config selects."""
         c = self.cfg
-        variants = [word for on, word in ((self.supports_variable_length and c.min_length is not None, "variable length"),
+        variants = [word
+                    for on, word in ((self.supports_variable_length and c.min_length is not None, "variable length"),
                                           (self.supports_rarity and c.rarity is not None, "dual frequency"),
                                           (self.supports_autoregressive and c.autoregressive, "autoregression")) if on]
         return repr(self.name) + (f" with {' and '.join(variants)}" if variants else "")

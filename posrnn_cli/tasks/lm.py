@@ -50,7 +50,8 @@ class LMTask(Task):
 
     def __init__(self, cfg, rank: int = 0, world_size: int = 1):
         if not cfg.data:
-            raise PosrnnError("the lm task needs the encoded corpus: pass --data (posrnn lm train) or --set task.data=DIR")
+            raise PosrnnError("the lm task needs the encoded corpus: pass --data (posrnn lm train) or --set "
+                              "task.data=DIR")
         if not Path(cfg.data).is_dir():
             raise PosrnnError(f"encoded corpus {cfg.data} does not exist; run `posrnn lm encode` first or fix --data")
         self.train_split = LMCorpus(cfg.data, "train")  # all paragraphs; ranks slice each global batch
@@ -73,10 +74,11 @@ class LMTask(Task):
         check_bounds(c, "task")  # the bounds declared with TaskConfig's fields, as for every task
         meta = self.train_split.meta
         if c.vocab_size != meta["vocab_size"]:
-            raise PosrnnError(f"task.vocab_size ({c.vocab_size}) differs from the corpus tokenizer's ({meta['vocab_size']}); "
-                              f"posrnn lm train sets it for you")
+            raise PosrnnError(f"task.vocab_size ({c.vocab_size}) differs from the corpus tokenizer's "
+                              f"({meta['vocab_size']}); posrnn lm train sets it for you")
         if c.length < meta["max_tokens"]:
-            raise PosrnnError(f"task.length ({c.length}) is shorter than the corpus's paragraphs (up to {meta['max_tokens']} tokens)")
+            raise PosrnnError(f"task.length ({c.length}) is shorter than the corpus's paragraphs (up to "
+                              f"{meta['max_tokens']} tokens)")
         if c.length < 2:
             raise PosrnnError(f"lm length (tokens per paragraph) must be at least 2, got {c.length}")
         for flag, value in (("--min-length", c.min_length), ("--rarity", c.rarity)):

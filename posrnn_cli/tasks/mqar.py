@@ -72,13 +72,14 @@ class MQARTask(Task):
             raise PosrnnError("mqar needs --pairs P, its number of key-value pairs (e.g. --pairs 4, the Zoology "
                               "harness's default; --length ≥ 4P)")
         if V % 2:
-            raise PosrnnError(f"mqar splits the vocabulary into key and value halves: --vocab-size must be even, got {V}")
+            raise PosrnnError("mqar splits the vocabulary into key and value halves: --vocab-size must be even, got "
+                              f"{V}")
         if P > V // 2 - 1:
-            raise PosrnnError(f"mqar draws {P} distinct keys from ids 1 … V/2−1 = {V // 2 - 1}: raise --vocab-size to at "
-                              f"least {2 * P + 2} or lower --pairs")
+            raise PosrnnError(f"mqar draws {P} distinct keys from ids 1 … V/2−1 = {V // 2 - 1}: raise --vocab-size to "
+                              f"at least {2 * P + 2} or lower --pairs")
         if L % 2 or L < 4 * P:
-            raise PosrnnError(f"mqar needs an even --length of at least 4·pairs = {4 * P} (P pairs, then a query region "
-                              f"as long), got {L}: set --length {max(4 * P, L + L % 2)} or lower --pairs")
+            raise PosrnnError(f"mqar needs an even --length of at least 4·pairs = {4 * P} (P pairs, then a query "
+                              f"region as long), got {L}: set --length {max(4 * P, L + L % 2)} or lower --pairs")
         if V <= L:
             raise PosrnnError(f"mqar asks for a vocabulary larger than the sequence, as the Zoology harness does "
                               f"(V > L): --vocab-size {V} ≤ --length {L}; raise --vocab-size above {L}")

@@ -28,7 +28,8 @@ class PredecessorTask(Task):
         if self.cfg.length < 2:
             raise PosrnnError(f"predecessor needs --length ≥ 2, got {self.cfg.length}")
         if self.cfg.length > self.cfg.vocab_size:
-            raise PosrnnError(f"predecessor draws L distinct tokens: --length ({self.cfg.length}) must not exceed --vocab-size ({self.cfg.vocab_size})")
+            raise PosrnnError(f"predecessor draws L distinct tokens: --length ({self.cfg.length}) must not exceed "
+                              f"--vocab-size ({self.cfg.vocab_size})")
         super().check()
 
     def space_size(self) -> float:

@@ -171,7 +171,8 @@ class DualFrequencyReverse(ReverseTask):
     def check(self) -> None:
         c = self.cfg
         if c.vocab_size % 2:
-            raise PosrnnError(f"the dual-frequency vocabulary splits V in halves; pass an even --vocab-size, got {c.vocab_size}")
+            raise PosrnnError("the dual-frequency vocabulary splits V in halves; pass an even --vocab-size, got "
+                              f"{c.vocab_size}")
         super().check()
 
     def space_size(self) -> float:
@@ -212,8 +213,10 @@ class DualFrequencyReverse(ReverseTask):
         cell = torch.zeros(4 * L, dtype=torch.float64).index_add_(0, group, hit)
         cnt = torch.zeros(4 * L, dtype=torch.float64).index_add_(0, group, torch.ones_like(hit))
         acc = (cell / cnt.clamp_min(1)).view(4, L)
-        names = [f"{a}/{b}" for a in self.FREQUENCY_CLASSES for b in self.FREQUENCY_CLASSES]  # target kind / disturbant kind
-        out = {"dual_frequency": {n: float(cell.view(4, L)[i].sum() / cnt.view(4, L)[i].sum()) for i, n in enumerate(names)},
+        # target kind / disturbant kind
+        names = [f"{a}/{b}" for a in self.FREQUENCY_CLASSES for b in self.FREQUENCY_CLASSES]
+        out = {"dual_frequency": {n: float(cell.view(4, L)[i].sum() / cnt.view(4, L)[i].sum())
+                                  for i, n in enumerate(names)},
                "dual_frequency_by_position": {n: acc[i].tolist() for i, n in enumerate(names)}}
         out.update(super().report(pred, batch))
         return out

@@ -42,7 +42,8 @@ claims.yaml), ``score`` (scoring, Holm's step, seeds needed, counts) and ``rende
 JSON, rich).
 """
 
-from .claims import AUTHORS, GROUPS, KINDS, PAPER_NUMBER, REGIME_WORDS, claim_group, SCHEMAS, SECTIONS, TESTS, load_claims, validate_claim, validate_power
+from .claims import (AUTHORS, GROUPS, KINDS, PAPER_NUMBER, REGIME_WORDS, claim_group, SCHEMAS, SECTIONS, TESTS,
+                     load_claims, validate_claim, validate_power)
 from .core import CLAIMS_PATH
 from .contrasts import MIN_CHECKPOINTS, check_gap_contrast, check_robust, check_stability_decay
 from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE,
@@ -55,12 +56,14 @@ from .score import evaluate_claim, holm_rejected, scorecard, summarize
 from .tables import Table, TableSet, load_table
 
 __all__ = [
-    "AUTHORS", "CLAIMS_PATH", "GROUPS", "KINDS", "PAPER_NUMBER", "REGIME_WORDS", "claim_group", "SCHEMAS", "SECTIONS", "TESTS", "load_claims", "validate_claim", "validate_power",
+    "AUTHORS", "CLAIMS_PATH", "GROUPS", "KINDS", "PAPER_NUMBER", "REGIME_WORDS", "claim_group", "SCHEMAS", "SECTIONS",
+    "TESTS", "load_claims", "validate_claim", "validate_power",
     "MIN_CHECKPOINTS", "check_gap_contrast", "check_robust", "check_stability_decay", "DIRECTION_ONLY", "EVAL_TABLES",
     "INCONCLUSIVE", "MIN_SEEDS", "NOT_MEASURED", "NOT_REPRODUCED", "NOT_TESTABLE", "OPEN", "REPRODUCED",
     "REQUIRED_COLUMNS", "SCOPE_NAMES", "SCOPES", "TABLES", "TOO_FEW_SEEDS", "UNDERPOWERED", "VERDICTS", "Outcome",
     "Seeded", "check_permutation_invariant", "check_permutation_sensitive", "check_ahead", "check_decline",
     "check_lm_no_gain", "check_no_gain", "check_threshold", "check_trend", "scorecard_markdown",
-    "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim", "holm_rejected", "scorecard", "summarize", "Table",
+    "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim",
+    "holm_rejected", "scorecard", "summarize", "Table",
     "TableSet", "load_table",
 ]

@@ -127,24 +127,32 @@ class Kind:
 #: the one registry of test kinds; claims.yaml names them by ``kind``
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("threshold", check_threshold,
-         [("select", True, _check_filter), ("baseline", False, _check_filter), ("threshold", True, _number()), _MATCH, _METRIC]),
+         [("select", True, _check_filter), ("baseline", False, _check_filter), ("threshold", True, _number()), _MATCH,
+          _METRIC]),
     Kind("decline", check_decline,
          [("select", True, _check_filter), _METRIC]),
     Kind("ahead", check_ahead,
-         [("better", True, _filters), ("worse", True, _filters), _SELECT, _WHERE, _MATCH, _METRIC, _LOWER, ("min_difference", False, _number(0)), ("ceiling", False, _number())]),
+         [("better", True, _filters), ("worse", True, _filters), _SELECT, _WHERE, _MATCH, _METRIC, _LOWER,
+          ("min_difference", False, _number(0)), ("ceiling", False, _number())]),
     Kind("trend", check_trend,
-         [("better", True, _check_filter), ("worse", True, _check_filter), _SELECT, _METRIC, ("diagonal", False, _columns)]),
+         [("better", True, _check_filter), ("worse", True, _check_filter), _SELECT, _METRIC,
+          ("diagonal", False, _columns)]),
     Kind("no_gain", check_no_gain,
-         [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, _WHERE, ("margin", True, _number(0)), ("learned", True, _number(0, 1)), _MATCH, _METRIC, _LOWER,
+         [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, _WHERE,
+          ("margin", True, _number(0)), ("learned", True, _number(0, 1)), _MATCH, _METRIC, _LOWER,
           ("budget_varies", False, _columns)]),
     Kind("gap_contrast", check_gap_contrast,
          [("a", True, _side_param), ("b", True, _side_param), _MATCH, _METRIC]),
     Kind("robust", check_robust,
-         [("select", True, _check_filter), ("baseline", True, _check_filter), ("pairs", True, _pairs("ref", "cond")), ("tolerance", True, _number(0)), ("steps", False, _choice("all", "last", "first")), ("baseline_ignores", False, _columns), _METRIC]),
+         [("select", True, _check_filter), ("baseline", True, _check_filter), ("pairs", True, _pairs("ref", "cond")),
+          ("tolerance", True, _number(0)), ("steps", False, _choice("all", "last", "first")),
+          ("baseline_ignores", False, _columns), _METRIC]),
     Kind("stability_decay", check_stability_decay,
-         [("select", True, _check_filter), ("pairs", True, _pairs("frequent", "rare")), ("speed", True, _choice("quick", "gradual")), ("early_fraction", False, _number(0, 1)), _METRIC]),
+         [("select", True, _check_filter), ("pairs", True, _pairs("frequent", "rare")),
+          ("speed", True, _choice("quick", "gradual")), ("early_fraction", False, _number(0, 1)), _METRIC]),
     Kind("lm_no_gain", check_lm_no_gain,
-         [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT, ("margin", True, _number(0, 1)), _METRIC]),
+         [("candidate", True, _check_filter), ("reference", True, _check_filter), _SELECT,
+          ("margin", True, _number(0, 1)), _METRIC]),
     Kind("permutation_invariant", check_permutation_invariant,
          [("select", True, _check_filter)]),
     Kind("permutation_sensitive", check_permutation_sensitive,
@@ -276,7 +284,8 @@ def validate_power(power: Any, claims: list[dict], where: str = "power") -> Opti
         return None
     if not isinstance(power, dict) or not {"pilot", "seeds_needed"} <= set(power) <= POWER_KEYS:
         raise PosrnnError(f"{where} must be a mapping with exactly `pilot` (text) and `seeds_needed` "
-                          f"(claim id: seeds), and optionally `stated_before_results` (true/false); fix it in params.yaml")
+                          "(claim id: seeds), and optionally `stated_before_results` (true/false); fix it in "
+                          "params.yaml")
     if not isinstance(power.get("stated_before_results", False), bool):
         raise PosrnnError(f"{where}.stated_before_results must be true or false; fix it in params.yaml")
     if not isinstance(power["pilot"], str) or not power["pilot"].strip():

@@ -8,7 +8,9 @@ from typing import Optional
 from posrnn_cli.common import catalog
 from posrnn_cli.common.errors import PosrnnError
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, FIX, NotMeasured, as_list, claim_cells, complete, describe_filter, differing_keys, filter_name, fmt_sd, keep_steps, cell_label, natural, pe_name, require, sd_dict, seeded_of, select_rows, side_of, worst_of, measured_outcome)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, FIX, NotMeasured, as_list,
+                   claim_cells, complete, describe_filter, differing_keys, filter_name, fmt_sd, keep_steps, cell_label,
+                   natural, pe_name, require, sd_dict, seeded_of, select_rows, side_of, worst_of, measured_outcome)
 from .tables import TableSet
 from .kinds import by_interval
 
@@ -59,7 +61,8 @@ def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
             if other is not None:
                 comps.append((g, other))
     if not comps:
-        raise NotMeasured(f"no cell of side a pairs with side b on {', '.join(p.get('match') or ['their shared cell columns'])}")
+        raise NotMeasured("no cell of side a pairs with side b on "
+                          f"{', '.join(p.get('match') or ['their shared cell columns'])}")
     return comps, filt_cols
 
 
@@ -186,7 +189,8 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     reason = {REPRODUCED: f"where the baseline drops by more than {tol:g}, the {who} model's drop lies below {tol:g}",
               DIRECTION_ONLY: f"some {who} drop exceeds {tol:g}, but the baseline drops more there",
               INCONCLUSIVE: f"the interval of some {who} drop crosses {tol:g}",
-              NOT_REPRODUCED: f"a {who} drop above {tol:g}, not shown to be smaller than the baseline's drop there"}[verdict]
+              NOT_REPRODUCED: f"a {who} drop above {tol:g}, not shown to be smaller than the baseline's drop "
+                              "there"}[verdict]
     if unshown:
         reason += f" ({len(unshown)} cell(s) left out: the baseline effect is not shown there)"
     worst = sorted(drops, key=lambda d: -d["drop"].mean)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, REPRODUCED, float_list, cell_label, num, pe_name, require, seed_list)
+from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, REPRODUCED, float_list, cell_label, num, pe_name, require,
+                   seed_list)
 from .tables import TableSet
 
 
@@ -53,7 +54,8 @@ def check_permutation_sensitive(claim: dict, ts: TableSet) -> Outcome:
     if all(s >= need for s in shares):
         verdict, reason = REPRODUCED, f"sensitive share ≥ {need:g} in every row, on every seed"
     elif all(s > 0 for s in shares):
-        verdict, reason = DIRECTION_ONLY, f"some sequences are told apart on every seed, but the share is below {need:g} somewhere"
+        verdict, reason = DIRECTION_ONLY, ("some sequences are told apart on every seed, but the share is below "
+                                           f"{need:g} somewhere")
     else:
         verdict, reason = NOT_REPRODUCED, "no sequence told apart in some row or seed"
     return Outcome(verdict, _irie_measured(rows), reason, {"min_share": need, "rows": _irie_details(rows)},

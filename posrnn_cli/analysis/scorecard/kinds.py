@@ -7,7 +7,10 @@ from typing import Any, Callable, Optional
 
 from posrnn_cli.common.tables import is_number
 
-from .core import (FORCE, sort_key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED, Seeded, UNDERPOWERED, NotMeasured, Settled, as_list, claim_cells, complete, describe_filter, fmt_num, fmt_sd, keep_steps, cell_label, at_largest_vocab, natural, num, pe_name, require, sd_dict, seeded_of, select_rows, side_of, trace_entry, worst_of, measured_outcome)
+from .core import (FORCE, sort_key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED,
+                   Seeded, UNDERPOWERED, NotMeasured, Settled, as_list, claim_cells, complete, describe_filter, fmt_num,
+                   fmt_sd, keep_steps, cell_label, at_largest_vocab, natural, num, pe_name, require, sd_dict, seeded_of,
+                   select_rows, side_of, trace_entry, worst_of, measured_outcome)
 from .tables import TableSet
 
 
@@ -43,7 +46,8 @@ def check_threshold(claim: dict, ts: TableSet) -> Outcome:
         verdict, reason = INCONCLUSIVE, f"the interval crosses {thr:g} in some cell"
     if any(x["diff"] is None for x in comps) and p.get("baseline"):
         reason += " (baseline row missing for some cell)"
-    measured = "; ".join(f"{x['cell']}: {fmt_sd(x['pe'])}" + (f", ahead of the baseline by {fmt_sd(x['diff'], sign=True)}"
+    measured = "; ".join(f"{x['cell']}: {fmt_sd(x['pe'])}" + (", ahead of the baseline by "
+                                                              f"{fmt_sd(x['diff'], sign=True)}"
                                                             if x["diff"] is not None else "") for x in comps)
     sds = [x["pe"] for x in comps] + [x["diff"] for x in comps if x["diff"] is not None]
     details = {"metric": metric, "threshold": thr, "cells": [
@@ -153,8 +157,9 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
               INCONCLUSIVE: "the interval of the difference crosses 0 in some compared cell",
               NOT_REPRODUCED: "behind in some compared cell, the interval of the difference below 0"}[verdict]
     arm_cols = {c for f in as_list(p["better"]) + as_list(p["worse"]) for c in f}
-    parts = [f"{cell_label(br, skip=arm_cols)}: {_arm_name(b.rows[0], bf)} {fmt_num(b.mean)} vs {_arm_name(w.rows[0], wf)} "
-             f"{fmt_num(w.mean)}, lead {fmt_sd(lead, sign=True)}" for br, bf, wf, b, w, lead, _ in comps]
+    parts = [f"{cell_label(br, skip=arm_cols)}: {_arm_name(b.rows[0], bf)} {fmt_num(b.mean)} vs "
+             f"{_arm_name(w.rows[0], wf)} {fmt_num(w.mean)}, lead {fmt_sd(lead, sign=True)}"
+             for br, bf, wf, b, w, lead, _ in comps]
     sds = [x for c in comps for x in c[3:6]]
     details = {"metric": metric, "lower_is_better": low, "comparisons": [
         {"cell": cell_label(br, skip=arm_cols), "better": sd_dict(b), "worse": sd_dict(w), "lead": sd_dict(lead),
@@ -250,7 +255,8 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
         _, g_lo, g_hi = gain.interval()
         cell = cell_label(cr, skip=set(cf) | set(rf))
         if r.n >= 2 and not (r_lo > chance + learned):
-            skipped.append((cell, f"the reference did not learn (interval low {r_lo:.3f} ≤ chance {chance:.3f} + {learned:g})"))
+            skipped.append((cell, f"the reference did not learn (interval low {r_lo:.3f} ≤ chance {chance:.3f} + "
+                                  f"{learned:g})"))
             continue
         if r.n >= 2 and not _narrow(gain, margin) and side_of(gain, margin) != "above":
             # a wide interval cannot show equivalence; one wholly above the margin still refutes
@@ -323,7 +329,8 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
         if r.n >= 2 and not r_hi < num(rr, "vocab_size"):
             raise NotMeasured(f"power guard: {cell}: the reference's perplexity is not below its vocabulary size")
         if r.n >= 2 and not _narrow(gain, margin) and side_of(gain, margin) != "above":
-            why = f"the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is not narrower than the margin {margin:.1%}"
+            why = (f"the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is not narrower than the margin "
+                   f"{margin:.1%}")
             _underpowered([(cell, c, r, gain, cf, rf)], [(cell, why)], margin, lambda g: fmt_sd(g, sign=True))
         v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(gain, margin)]
         comps.append((cell, c, r, gain, v))
@@ -331,9 +338,9 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
     reason = {REPRODUCED: f"PE's relative gain lies below {margin:.1%}",
               INCONCLUSIVE: f"the interval of PE's relative gain crosses {margin:.1%}",
               NOT_REPRODUCED: f"PE better by more than {margin:.1%} (a gain)"}[verdict]
-    parts = [f"{cell}: PE {fmt_num(c.mean, 2)} (per seed {', '.join(f'{c.values[s]:.2f}' for s in c.seeds)}) vs vanilla "
-             f"{fmt_num(r.mean, 2)} (per seed {', '.join(f'{r.values[s]:.2f}' for s in r.seeds)}); relative gain "
-             f"{fmt_sd(gain, sign=True)}" for cell, c, r, gain, _ in comps]
+    parts = [f"{cell}: PE {fmt_num(c.mean, 2)} (per seed {', '.join(f'{c.values[s]:.2f}' for s in c.seeds)}) vs "
+             f"vanilla {fmt_num(r.mean, 2)} (per seed {', '.join(f'{r.values[s]:.2f}' for s in r.seeds)}); relative "
+             f"gain {fmt_sd(gain, sign=True)}" for cell, c, r, gain, _ in comps]
     sds = [x for comp in comps for x in comp[1:4]]
     details = {"metric": metric, "margin": margin, "cells": [
         {"cell": cell, "candidate": sd_dict(c), "reference": sd_dict(r), "relative_gain": sd_dict(gain),

@@ -8,7 +8,8 @@ from typing import Any, Optional
 
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES, TOO_FEW_SEEDS, VERDICTS)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES,
+                   TOO_FEW_SEEDS, VERDICTS)
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group
 from .score import scorecard, summarize
 
@@ -53,10 +54,11 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
              "decide: a null claim's interval too wide for its margin, or an open result of a claim to which the "
              "profile's design (its `power:` in params.yaml, stated before the runs) gives fewer seeds than its "
              "pilot says the claim needs. *Not testable*: the measure starts at its ceiling before "
-             "training, or every compared arm scores at or below its floor (chance, or what position alone reaches). *Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives "
-             "the seeds to reproduce and the seeds to reject, each under the claim's multiplicity rule, if the "
-             "effects and spreads stayed as observed, with the seeds for 80% power, and which way the data point "
-             "(seeds.md lists them all).", ""]
+             "training, or every compared arm scores at or below its floor (chance, or what position alone reaches). "
+             "*Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives the seeds to "
+             "reproduce and the seeds to reject, each under the claim's multiplicity rule, if the effects and spreads "
+             "stayed as observed, with the seeds for 80% power, and which way the data point (seeds.md lists them "
+             "all).", ""]
     for section, title_s in SECTIONS.items():
         if section not in summary:
             continue
@@ -73,8 +75,8 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
                 cells.append(f"**{_md(x['verdict'])}{tag}**: {_md(x['reason'])}.{measured}{_needs_text(x)}")
             models = f" ({', '.join(r['models'])})" if r["models"] else ""
             impl = " *(a check of the implementation, not a finding)*" if r.get("implementation") else ""
-            lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])}{impl} | {_md(r['paper'])} | {_md(r['regime'])}{_md(models)} | "
-                         f"{cells[0]} | {cells[1]} |")
+            lines.append(f"| `{_md(r['id'])}`: {_md(r['claim'])}{impl} | {_md(r['paper'])} | "
+                         f"{_md(r['regime'])}{_md(models)} | {cells[0]} | {cells[1]} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -13,7 +13,9 @@ from posrnn_cli.common import floors
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.tables import is_number
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, BUDGET_VARIES, FORCE, REJECTED, NotMeasured, Settled, TRACE, describe_filter, row_matches, sort_key, worst_of)
+from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES,
+                   TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, BUDGET_VARIES, FORCE, REJECTED, NotMeasured, Settled, TRACE,
+                   describe_filter, row_matches, sort_key, worst_of)
 from .tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim, validate_power
@@ -80,7 +82,8 @@ def _holm(claim: dict, ts: TableSet, out: Outcome, trace: list) -> Outcome:
         again = _test(claim, ts, rejected=rejected).verdict
     except NotMeasured:
         again = NOT_MEASURED
-    steps = f"Holm's step-down across the test's {k} comparisons ({len(rejected)} rejected, the first at {0.05 / k:.2%})"
+    steps = (f"Holm's step-down across the test's {k} comparisons ({len(rejected)} rejected, the first at "
+             f"{0.05 / k:.2%})")
     if again == NOT_REPRODUCED:
         return Outcome(out.verdict, out.measured, f"{out.reason} (holds after {steps})", out.details, out.n_seeds)
     return Outcome(INCONCLUSIVE, out.measured, f"{out.reason} at 95%, but not after {steps}", out.details,
@@ -161,7 +164,8 @@ def _combine(per_model: dict[str, dict]) -> dict:
     verdict = worst_of(r["verdict"] for r in measured.values())
     several = len(per_model) > 1
     needs = [r["seeds_needed"] for r in measured.values() if r["verdict"] in OPEN and r.get("seeds_needed")]
-    measured_text = " || ".join(f"{m.upper()}: {r['measured']}" if several else r["measured"] for m, r in measured.items())
+    measured_text = " || ".join(f"{m.upper()}: {r['measured']}" if several else r["measured"]
+                                for m, r in measured.items())
     reason = " || ".join(f"{m.upper()}: {r['verdict']}: {r['reason']}" if several else r["reason"]
                          for m, r in measured.items())
     if missing:

@@ -13,7 +13,8 @@ from posrnn_cli.common.io import read_csv
 from ...common.tables import check_table
 from posrnn_cli.common.tables import is_number
 
-from .core import (KEY_COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, VALUE_COLUMNS, FIX, NotMeasured, float_list, seed_list)
+from .core import (KEY_COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, VALUE_COLUMNS, FIX, NotMeasured, float_list,
+                   seed_list)
 
 
 # ---- tables ---------------------------------------------------------------------------------
@@ -74,7 +75,8 @@ def load_table(results_dir: Path, name: str) -> Optional[Table]:
         raise PosrnnError(f"cannot read {path} ({type(e).__name__}: {e}); {FIX}") from None
     if not raw:
         raise PosrnnError(f"{path} is empty (no rows); {FIX}")
-    check_table(raw, path, REQUIRED_COLUMNS.get(name, []), what=f"{name} table", fix=FIX)  # the one check plot makes too
+    # the one check plot makes too
+    check_table(raw, path, REQUIRED_COLUMNS.get(name, []), what=f"{name} table", fix=FIX)
     rows = []
     for i, r in enumerate(raw):
         if None in r:
