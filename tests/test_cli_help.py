@@ -119,7 +119,7 @@ def test_a_short_run_works_with_the_default_warm_up(tmp_path):
 
 def test_bench_without_options_is_sized_to_the_cpu(monkeypatch):
     """Without options on a CPU, bench times the small GRU (under a minute); --paper is one option away."""
-    import posrnn_cli.bench as bench
+    import posrnn_cli.measure.bench as bench
 
     seen = {}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli import gpu_check, gpu_check_ensemble
+from posrnn_cli.measure import gpu_check, gpu_check_ensemble
 
 from conftest import ROOT
 GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
@@ -114,14 +114,14 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
     md = (tmp_path / "gpu_check.md").read_text()
     assert "(not finished)" in md and "| NVIDIA H100 80GB HBM3 | 2.11.0+cu130 | 13.0 | 2026-11-26 12:00 UTC |" in md
     assert gpu_check.curve_rate(stages["train"]["curve"]) == 20.0
-    # the bench row the dry run's estimate reads, ready for posrnn_cli/sweep/gpu_ms_per_iter.json
+    # the bench row the dry run's estimate reads, ready for posrnn_cli/measure/gpu_ms_per_iter.json
     row, small = rep["gpu_ms_per_iter_rows"]
     assert row["kind"] == "H100" and row["date"] == "2026-11-26" and row["ms_per_iter"] == 12.5
     assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"], row["steps"]) == ("lstm", 16384, False, 2.886e12, 128)
     # one run of the concurrent stage: the small model that sets the latency floor
     assert (small["model"], small["vocab"], small["ms_per_iter"], small["steps"], small["amp"]) == ("gru", 32, 12.5, 128, False)
     assert 0 < small["flops_per_iter"] < row["flops_per_iter"]
-    from posrnn_cli.sweep import cost
+    from posrnn_cli.measure import cost
 
     rate = cost.gpu_rate("NVIDIA H100 80GB HBM3", True, [row])
     assert "measured on NVIDIA H100 80GB HBM3 (2026-11-26" in rate.source

@@ -425,7 +425,7 @@ def bench(
     sequences/s, stability triplets/s — beside a plain reference-style loop in the same run,
     with the ratios. Without options: a small GRU on a CPU (under a minute), the paper's
     configuration on a GPU."""
-    from ..bench import bench as run_bench
+    from ..measure.bench import bench as run_bench
     from ..common.config import RunConfig, resolve_config
     from ..common.machine import fit_to_machine
     from ..engine.device import resolve_device
@@ -452,7 +452,7 @@ def _bench_ensemble(cfg, ks_text: str, iters: int, warmup: int, json_out: bool) 
     """``posrnn bench --ensemble K,…``: the table of ``bench_ensemble.ensemble_speed``."""
     from rich.table import Table
 
-    from ..bench_ensemble import ensemble_speed
+    from ..measure.bench_ensemble import ensemble_speed
 
     try:
         ks = tuple(int(k) for k in ks_text.split(","))
@@ -525,7 +525,8 @@ def bench_sweep(
     """Runs per hour of `posrnn sweep` with 1, 2, … local workers on this machine.
 
     The same grid is swept once per worker count in a scratch directory."""
-    from ..sweep.bench import machine, sweep_throughput
+    from ..measure.bench import machine
+    from ..measure.executor_bench import sweep_throughput
 
     try:
         ks = tuple(int(k) for k in workers.split(","))
