@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -35,6 +36,43 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path):
     import_graph.cache_clear()
     try:
         assert cycles(pkg) == [["posrnn_cli.a", "posrnn_cli.sub.b", "posrnn_cli.a"]]
+    finally:
+        import_graph.cache_clear()
+
+
+#: the package's rooms, lowest first (docs/development.md): a room imports only rooms before it
+ROOMS = ("common", "lm", "models", "tasks", "engine", "sweep", "measure", "analysis", "profile_status", "cli")
+
+
+def upward_imports(root: Optional[Path] = None) -> list[str]:
+    """Every import (module level or inside a function) of a room's module from a room after it in
+    ``ROOMS``; a module outside every room (the package's ``__init__``, ``__main__``) is left out."""
+    graph = import_graph(root) if root else import_graph()
+    room = lambda m: m.split(".")[1] if m.count(".") else None
+    bad = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            ra, rb = room(a), room(b)
+            if ra in ROOMS and rb in ROOMS and ROOMS.index(rb) > ROOMS.index(ra):
+                bad.append(f"{a} imports {b}")
+    return bad
+
+
+def test_no_room_imports_a_room_above_it():
+    assert upward_imports() == []
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    pkg = tmp_path / "posrnn_cli"
+    for room in ("measure", "sweep"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "measure" / "bench.py").write_text("from ..sweep import local\n")  # downward: allowed
+    (pkg / "sweep" / "local.py").write_text("def f():\n    from ..measure.bench import g\n")
+    import_graph.cache_clear()
+    try:
+        assert upward_imports(pkg) == ["posrnn_cli.sweep.local imports posrnn_cli.measure.bench"]
     finally:
         import_graph.cache_clear()
 

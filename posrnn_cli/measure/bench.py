@@ -367,9 +367,9 @@ def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, 
     """One training process: warm up, wait for the others, time ``iters`` steps; it exits at once
     when the bench that started it is gone (``alive``'s other end closes)."""
     if alive is not None:
-        from ..sweep.local import die_with_sweep
+        from ..common.lifeline import die_with_starter
 
-        die_with_sweep(alive)
+        die_with_starter(alive)
     try:
         cfg = RunConfig.from_dict(cfg_dict)
         device = resolve_device(cfg.train.device)
