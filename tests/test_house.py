@@ -195,6 +195,35 @@ def test_no_module_over_600_lines_and_no_function_over_60():
     assert not long_functions, long_functions
 
 
+# ---- one name, one module ------------------------------------------------------------------------
+#: the one base name two modules still share, and why a rename waits: both modules are in the code
+#: the training, extension and stability fingerprints hash (module names included), so renaming
+#: either marks every trained run stale and redoes every stability analysis
+SHARED_NAMES = {"rundir.py": ["posrnn_cli/common/rundir.py", "posrnn_cli/engine/rundir.py"]}
+
+
+def shared_base_names(root: Path) -> dict[str, list[str]]:
+    """Each base name (``__init__.py`` aside) that more than one module under ``root/posrnn_cli`` has."""
+    by: dict[str, list[str]] = {}
+    for path in sorted((root / "posrnn_cli").rglob("*.py")):
+        if path.name != "__init__.py":
+            by.setdefault(path.name, []).append(path.relative_to(root).as_posix())
+    return {name: paths for name, paths in by.items() if len(paths) > 1}
+
+
+def test_module_base_names_are_unique_across_the_package():
+    """One name, one module (bench, status, …): a traceback, a grep or an import names which one it
+    is. The one pair in ``SHARED_NAMES`` waits for a rename; a pair it no longer holds fails too."""
+    assert shared_base_names(ROOT) == SHARED_NAMES
+
+
+def test_the_base_name_check_finds_a_shared_name(tmp_path):
+    (tmp_path / "posrnn_cli" / "sweep").mkdir(parents=True)
+    for rel in ("__init__.py", "sweep/__init__.py", "bench.py", "sweep/bench.py", "sweep/plan.py"):
+        (tmp_path / "posrnn_cli" / rel).write_text("")
+    assert shared_base_names(tmp_path) == {"bench.py": ["posrnn_cli/bench.py", "posrnn_cli/sweep/bench.py"]}
+
+
 def _private_imports(root: Path) -> list[str]:
     """Every ``from X import _name`` in the package under ``root`` (relative or absolute, X one of
     its modules): a name with a leading underscore is its module's own."""

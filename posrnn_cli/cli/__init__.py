@@ -17,7 +17,7 @@ import typer
 from typer.core import TyperArgument
 
 from .. import __version__
-from . import lm as _lm
+from . import lm_commands as _lm
 from . import pipeline as _pipeline
 from . import runs as _runs
 from . import status as _status

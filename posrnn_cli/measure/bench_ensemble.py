@@ -65,7 +65,7 @@ def _one_k(cfg: RunConfig, k: int, solo_step, device: torch.device, iters: int, 
 
 def ensemble_speed(cfg: RunConfig, ks: tuple[int, ...], iters: int = 20, warmup: int = 5) -> dict:
     """The solo step and each K's ensemble step of ``cfg``: one dict of figures (``rows``: one per K)."""
-    from ..models.ensemble import check_ensemble_core
+    from ..models.ensemble_model import check_ensemble_core
 
     check_ks(ks)
     check_ensemble_core(cfg.model.name)
