@@ -70,6 +70,38 @@ def test_the_gpu_check_refuses_cuda_without_a_gpu_in_one_line(tmp_path):
     assert not (tmp_path / "out" / "gpu_check.json").exists()
 
 
+def test_posrnn_gpu_check_takes_the_scripts_options_and_runs_the_same_check(tmp_path, capfd):
+    """`posrnn gpu-check` is the module's check behind Typer: the same options (names), and the same
+    outcome for the same command line (here the refusals, which cost no stage: the micro run is the
+    slow test above)."""
+    import torch
+    from typer.main import get_command
+    from typer.testing import CliRunner
+
+    from posrnn_cli.cli import app
+
+    cmd = get_command(app).commands["gpu-check"]
+    ours = {o for p in cmd.params for o in p.opts if o != "--help"}
+    theirs = {o for a in gpu_check.parser()._actions for o in a.option_strings if o not in ("-h", "--help")}
+    assert ours == theirs == {"--device", "--out", "--size", "--budget", "--check-args", "--out-checked"}
+    assert "--out-checked" not in CliRunner().invoke(app, ["gpu-check", "--help"]).output  # the script's, hidden
+    lines = [["--budget", "5"], ["--device", "tpu"], ["--size", "huge", "--device", "cpu"], ["--check-args"]]
+    if not torch.cuda.is_available():
+        lines.append(["--device", "cuda"])  # refused: no CUDA device, before any stage
+    for args in lines:
+        argv = [*args, "--out", str(tmp_path / "out")]
+        r = CliRunner().invoke(app, ["gpu-check", *argv])
+        said = (r.output + capfd.readouterr().err).strip()
+        try:
+            code = gpu_check.main(argv)
+        except SystemExit as e:  # argparse refuses a choice itself, in its own words
+            code = e.code
+        capfd.readouterr()
+        assert r.exit_code == code == (0 if args == ["--check-args"] else 1 if "cuda" in args else 2), (args, said)
+        assert (said == "" if code == 0 else len(said.splitlines()) == 1 and said.startswith("error: ")), said
+    assert not (tmp_path / "out").exists()
+
+
 def test_pytest_output_gives_each_tests_outcome_even_when_cut_off():
     out = "\n".join([
         "tests/test_gpu.py::test_a PASSED                       [ 33%]",

@@ -550,6 +550,23 @@ def bench_sweep(
     console().print(t)
 
 
+def gpu_check(
+    device: Annotated[str, typer.Option("--device", metavar="cuda|cpu", help="The device checked; cpu runs the micro size (what CI runs).")] = "cuda",
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Where the report goes (gpu_check.json, gpu_check.md, loss_curve.csv).")] = Path("gpu-check"),
+    size: Annotated[Optional[str], typer.Option("--size", metavar="paper|micro", help="The stages' size. [default: paper on cuda, micro on cpu]", show_default=False)] = None,
+    budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", help="Seconds for all the stages.")] = 470.0,
+    check_args: Annotated[bool, typer.Option("--check-args", help="Only check the options.")] = False,
+    out_checked: Annotated[bool, typer.Option("--out-checked", hidden=True)] = False,
+):
+    """The GPU check: the GPU tests, the ensemble path, bench, a short training, concurrent runs and
+    the cost model's cells, each in its own time box, the report rewritten after each stage.
+
+    On a bare GPU machine (no typer), bash tools/gpu_check.sh runs the same check."""
+    from ..measure.gpu_check import run_check
+
+    raise typer.Exit(run_check(device, out, size, budget, check_args, out_checked))
+
+
 def register(app: typer.Typer) -> None:
     app.command(help=TRAIN_HELP, short_help="Train one model on one task into a run directory.")(cli_errors(train))
     app.command("eval", short_help="Score a run on its held-out test set.")(cli_errors(eval_cmd))
@@ -558,3 +575,4 @@ def register(app: typer.Typer) -> None:
     app.command("extend-vocab", short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))
     app.command(short_help="Time a training step, the sampler and the stability analysis.")(cli_errors(bench))
     app.command("bench-sweep", short_help="Runs per hour of posrnn sweep with 1, 2, … workers.")(cli_errors(bench_sweep))
+    app.command("gpu-check", short_help="The GPU check of tools/gpu_check.sh: every GPU path, time-boxed.")(cli_errors(gpu_check))

@@ -75,6 +75,7 @@ BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
                   "bench_amp": ["--amp", "--parts", "train", "--no-reference"],
                   "bench_amp_graph": ["--amp", "--cuda-graph", "--parts", "train", "--no-reference"]}
 JSON_NAME, MD_NAME, CURVE_NAME = "gpu_check.json", "gpu_check.md", "loss_curve.csv"
+DEVICES = ("cuda", "cpu")
 MIN_STAGE_S = 10  # a stage with less time than this left is recorded as skipped
 
 
@@ -412,34 +413,50 @@ def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[
     return None
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The check's options (``posrnn gpu-check`` takes the same)."""
     ap = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--device", choices=DEVICES, default="cuda")
     ap.add_argument("--out", type=Path, default=Path("gpu-check"))
     ap.add_argument("--size", choices=tuple(SIZES), default=None, help="default: paper on cuda, micro on cpu")
     ap.add_argument("--budget", type=float, default=470.0, help="seconds for all the stages")
     ap.add_argument("--check-args", action="store_true", help="only check the options (tools/gpu_check.sh, before it writes)")
     ap.add_argument("--out-checked", action="store_true", help=argparse.SUPPRESS)  # the script checked --out before its log
-    a = ap.parse_args(argv)
-    problem = check_args(a.out, a.budget, a.out_checked)
-    if problem or a.check_args:
+    return ap
+
+
+def run_check(device: str = "cuda", out: Path = Path("gpu-check"), size: Optional[str] = None, budget: float = 470.0,
+              check_args_only: bool = False, out_checked: bool = False) -> int:
+    """The check as one command: the options checked (only that with ``check_args_only``), then
+    every stage; the exit code (0: every stage ok, 1: a stage not ok or no CUDA device, 2: options)."""
+    problem = check_args(out, budget, out_checked)
+    if device not in DEVICES:
+        problem = f"--device takes {' or '.join(DEVICES)}, got {device!r}"
+    elif size is not None and size not in SIZES:
+        problem = f"--size takes {' or '.join(SIZES)}, got {size!r}"
+    if problem or check_args_only:
         if problem:
             print(f"error: {problem}", file=sys.stderr)
         return 2 if problem else 0
-    if a.device == "cuda":
+    if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             print("error: --device cuda but torch sees no CUDA device; run with --device cpu for the micro check",
                   file=sys.stderr)
             return 1
-    size = a.size or ("paper" if a.device == "cuda" else "micro")
-    report = check(a.device, a.out, size, a.budget, Path(__file__).resolve().parents[2])
-    refusable = ("bench_amp", "bench_amp_graph") if a.device == "cpu" else ()  # cuda_graph (and amp on most CPUs)
+    size = size or ("paper" if device == "cuda" else "micro")
+    report = check(device, out, size, budget, Path(__file__).resolve().parents[2])
+    refusable = ("bench_amp", "bench_amp_graph") if device == "cpu" else ()  # cuda_graph (and amp on most CPUs)
     bad = [n for n, s in report["stages"].items()
            if not (s["status"] in ("ok", "passed") or (s["status"] == "refused" and n in refusable))]
-    print(f"gpu check: {a.out / JSON_NAME}, {a.out / MD_NAME}; " + (f"not ok: {', '.join(bad)}" if bad else "every stage ok"))
+    print(f"gpu check: {out / JSON_NAME}, {out / MD_NAME}; " + (f"not ok: {', '.join(bad)}" if bad else "every stage ok"))
     return 1 if bad else 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    return run_check(a.device, a.out, a.size, a.budget, a.check_args, a.out_checked)
 
 
 if __name__ == "__main__":
