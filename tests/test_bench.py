@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from posrnn_cli.engine.device import cpu_supports_bf16
-from posrnn_cli.bench import RefCodeSampler, ReferenceSampler, concurrent_throughput
+from posrnn_cli.measure.bench import RefCodeSampler, ReferenceSampler, concurrent_throughput
 from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
 from posrnn_cli.common.config import TaskConfig, resolve_config
@@ -257,7 +257,8 @@ def test_concurrent_workers_die_with_a_killed_bench():
     import sys
     import time
 
-    code = ("from posrnn_cli.bench import concurrent_throughput\nfrom posrnn_cli.common.config import resolve_config\n"
+    code = ("from posrnn_cli.measure.bench import concurrent_throughput\n"
+            "from posrnn_cli.common.config import resolve_config\n"
             "cfg = resolve_config(options={'task.vocab_size': 8, 'task.length': 5, 'task.n_test': 64, 'model.name': "
             "'gru', 'model.hidden_size': 8, 'train.batch_size': 16, 'train.device': 'cpu', 'train.threads': 1})\n"
             "concurrent_throughput(cfg, (2,), iters=10**9, warmup=0)\n")

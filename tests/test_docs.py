@@ -116,7 +116,7 @@ def test_the_readmes_paper_core_prices_are_what_its_dry_run_gives_now():
     import re
 
     from posrnn_cli.common.profiles import load_profile
-    from posrnn_cli.sweep import cost
+    from posrnn_cli.measure import cost
 
     jobs = [j for j in _plan("paper_core")]
     rate = cost.profile_rate(load_profile(ROOT / "params.yaml", "paper_core"), jobs=jobs)
@@ -138,9 +138,9 @@ def test_the_readmes_paper_core_prices_are_what_its_dry_run_gives_now():
 
 
 def test_the_times_the_readme_quotes_are_the_measured_repros():
-    """Each `dvc repro` time in the README is its measured record (``sweep/measured_repros.json``),
+    """Each `dvc repro` time in the README is its measured record (``measure/measured_repros.json``),
     and its figure at a 12 ms step is that record scaled, rounded as the README rounds it."""
-    from posrnn_cli.sweep.calibrate import last_repro
+    from posrnn_cli.measure.calibrate import last_repro
 
     readme = _flat("README.md")
     lite = last_repro("lite")

@@ -1,4 +1,4 @@
-"""The ensemble path (``engine.ensemble``, ``models.ensemble``): every member equals its solo run
+"""The ensemble path (``engine.ensemble``, ``models.ensemble_model``): every member equals its solo run
 (float64 within 1e-9, float32 within ``FLOAT32_TOL``) for Elman, GRU and LSTM; a perturbed member
 (a wrong seed, an optimizer state shared with another member, clipping over the whole ensemble)
 fails the same comparison; a member's directory is a run's; an interrupted ensemble resumes, as an
@@ -15,7 +15,7 @@ from ensembles import FLOAT32_TOL, FLOAT64_TOL, default_dtype, last_checkpoint, 
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import ensemble as ens
 from posrnn_cli.engine.train import train
-from posrnn_cli.models.ensemble import batched_recurrence
+from posrnn_cli.models.ensemble_model import batched_recurrence
 
 SEEDS = (5, 6)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: GPU test")
@@ -233,7 +233,7 @@ def test_an_ensemble_trains_under_amp_on_the_cpu(tmp_path):
 def test_the_catalogued_ensemble_cores_are_the_recurrent_ones_and_others_are_refused_in_one_line():
     from posrnn_cli.common import catalog
     from posrnn_cli.models import CORES, build_model
-    from posrnn_cli.models.ensemble import EnsembleModel
+    from posrnn_cli.models.ensemble_model import EnsembleModel
     from posrnn_cli.models.rnn import RecurrentCore
     from posrnn_cli.tasks import build_task
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli import gpu_check, gpu_check_ensemble
+from posrnn_cli.measure import gpu_check, gpu_check_ensemble
 
 from conftest import ROOT
 GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
@@ -74,6 +74,38 @@ def test_the_gpu_check_refuses_cuda_without_a_gpu_in_one_line(tmp_path):
     assert not (tmp_path / "out" / "gpu_check.json").exists()
 
 
+def test_posrnn_gpu_check_takes_the_scripts_options_and_runs_the_same_check(tmp_path, capfd):
+    """`posrnn gpu-check` is the module's check behind Typer: the same options (names), and the same
+    outcome for the same command line (here the refusals, which cost no stage: the micro run is the
+    slow test above)."""
+    import torch
+    from typer.main import get_command
+    from typer.testing import CliRunner
+
+    from posrnn_cli.cli import app
+
+    cmd = get_command(app).commands["gpu-check"]
+    ours = {o for p in cmd.params for o in p.opts if o != "--help"}
+    theirs = {o for a in gpu_check.parser()._actions for o in a.option_strings if o not in ("-h", "--help")}
+    assert ours == theirs == {"--device", "--out", "--size", "--budget", "--check-args", "--out-checked"}
+    assert "--out-checked" not in CliRunner().invoke(app, ["gpu-check", "--help"]).output  # the script's, hidden
+    lines = [["--budget", "5"], ["--device", "tpu"], ["--size", "huge", "--device", "cpu"], ["--check-args"]]
+    if not torch.cuda.is_available():
+        lines.append(["--device", "cuda"])  # refused: no CUDA device, before any stage
+    for args in lines:
+        argv = [*args, "--out", str(tmp_path / "out")]
+        r = CliRunner().invoke(app, ["gpu-check", *argv])
+        said = (r.output + capfd.readouterr().err).strip()
+        try:
+            code = gpu_check.main(argv)
+        except SystemExit as e:  # argparse refuses a choice itself, in its own words
+            code = e.code
+        capfd.readouterr()
+        assert r.exit_code == code == (0 if args == ["--check-args"] else 1 if "cuda" in args else 2), (args, said)
+        assert (said == "" if code == 0 else len(said.splitlines()) == 1 and said.startswith("error: ")), said
+    assert not (tmp_path / "out").exists()
+
+
 def test_pytest_output_gives_each_tests_outcome_even_when_cut_off():
     out = "\n".join([
         "tests/test_gpu.py::test_a PASSED                       [ 33%]",
@@ -123,7 +155,7 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
     md = (tmp_path / "gpu_check.md").read_text()
     assert "(not finished)" in md and "| NVIDIA H100 80GB HBM3 | 2.11.0+cu130 | 13.0 | 2026-11-26 12:00 UTC |" in md
     assert gpu_check.curve_rate(stages["train"]["curve"]) == 20.0
-    # the bench row the dry run's estimate reads, ready for posrnn_cli/sweep/gpu_ms_per_iter.json
+    # the bench row the dry run's estimate reads, ready for posrnn_cli/measure/gpu_ms_per_iter.json
     row, small = rep["gpu_ms_per_iter_rows"]
     assert row["kind"] == "H100" and row["date"] == "2026-11-26" and row["ms_per_iter"] == 12.5
     assert (row["model"], row["vocab"], row["amp"], row["flops_per_iter"], row["steps"]) == ("lstm", 16384, False,
@@ -132,7 +164,7 @@ def test_a_report_cut_off_mid_way_keeps_the_stages_that_ran(tmp_path):
     assert (small["model"], small["vocab"], small["ms_per_iter"], small["steps"], small["amp"]) == ("gru", 32, 12.5,
                                                                                                     128, False)
     assert 0 < small["flops_per_iter"] < row["flops_per_iter"]
-    from posrnn_cli.sweep import cost
+    from posrnn_cli.measure import cost
 
     rate = cost.gpu_rate("NVIDIA H100 80GB HBM3", True, [row])
     assert "measured on NVIDIA H100 80GB HBM3 (2026-11-26" in rate.source

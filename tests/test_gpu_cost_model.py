@@ -1,4 +1,4 @@
-"""The GPU cost model (posrnn_cli/sweep/gpu_model.py, gpu_plan.py): it holds every committed
+"""The GPU cost model (posrnn_cli/measure/gpu_model.py, gpu_plan.py): it holds every committed
 measured row, never prices the faster switches above fp32, keeps each row to its own switches,
 gives parallel cores no floor, prices the language model at its real tokens, and refuses a plan
 whose run cannot fit the device."""
@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from posrnn_cli.cli import app
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.models.head import HEAD_CHUNK_TOKENS
-from posrnn_cli.sweep import cost
-from posrnn_cli.sweep.gpu_model import GATES, Work, row_work
-from posrnn_cli.sweep.gpu_plan import pack_ms, priced_packs
+from posrnn_cli.measure import cost
+from posrnn_cli.measure.gpu_model import GATES, Work, row_work
+from posrnn_cli.measure.gpu_plan import pack_ms, priced_packs
 from posrnn_cli.sweep.plan import Job
-from posrnn_cli.sweep.lm_tokens import lm_tokens
+from posrnn_cli.measure.lm_tokens import lm_tokens
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fabricate import scratch

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -35,6 +36,43 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path):
     import_graph.cache_clear()
     try:
         assert cycles(pkg) == [["posrnn_cli.a", "posrnn_cli.sub.b", "posrnn_cli.a"]]
+    finally:
+        import_graph.cache_clear()
+
+
+#: the package's rooms, lowest first (docs/development.md): a room imports only rooms before it
+ROOMS = ("common", "lm", "models", "tasks", "engine", "sweep", "measure", "analysis", "profile_status", "cli")
+
+
+def upward_imports(root: Optional[Path] = None) -> list[str]:
+    """Every import (module level or inside a function) of a room's module from a room after it in
+    ``ROOMS``; a module outside every room (the package's ``__init__``, ``__main__``) is left out."""
+    graph = import_graph(root) if root else import_graph()
+    room = lambda m: m.split(".")[1] if m.count(".") else None
+    bad = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            ra, rb = room(a), room(b)
+            if ra in ROOMS and rb in ROOMS and ROOMS.index(rb) > ROOMS.index(ra):
+                bad.append(f"{a} imports {b}")
+    return bad
+
+
+def test_no_room_imports_a_room_above_it():
+    assert upward_imports() == []
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    pkg = tmp_path / "posrnn_cli"
+    for room in ("measure", "sweep"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "measure" / "bench.py").write_text("from ..sweep import local\n")  # downward: allowed
+    (pkg / "sweep" / "local.py").write_text("def f():\n    from ..measure.bench import g\n")
+    import_graph.cache_clear()
+    try:
+        assert upward_imports(pkg) == ["posrnn_cli.sweep.local imports posrnn_cli.measure.bench"]
     finally:
         import_graph.cache_clear()
 
@@ -156,6 +194,35 @@ def test_no_module_over_600_lines_and_no_function_over_60():
                 long_functions.append(f"{rel}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not long_modules, long_modules
     assert not long_functions, long_functions
+
+
+# ---- one name, one module ------------------------------------------------------------------------
+#: the one base name two modules still share, and why a rename waits: both modules are in the code
+#: the training, extension and stability fingerprints hash (module names included), so renaming
+#: either marks every trained run stale and redoes every stability analysis
+SHARED_NAMES = {"rundir.py": ["posrnn_cli/common/rundir.py", "posrnn_cli/engine/rundir.py"]}
+
+
+def shared_base_names(root: Path) -> dict[str, list[str]]:
+    """Each base name (``__init__.py`` aside) that more than one module under ``root/posrnn_cli`` has."""
+    by: dict[str, list[str]] = {}
+    for path in sorted((root / "posrnn_cli").rglob("*.py")):
+        if path.name != "__init__.py":
+            by.setdefault(path.name, []).append(path.relative_to(root).as_posix())
+    return {name: paths for name, paths in by.items() if len(paths) > 1}
+
+
+def test_module_base_names_are_unique_across_the_package():
+    """One name, one module (bench, status, …): a traceback, a grep or an import names which one it
+    is. The one pair in ``SHARED_NAMES`` waits for a rename; a pair it no longer holds fails too."""
+    assert shared_base_names(ROOT) == SHARED_NAMES
+
+
+def test_the_base_name_check_finds_a_shared_name(tmp_path):
+    (tmp_path / "posrnn_cli" / "sweep").mkdir(parents=True)
+    for rel in ("__init__.py", "sweep/__init__.py", "bench.py", "sweep/bench.py", "sweep/plan.py"):
+        (tmp_path / "posrnn_cli" / rel).write_text("")
+    assert shared_base_names(tmp_path) == {"bench.py": ["posrnn_cli/bench.py", "posrnn_cli/sweep/bench.py"]}
 
 
 def _private_imports(root: Path) -> list[str]:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.lm import data as lm_data
-from posrnn_cli.cli.lm import lm_app
+from posrnn_cli.cli.lm_commands import lm_app
 from posrnn_cli.lm.encode import LMCorpus, cap_paragraph, encode
 from posrnn_cli.lm.tokenizer import train_tokenizer
 

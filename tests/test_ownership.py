@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from posrnn_cli import gpu_check
+from posrnn_cli.measure import gpu_check
 from posrnn_cli.analysis import report
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from posrnn_cli.analysis.scorecard.claims import load_claims
-from posrnn_cli.sweep import cost
+from posrnn_cli.measure import cost
 from posrnn_cli.sweep.plan import plan
 
 from conftest import ROOT

@@ -12,11 +12,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from posrnn_cli import bench
+from posrnn_cli.measure import bench
 from posrnn_cli.cli import app
 from posrnn_cli.common.config import resolve_config
 from posrnn_cli.models import build_model
-from posrnn_cli.sweep import cost
+from posrnn_cli.measure import cost
 from posrnn_cli.sweep.plan import plan
 from posrnn_cli.tasks import HeldOut, build_task
 
@@ -124,7 +124,7 @@ def test_cpu_calibration_times_configuration_a():
 
 
 def test_dry_run_prints_the_estimate_beside_the_disk(tmp_path, monkeypatch):
-    from posrnn_cli.sweep import calibrate
+    from posrnn_cli.measure import calibrate
 
     monkeypatch.setattr(cost, "calibrate_cpu", lambda threads: (10.0, 2e9))
     monkeypatch.setattr(calibrate, "time_step", lambda cfg: 5.0)
@@ -149,7 +149,7 @@ PACKED = {"cells": [{"model": "gru", "vocab": 8}, {"model": "s4d", "vocab": 8}],
 def test_the_gpu_view_prices_the_sweeps_own_packs(tmp_path, monkeypatch):
     """The packed column is the packs ``packing.pack`` makes (7 GRU seeds: 5 + 2; S4D solo, its
     reason counted), each priced by ``pack_ms``; each column says what it rests on."""
-    from posrnn_cli.sweep.gpu_plan import pack_ms
+    from posrnn_cli.measure.gpu_plan import pack_ms
     from posrnn_cli.sweep.packing import pack
 
     jobs = plan(scratch(tmp_path, device="cuda", fig2=PACKED), "t", ["fig2"], runs_root=tmp_path / "runs")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from posrnn_cli.common.experiments import EXPERIMENTS, trains
-from posrnn_cli.sweep import calibrate, cost
+from posrnn_cli.measure import calibrate, cost
 from posrnn_cli.sweep.plan import plan
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -21,7 +21,7 @@ done
 [ -f pyproject.toml ] && [ -d posrnn_cli ] || { echo "error: run from the repository root (bash tools/gpu_check.sh)" >&2; exit 2; }
 PY=${PYTHON:-python3}
 # the options first, before anything is written: a short --budget, an --out through a link or over files of another's
-PYTHONPATH=$PWD "$PY" -m posrnn_cli.gpu_check --out "$OUT" "${args[@]}" --check-args || exit 2
+PYTHONPATH=$PWD "$PY" -m posrnn_cli.measure.gpu_check --out "$OUT" "${args[@]}" --check-args || exit 2
 mkdir -p "$OUT" || exit 2
 export PYTHONUNBUFFERED=1
 SRC=$PWD
@@ -37,4 +37,4 @@ if [ ${#wheels[@]} -gt 0 ]; then
   echo "installed ${#wheels[@]} wheel(s) from $WHEELS/ into $SITE" | tee -a "$OUT/gpu_check.log"
 fi
 export PYTHONPATH=$PYPATH${PYTHONPATH:+:$PYTHONPATH}
-"$PY" -m posrnn_cli.gpu_check --out "$OUT" --out-checked "${args[@]}" 2>&1 | tee -a "$OUT/gpu_check.log"
+"$PY" -m posrnn_cli.measure.gpu_check --out "$OUT" --out-checked "${args[@]}" 2>&1 | tee -a "$OUT/gpu_check.log"

@@ -17,8 +17,8 @@ import typer
 from typer.core import TyperArgument
 
 from .. import __version__
-from . import bench as _bench
-from . import lm as _lm
+from . import bench_commands as _bench
+from . import lm_commands as _lm
 from . import pipeline as _pipeline
 from . import runs as _runs
 from . import status as _status

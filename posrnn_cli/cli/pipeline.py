@@ -160,7 +160,7 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
     """A dry run's plan: what would happen to the runs (each, with --verbose), the disk their
     checkpoints take and the estimated compute, wrapped to 100 columns (as JSON with --json)."""
     from ..common.profiles import load_profile
-    from ..sweep import cost
+    from ..measure import cost
     from ..sweep.storage import summary
 
     jobs = [o.job for o in outcomes]

@@ -26,7 +26,7 @@ def status(
     another config (what --force would replace) and stale (trained by other code); then the
     next command to run. Reads the run directories only."""
     from ..common.profiles import active_profiles
-    from ..status import COUNTS, next_command, profile_status
+    from ..profile_status import COUNTS, next_command, profile_status
     from .pipeline import active_profile
 
     name = active_profile(params, profile)

@@ -61,7 +61,7 @@ CORES: dict[str, Entry] = {
                                    "non-causal Transformer", "#b15928"),
 }
 
-#: the cores whose recurrence ``models.ensemble`` batches over members (an ensemble of same-shape
+#: the cores whose recurrence ``models.ensemble_model`` batches over members (an ensemble of same-shape
 #: runs trained as one model); every other core's runs train solo
 ENSEMBLE_CORES = ("elman", "gru", "lstm")
 

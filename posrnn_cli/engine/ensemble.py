@@ -1,4 +1,4 @@
-"""K same-shape runs trained in one process as one batched model (``models.ensemble``), each
+"""K same-shape runs trained in one process as one batched model (``models.ensemble_model``), each
 member equal to its solo run: ``train_ensemble``.
 
 The members' configs are identical but for ``train.seed``. Each member keeps everything its solo
@@ -38,7 +38,7 @@ from ..common.errors import PosrnnError
 from ..common.io import atomic_write_text, read_marker
 from ..common.rundir import CODE_FILE
 from ..models import count_parameters
-from ..models.ensemble import EnsembleModel, check_ensemble_core
+from ..models.ensemble_model import EnsembleModel, check_ensemble_core
 from ..tasks import Batch, HeldOut
 from .checkpoint import check_belongs, check_resumable, load_checkpoint, non_finite, save_checkpoint
 from ..common.rundir import list_checkpoints

@@ -20,7 +20,6 @@ import multiprocessing as mp
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections import deque
@@ -28,6 +27,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..common.lifeline import die_with_starter
 from .plan import Job, JobOutcome
 
 PRELOAD = ["posrnn_cli.sweep.warm"]
@@ -45,18 +45,6 @@ def gpu_count() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def die_with_sweep(alive) -> None:
-    """Exit at once when the sweep's end of ``alive`` closes (the sweep died: the pipe's other
-    end was held by it alone). A worker's parent is the forkserver, so PR_SET_PDEATHSIG cannot
-    tell; the pipe can."""
-    def watch():
-        with contextlib.suppress(EOFError, OSError):  # closed: the sweep is gone
-            alive.recv()
-        os._exit(137)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def visible_gpus(n: int) -> list[str]:
@@ -108,7 +96,7 @@ def stop_workers(procs: list, grace: float, gently: bool, say: Callable[[str], N
 
 def _work(job_dict: dict, env: dict, log_path: str, conn, alive) -> None:
     """A worker process: pin, redirect output to the log, run the job, report."""
-    die_with_sweep(alive)
+    die_with_starter(alive)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
     os.environ.update(env)
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ Filters: a filter maps a column to a value, a list of values (any of them) or ``
 ``pe: sinusoidal`` vs ``pe: none``) are paired on the ``match`` columns; by default all the cell
 columns the rows share, less those the arms set.
 
-Modules: ``core`` (verdicts, per-seed values, cells), ``tables`` (reading the result tables),
+Modules: ``core`` (verdicts, per-seed values, cells), ``result_tables`` (reading the result tables),
 ``kinds``, ``contrasts`` and ``exact`` (the test kinds), ``claims`` (the registry of kinds and
 claims.yaml), ``score`` (scoring, Holm's step, seeds needed, counts) and ``render`` (markdown,
 JSON, rich).
@@ -53,7 +53,7 @@ from .exact import check_permutation_invariant, check_permutation_sensitive
 from .kinds import check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend
 from .render import count_lines, count_text, scorecard_markdown, scorecard_rich_table, seeds_text, write_scorecard
 from .score import evaluate_claim, holm_rejected, scorecard, summarize
-from .tables import Table, TableSet, load_table
+from .result_tables import Table, TableSet, load_table
 
 __all__ = [
     "AUTHORS", "CLAIMS_PATH", "GROUPS", "KINDS", "PAPER_NUMBER", "REGIME_WORDS", "claim_group", "SCHEMAS", "SECTIONS",

@@ -16,7 +16,7 @@ from posrnn_cli.common.keys import BOOLEAN_COLUMNS
 from posrnn_cli.common.tables import is_number
 
 from .core import CLAIMS_PATH, Outcome, TABLES, as_list
-from .tables import TableSet
+from .result_tables import TableSet
 from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
 from .contrasts import check_additive, check_gap_contrast, check_robust, check_stability_decay
 from .exact import check_permutation_invariant, check_permutation_sensitive, check_permutation_split

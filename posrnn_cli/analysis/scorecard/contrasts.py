@@ -11,7 +11,7 @@ from posrnn_cli.common.errors import PosrnnError
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, FIX, NotMeasured, as_list,
                    claim_cells, complete, describe_filter, differing_keys, filter_name, fmt_sd, keep_steps, cell_label,
                    natural, pe_name, require, sd_dict, seeded_of, select_rows, side_of, worst_of, measured_outcome)
-from .tables import TableSet
+from .result_tables import TableSet
 from .kinds import by_interval
 
 

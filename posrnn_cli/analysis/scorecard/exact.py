@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, REPRODUCED, float_list, cell_label, num, pe_name, require,
                    seed_list)
-from .tables import TableSet
+from .result_tables import TableSet
 
 
 def _irie_rows(claim: dict, ts: TableSet) -> list[dict]:

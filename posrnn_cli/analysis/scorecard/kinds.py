@@ -11,7 +11,7 @@ from .core import (FORCE, sort_key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED
                    Seeded, UNDERPOWERED, NotMeasured, Settled, as_list, claim_cells, complete, describe_filter, fmt_num,
                    fmt_sd, keep_steps, cell_label, at_largest_vocab, natural, num, pe_name, require, sd_dict, seeded_of,
                    select_rows, side_of, trace_entry, worst_of, measured_outcome)
-from .tables import TableSet
+from .result_tables import TableSet
 
 
 # ---- the test kinds -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from posrnn_cli.common.tables import is_number
 from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES,
                    TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, BUDGET_VARIES, FORCE, REJECTED, NotMeasured, Settled, TRACE,
                    describe_filter, row_matches, sort_key, worst_of)
-from .tables import TableSet
+from .result_tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim, validate_power
 

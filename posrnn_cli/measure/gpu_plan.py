@@ -35,14 +35,14 @@ def amount(x: float) -> str:
 def priced_packs(jobs: list, k: int = PACK_K) -> list:
     """The sweep's packs of ``jobs`` at up to ``k`` runs (``packing.pack``: runs that differ only in
     ``train.seed``, in the plan's order; a run whose core or kind has no ensemble path alone)."""
-    from .packing import pack
+    from ..sweep.packing import pack
 
     return pack(jobs, k)
 
 
 def pack_lines(packs: list, k: int) -> list[str]:
     """The packing priced, in counts (``packing.describe``), and where it comes from."""
-    from .packing import describe
+    from ..sweep.packing import describe
 
     head, *rest = describe(packs)
     return [f"  {head} (the sweep's packer, sweep/packing.py, at up to {k} runs an ensemble, as `posrnn sweep "

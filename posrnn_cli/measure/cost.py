@@ -48,7 +48,7 @@ from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experime
                        priced_packs)
 from ..common.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
-from .plan import Job
+from ..sweep.plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
 
@@ -84,7 +84,7 @@ def load_table(path: Path = TABLE) -> list[dict]:
 
 
 def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
-    from ..bench import PEAKS
+    from .bench import PEAKS
 
     where = kind if seen else f"{kind} (assumed: no GPU visible here)"
     rows = tuple(r for r in table if r["kind"] in kind)
@@ -93,7 +93,8 @@ def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
     model = GpuModel(list(rows), peak)
     if rows:
         src = (f"ms/iteration measured on {rows[0]['device']} ({rows[0]['date']}, torch {rows[0]['torch']}): "
-               f"recurrence and output head priced apart from the rows that match each (posrnn_cli/sweep/gpu_model.py)")
+               f"recurrence and output head priced apart from the rows that match each "
+               f"(posrnn_cli/measure/gpu_model.py)")
         return Rate(where, "GPU-hours", src, *rates, rows, model)
     src = (f"the FLOP count at {ASSUMED_PEAK_SHARE:.0%} of the dense peak ({peak['fp32']:g} TFLOP/s fp32, "
            f"{peak['bf16']:g} bf16 under train.amp), an assumption: no ms/iteration measured on this device kind yet")
@@ -106,7 +107,7 @@ def run_work(cfg: RunConfig) -> Work:
     import torch
 
     from ..models import build_model
-    from .storage import task_shape
+    from ..sweep.storage import task_shape
 
     task = task_shape(cfg)
     with torch.device("meta"):
@@ -146,7 +147,7 @@ def run_seconds(cfg: RunConfig, rate: Rate, work: Optional[Work] = None) -> floa
 
 def run_steps(cfg: RunConfig) -> int:
     """The sequential steps of one training sequence of ``cfg``."""
-    from .storage import task_shape
+    from ..sweep.storage import task_shape
 
     return int(task_shape(cfg).max_steps)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 
 from .bench import fast_loop, peak_memory_mb, sync, timed_side_by_side
-from .common.config import RunConfig
-from .common.errors import PosrnnError
-from .engine.device import resolve_device, setup_threads
-from .tasks import HeldOut, build_task
+from ..common.config import RunConfig
+from ..common.errors import PosrnnError
+from ..engine.device import resolve_device, setup_threads
+from ..tasks import HeldOut, build_task
 
 #: the largest ensemble ``--ensemble`` times
 MAX_K = 64
@@ -47,7 +47,7 @@ def _warm(step, device: torch.device, warmup: int) -> float:
 
 def _one_k(cfg: RunConfig, k: int, solo_step, device: torch.device, iters: int, warmup: int) -> dict:
     """One K's figures, its step timed in alternating blocks with the solo run's."""
-    from .engine.ensemble import ensemble_trainer
+    from ..engine.ensemble import ensemble_trainer
 
     tr = ensemble_trainer(member_configs(cfg, k), [Path(f"/nonexistent/posrnn-bench-member-{i}") for i in range(k)])
     sums = torch.zeros(k, 4, device=device, dtype=torch.float64)
@@ -65,7 +65,7 @@ def _one_k(cfg: RunConfig, k: int, solo_step, device: torch.device, iters: int, 
 
 def ensemble_speed(cfg: RunConfig, ks: tuple[int, ...], iters: int = 20, warmup: int = 5) -> dict:
     """The solo step and each K's ensemble step of ``cfg``: one dict of figures (``rows``: one per K)."""
-    from .models.ensemble import check_ensemble_core
+    from ..models.ensemble_model import check_ensemble_core
 
     check_ks(ks)
     check_ensemble_core(cfg.model.name)

@@ -14,7 +14,7 @@ Two committed records:
   error against the last one of its profile, scaled to this machine's calibration step.
 * ``cpu_core_ms.json``: each core's step at its representative size in lite and beyond2, with
   configuration A's step timed alternately beside it, on one stated machine and date
-  (``python -m posrnn_cli.sweep.calibrate lite beyond2`` wrote it). Tests price lite's and
+  (``python -m posrnn_cli.measure.calibrate lite beyond2`` wrote it). Tests price lite's and
   beyond2's plans from it, scaled to a measured repro's calibration step, without timing anything.
 """
 
@@ -31,7 +31,7 @@ from ..common.config import RunConfig
 
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
-RECORD_COMMAND = "python -m posrnn_cli.sweep.calibrate lite beyond2"
+RECORD_COMMAND = "python -m posrnn_cli.measure.calibrate lite beyond2"
 _CACHE: dict[tuple[str, int], float] = {}
 #: ``posrnn bench``'s configuration A, the CPU calibration
 CALIBRATION = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64,
@@ -43,14 +43,15 @@ def flops_per_iteration(cfg: RunConfig) -> float:
     import torch
 
     from ..models import build_model
-    from .storage import task_shape
+    from ..sweep.storage import task_shape
+    from .bench import analytic_flops
 
     task = task_shape(cfg)
     with torch.device("meta"):
         model = build_model(cfg, task)
     T, K, B = task.max_steps, cfg.task.length, cfg.train.batch_size
     if hasattr(model.core, "forward_flops"):
-        return 3.0 * (model.core.forward_flops(T) + 2 * cfg.model.hidden_size * task.n_outputs * K) * B
+        return analytic_flops(model.core, cfg.model.hidden_size, task.n_outputs, T, K, B)
     embed = sum(p.numel() for n, p in model.named_parameters() if "embed" in n)
     return 6.0 * (sum(p.numel() for p in model.parameters()) - embed) * T * B
 
@@ -64,7 +65,7 @@ def time_step(cfg: RunConfig, seconds: float = 2.0) -> float:
         return _CACHE[key]
     import torch
 
-    from ..bench import fast_loop
+    from .bench import fast_loop
     from ..engine.device import setup_threads
     from ..tasks import HeldOut, build_task
 
@@ -128,7 +129,7 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
     from ..common.config import resolve_config
     from ..common.experiments import EXPERIMENTS, trains
     from .bench import machine
-    from .plan import plan
+    from ..sweep.plan import plan
 
     a_cfg = resolve_config(options={**CALIBRATION, "train.threads": 1})
     a_ms, cores = [], {}

@@ -31,13 +31,13 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from .common.config import RunConfig
-from .common.errors import PosrnnError
-from .models import CORES, build_model
-from .tasks import Batch, HeldOut, build_task
-from .engine.device import resolve_device, setup_threads
-from .engine.optim import check_fast_paths, check_train_config, lr_factor
-from .engine.train import Trainer
+from ..common.config import RunConfig
+from ..common.errors import PosrnnError
+from ..models import CORES, build_model
+from ..tasks import Batch, HeldOut, build_task
+from ..engine.device import resolve_device, setup_threads
+from ..engine.optim import check_fast_paths, check_train_config, lr_factor
+from ..engine.train import Trainer
 
 # dense peak TFLOP/s: fp32 without tensor cores (torch's default for fp32 matmuls), bf16 with
 PEAKS = (("H100 PCIe", {"fp32": 51.2, "bf16": 756.0}), ("H100", {"fp32": 67.0, "bf16": 989.0}),
@@ -76,12 +76,18 @@ def timed_side_by_side(fa: Callable[[], object], fb: Optional[Callable[[], objec
     return sa, sb
 
 
+def analytic_flops(core: nn.Module, hidden_size: int, n_outputs: int, steps: int, outputs: int, batch: int) -> float:
+    """Forward + backward FLOPs of one training step of a core that counts its own forward
+    (``forward_flops``: the RNNs): 3 × (core + head) per sequence of ``steps`` inputs and
+    ``outputs`` scored positions, times ``batch``; the embedding is free."""
+    return 3.0 * (core.forward_flops(steps) + 2 * hidden_size * n_outputs * outputs) * batch
+
+
 def flops_per_iteration(cfg: RunConfig, task, model: nn.Module, batch: Batch) -> float:
     """Forward + backward FLOPs of one training step (≈ 3 × forward; the embedding is free)."""
     if hasattr(model.core, "forward_flops"):  # analytic for the RNNs
-        T, K = batch.inputs.shape[1], batch.out_index.shape[1]
-        fwd = model.core.forward_flops(T) + 2 * cfg.model.hidden_size * task.n_outputs * K  # per sequence: core + head
-        return 3.0 * fwd * len(batch)
+        return analytic_flops(model.core, cfg.model.hidden_size, task.n_outputs, batch.inputs.shape[1],
+                              batch.out_index.shape[1], len(batch))
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
@@ -90,6 +96,22 @@ def flops_per_iteration(cfg: RunConfig, task, model: nn.Module, batch: Batch) ->
         task.loss(out, batch).backward()
     model.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())
+
+
+def machine() -> str:
+    """"2-core AMD EPYC 9B14"-style name of this CPU (Linux), else the platform's."""
+    import contextlib
+    import os
+    import platform
+    from pathlib import Path
+
+    from ..common.machine import usable_cores
+
+    with contextlib.suppress(OSError):  # no /proc (not Linux): fall back on platform's name
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{usable_cores()}-core {line.split(':', 1)[1].strip()}"
+    return f"{os.cpu_count()}-core {platform.processor() or platform.machine()}"
 
 
 def device_peak(device: torch.device, precision: str) -> Optional[float]:
@@ -301,7 +323,7 @@ def _sampler_figures(draw, ref, task, test, cfg: RunConfig, device: torch.device
 def stability_speed(model: nn.Module, task, cfg: RunConfig, device: torch.device, n: int, chunk_size: int) -> dict:
     """Triplets/s of the gradient-stability analysis (``stability.pair_stabilities``: three
     Jacobians per triplet and both pair scores), timed on ``n`` triplets after a warm-up."""
-    from .engine.stability import make_triplets, pair_stabilities
+    from ..engine.stability import make_triplets, pair_stabilities
 
     if not CORES[cfg.model.name].recurrent_view:  # no state z_1 to differentiate
         return {"stability_triplets_per_s": None}
@@ -347,9 +369,9 @@ def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, 
     """One training process: warm up, wait for the others, time ``iters`` steps; it exits at once
     when the bench that started it is gone (``alive``'s other end closes)."""
     if alive is not None:
-        from .sweep.local import die_with_sweep
+        from ..common.lifeline import die_with_starter
 
-        die_with_sweep(alive)
+        die_with_starter(alive)
     try:
         cfg = RunConfig.from_dict(cfg_dict)
         device = resolve_device(cfg.train.device)

@@ -1,5 +1,5 @@
-"""``posrnn bench | bench-sweep``: the speed of a training step, the sampler and the stability
-analysis, and the runs per hour of a sweep with 1, 2, … workers.
+"""``posrnn bench | bench-sweep | gpu-check``: the speed of a training step, the sampler and the
+stability analysis, the runs per hour of a sweep with 1, 2, … workers, and the GPU check.
 
 Thin wrappers like ``runs``: the library code is imported inside the command, so ``--help``
 never loads torch.
@@ -8,6 +8,7 @@ never loads torch.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -54,7 +55,7 @@ def bench(
     sequences/s, stability triplets/s — beside a plain reference-style loop in the same run,
     with the ratios. Without options: a small GRU on a CPU (under a minute), the paper's
     configuration on a GPU."""
-    from ..bench import bench as run_bench
+    from ..measure.bench import bench as run_bench
     from ..common.config import RunConfig, resolve_config
     from ..common.machine import fit_to_machine
     from ..engine.device import resolve_device
@@ -82,7 +83,7 @@ def _bench_ensemble(cfg, ks_text: str, iters: int, warmup: int, json_out: bool) 
     """``posrnn bench --ensemble K,…``: the table of ``bench_ensemble.ensemble_speed``."""
     from rich.table import Table
 
-    from ..bench_ensemble import ensemble_speed
+    from ..measure.bench_ensemble import ensemble_speed
 
     try:
         ks = tuple(int(k) for k in ks_text.split(","))
@@ -157,7 +158,8 @@ def bench_sweep(
     """Runs per hour of `posrnn sweep` with 1, 2, … local workers on this machine.
 
     The same grid is swept once per worker count in a scratch directory."""
-    from ..sweep.bench import machine, sweep_throughput
+    from ..measure.bench import machine
+    from ..measure.executor_bench import sweep_throughput
 
     try:
         ks = tuple(int(k) for k in workers.split(","))
@@ -181,7 +183,29 @@ def bench_sweep(
     console().print(t)
 
 
+def gpu_check(
+    device: Annotated[str, typer.Option("--device", metavar="cuda|cpu",
+                                        help="The device checked; cpu runs the micro size (what CI runs).")] = "cuda",
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Where the report goes (gpu_check.json, "
+                                      "gpu_check.md, loss_curve.csv).")] = Path("gpu-check"),
+    size: Annotated[Optional[str], typer.Option("--size", metavar="paper|micro", help="The stages' size. [default: "
+                                                "paper on cuda, micro on cpu]", show_default=False)] = None,
+    budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", help="Seconds for all the stages.")] = 470.0,
+    check_args: Annotated[bool, typer.Option("--check-args", help="Only check the options.")] = False,
+    out_checked: Annotated[bool, typer.Option("--out-checked", hidden=True)] = False,
+):
+    """The GPU check: the GPU tests, the ensemble path, bench, a short training, concurrent runs and
+    the cost model's cells, each in its own time box, the report rewritten after each stage.
+
+    On a bare GPU machine (no typer), bash tools/gpu_check.sh runs the same check."""
+    from ..measure.gpu_check import run_check
+
+    raise typer.Exit(run_check(device, out, size, budget, check_args, out_checked))
+
+
 def register(app: typer.Typer) -> None:
     app.command(short_help="Time a training step, the sampler and the stability analysis.")(cli_errors(bench))
     app.command("bench-sweep",
                 short_help="Runs per hour of posrnn sweep with 1, 2, … workers.")(cli_errors(bench_sweep))
+    app.command("gpu-check",
+                short_help="The GPU check of tools/gpu_check.sh: every GPU path, time-boxed.")(cli_errors(gpu_check))

@@ -4,7 +4,7 @@
   B = 512 paragraphs of up to 1,024 tokens; 001 §6.5) with the chunked head: its time and its
   peak memory beside the cost model's prediction of both. The corpus is **synthetic**: random
   tokens in paragraphs whose lengths are drawn from the assumed WikiText-103 paragraph-length
-  distribution (``sweep/lm_tokens.py``), not WikiText-103 itself.
+  distribution (``lm_tokens.py``), not WikiText-103 itself.
 * ``cost_cells``: three unlike cells trained for a few steps (a small-V recurrence-bound cell, a
   head-bound cell, a long sequence), each one's measured ms/iteration beside the cost model's
   prediction for the device kind.
@@ -56,7 +56,7 @@ def timed(step, device, iters: int, warmup: int) -> float:
 
 def predicted(cfg):
     """(ms/iteration, peak bytes, device kind) the cost model gives ``cfg`` on this device kind."""
-    from .sweep import cost
+    from . import cost
 
     kind, seen = cost.gpu_kind()
     w = cost.run_work(cfg)
@@ -67,11 +67,11 @@ def lm_step(size: str, device: str, iters: int = 3) -> dict:
     """One training step of the size's LM on a synthetic corpus: measured ms and peak memory."""
     import torch
 
-    from .common.config import resolve_config
-    from .models import build_model
-    from .sweep.lm_tokens import sample_lengths
-    from .sweep.storage import task_shape
-    from .tasks.lm import LMTask
+    from ..common.config import resolve_config
+    from ..models import build_model
+    from .lm_tokens import sample_lengths
+    from ..sweep.storage import task_shape
+    from ..tasks.lm import LMTask
 
     cfg = resolve_config(options={**LM[size], "task.name": "lm", "task.data": "synthetic", "train.device": device})
     dev = torch.device(device)
@@ -105,8 +105,8 @@ def cell(size: str, device: str, name: str, options: dict, iters: int, warmup: i
     import torch
 
     from .bench import fast_loop
-    from .common.config import resolve_config
-    from .tasks import HeldOut, build_task
+    from ..common.config import resolve_config
+    from ..tasks import HeldOut, build_task
 
     extra = _MICRO if size == "micro" else {"task.n_test": 1024}
     cfg = resolve_config(options={**extra, **options, "train.device": device})

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .common.io import atomic_write_json, atomic_write_text
+from ..common.io import atomic_write_json, atomic_write_text
 from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 
 PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size",
@@ -76,6 +76,7 @@ BENCH_VARIANTS = {"bench_eager": ["--parts", "train,sampler"],
                   "bench_amp": ["--amp", "--parts", "train", "--no-reference"],
                   "bench_amp_graph": ["--amp", "--cuda-graph", "--parts", "train", "--no-reference"]}
 JSON_NAME, MD_NAME, CURVE_NAME = "gpu_check.json", "gpu_check.md", "loss_curve.csv"
+DEVICES = ("cuda", "cpu")
 MIN_STAGE_S = 10  # a stage with less time than this left is recorded as skipped
 
 
@@ -83,18 +84,14 @@ def environment(device: str) -> dict:
     """The device's name, torch and CUDA versions and the date, stamped on every figure."""
     import torch
 
+    from .bench import machine
+
     cuda = device == "cuda" and torch.cuda.is_available()
     return {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "device_kind": device,
             "torch": torch.__version__, "cuda": torch.version.cuda if cuda else None,
             "cudnn": torch.backends.cudnn.version() if cuda else None,
-            "python": platform.python_version(), "host_cpu": _cpu_name(),
+            "python": platform.python_version(), "host_cpu": machine(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-
-
-def _cpu_name() -> str:
-    from .sweep.bench import machine
-
-    return machine()
 
 
 def run_boxed(cmd: list[str], seconds: float, env: Optional[dict] = None, cwd: Optional[Path] = None) -> dict:
@@ -184,7 +181,7 @@ def stage_bench(name: str, device: str, size: dict, box: float) -> dict:
 
 def read_curve(run_dir: Path) -> list[dict]:
     """The run's logged step, loss, accuracy and elapsed time (a line cut by the time-out skipped)."""
-    from .common.rundir import log_entries
+    from ..common.rundir import log_entries
 
     return [{k: d.get(k) for k in ("step", "loss", "accuracy", "elapsed_s")} for d in log_entries(run_dir)]
 
@@ -216,7 +213,7 @@ def concurrent_each(options: dict, ks: list[int], iters: int, warmup: int) -> No
     """``bench.concurrent_throughput`` for each k in turn, one ``CONCURRENT {json}`` line per k
     as it finishes, so that the stage's parent keeps the k values done before a time-out."""
     from .bench import concurrent_throughput
-    from .common.config import resolve_config
+    from ..common.config import resolve_config
 
     cfg = resolve_config(options=options)
     for k in ks:
@@ -227,7 +224,7 @@ def concurrent_each(options: dict, ks: list[int], iters: int, warmup: int) -> No
 def stage_concurrent(device: str, size: dict, box: float) -> dict:
     options, ks, iters, warmup = size["concurrent"]
     args = json.dumps([{**options, "train.device": device}, ks, iters, warmup])
-    r = run_boxed([sys.executable, "-c", "import json, sys; from posrnn_cli.gpu_check import concurrent_each; "
+    r = run_boxed([sys.executable, "-c", "import json, sys; from posrnn_cli.measure.gpu_check import concurrent_each; "
                    "concurrent_each(*json.loads(sys.argv[1]))", args], box)
     rows = [json.loads(ln.split(" ", 1)[1]) for ln in r["output"].splitlines() if ln.startswith("CONCURRENT {")]
     base = next((x["aggregate_it_per_s"] for x in rows if x["k"] == 1), None)
@@ -245,7 +242,8 @@ COST_STAGES = ("lm_step", "cost_cells")
 
 def stage_cost(name: str, size: str, device: str, box: float) -> dict:
     """A cost-model stage of ``gpu_cost_check`` in its own process: its figures as they came."""
-    r = run_boxed([sys.executable, "-c", "import sys; from posrnn_cli.gpu_cost_check import run; run(*sys.argv[1:])",
+    r = run_boxed([sys.executable, "-c",
+                   "import sys; from posrnn_cli.measure.gpu_cost_check import run; run(*sys.argv[1:])",
                    name, size, device], box)
     rows = [json.loads(ln.split(" ", 1)[1]) for ln in r["output"].splitlines() if ln.startswith("COSTCHECK {")]
     status = "timed out" if r["timed_out"] else ("ok" if r["rc"] == 0 else "failed")
@@ -341,9 +339,9 @@ def table_rows(report: dict) -> list[dict]:
     conc = report["stages"].get("concurrent") or {}
     one = next((x for x in conc.get("result") or [] if x["k"] == 1), None)
     if one:
-        from .common.config import resolve_config
-        from .sweep.cost import run_steps
-        from .sweep.calibrate import flops_per_iteration
+        from ..common.config import resolve_config
+        from .cost import run_steps
+        from .calibrate import flops_per_iteration
 
         cfg = resolve_config(options=conc["config"])
         rows.append({**stamp, "model": cfg.model.name, "vocab": cfg.task.vocab_size, "length": cfg.task.length,
@@ -422,9 +420,10 @@ def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[
     return None
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The check's options (``posrnn gpu-check`` takes the same)."""
     ap = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--device", choices=DEVICES, default="cuda")
     ap.add_argument("--out", type=Path, default=Path("gpu-check"))
     ap.add_argument("--size", choices=tuple(SIZES), default=None, help="default: paper on cuda, micro on cpu")
     ap.add_argument("--budget", type=float, default=470.0, help="seconds for all the stages")
@@ -432,27 +431,42 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                               "writes)")
     # the script checked --out before its log
     ap.add_argument("--out-checked", action="store_true", help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
-    problem = check_args(a.out, a.budget, a.out_checked)
-    if problem or a.check_args:
+    return ap
+
+
+def run_check(device: str = "cuda", out: Path = Path("gpu-check"), size: Optional[str] = None, budget: float = 470.0,
+              check_args_only: bool = False, out_checked: bool = False) -> int:
+    """The check as one command: the options checked (only that with ``check_args_only``), then
+    every stage; the exit code (0: every stage ok, 1: a stage not ok or no CUDA device, 2: options)."""
+    problem = check_args(out, budget, out_checked)
+    if device not in DEVICES:
+        problem = f"--device takes {' or '.join(DEVICES)}, got {device!r}"
+    elif size is not None and size not in SIZES:
+        problem = f"--size takes {' or '.join(SIZES)}, got {size!r}"
+    if problem or check_args_only:
         if problem:
             print(f"error: {problem}", file=sys.stderr)
         return 2 if problem else 0
-    if a.device == "cuda":
+    if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             print("error: --device cuda but torch sees no CUDA device; run with --device cpu for the micro check",
                   file=sys.stderr)
             return 1
-    size = a.size or ("paper" if a.device == "cuda" else "micro")
-    report = check(a.device, a.out, size, a.budget, Path(__file__).resolve().parents[1])
-    refusable = ("bench_amp", "bench_amp_graph") if a.device == "cpu" else ()  # cuda_graph (and amp on most CPUs)
+    size = size or ("paper" if device == "cuda" else "micro")
+    report = check(device, out, size, budget, Path(__file__).resolve().parents[2])
+    refusable = ("bench_amp", "bench_amp_graph") if device == "cpu" else ()  # cuda_graph (and amp on most CPUs)
     bad = [n for n, s in report["stages"].items()
            if not (s["status"] in ("ok", "passed") or (s["status"] == "refused" and n in refusable))]
-    print(f"gpu check: {a.out / JSON_NAME}, {a.out / MD_NAME}; "
+    print(f"gpu check: {out / JSON_NAME}, {out / MD_NAME}; "
           + (f"not ok: {', '.join(bad)}" if bad else "every stage ok"))
     return 1 if bad else 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    return run_check(a.device, a.out, a.size, a.budget, a.check_args, a.out_checked)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ profile's size) swept once per k in a scratch directory, so the figures compare 
 
 from __future__ import annotations
 
-import contextlib
 import io
 import tempfile
 import time
@@ -12,21 +11,7 @@ from pathlib import Path
 import yaml
 
 from ..common.errors import PosrnnError
-from . import SweepOptions, run_sweep
-
-
-def machine() -> str:
-    """"2-core AMD EPYC 9B14"-style name of this CPU (Linux), else the platform's."""
-    import os
-    import platform
-
-    from .local import cpu_count
-
-    with contextlib.suppress(OSError):  # no /proc (not Linux): fall back on platform's name
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{cpu_count()}-core {line.split(':', 1)[1].strip()}"
-    return f"{os.cpu_count()}-core {platform.processor() or platform.machine()}"
+from ..sweep import SweepOptions, run_sweep
 
 
 def sweep_throughput(workers: tuple[int, ...] = (1, 2), runs: int = 8, iterations: int = 1000,
