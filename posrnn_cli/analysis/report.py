@@ -301,8 +301,10 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
 
 
 # ---- across profiles: each claim's verdict in every profile ------------------------------------------
-#: the verdicts that decide a claim; two profiles disagree when they decide it differently
-DECIDED = (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED)
+#: the verdicts that decide a claim, and whether each says the claim as stated holds: two profiles
+#: disagree when one says it holds and another that it does not ("direction only" and "not
+#: reproduced" agree that the stated size is not shown)
+DECIDED = {REPRODUCED: True, DIRECTION_ONLY: False, NOT_REPRODUCED: False}
 #: the name of the results page's block that holds the table across profiles
 ACROSS = "across"
 
@@ -330,7 +332,7 @@ def across(scored: dict[str, list[dict]]) -> list[dict]:
             text, word = _shown(rows[cid]) if cid in rows else ("—", None)
             cells[p] = text
             if word:
-                decided.add(word)
+                decided.add(DECIDED[word])
         if any(c != "—" for c in cells.values()):
             out.append({"id": cid, "cells": cells, "disagree": len(decided) > 1})
     return out
