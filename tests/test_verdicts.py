@@ -595,16 +595,29 @@ def _verdicts_by_claim() -> dict:
     return out
 
 
+def prose_sentences(text: str, tables: bool = True) -> list[str]:
+    """The sentences of a page outside its generated blocks (and, without ``tables``, outside its
+    table rows), each on one line."""
+    prose = _BLOCK.sub(" ", text)
+    if not tables:
+        prose = "\n".join(ln for ln in prose.splitlines() if not ln.lstrip().startswith("|"))
+    return re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", prose))
+
+
+def claim_ids(sentence: str, verdicts: dict) -> list[str]:
+    """The claim ids a sentence names in backticks."""
+    return [i for i in re.findall(r"`([a-z0-9_]+)`", sentence) if i in verdicts]
+
+
 def unsupported_sentences(text: str, verdicts: dict) -> list[str]:
     """Sentences outside the generated blocks that state an effect's absence (``NULL_WORDS``, not
     in quotation marks, not the papers' finding cited to its section) without naming a claim (in
     backticks) that every profile measuring it decides."""
-    prose = _BLOCK.sub(" ", text)
     bad = []
-    for sentence in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", prose)):
+    for sentence in prose_sentences(text):
         if not NULL_WORDS.search(re.sub(r'"[^"]*"', "", sentence)) or PAPER_CITED.search(sentence):
             continue  # no effect stated, or the papers' own finding, cited to its section
-        ids = [i for i in re.findall(r"`([a-z0-9_]+)`", sentence) if i in verdicts]
+        ids = claim_ids(sentence, verdicts)
         if not ids or any(v not in (R, NR, sc.DIRECTION_ONLY) for i in ids for v in verdicts[i]):
             bad.append(sentence)
     return bad
@@ -663,10 +676,9 @@ VERDICT_WORDS = re.compile(r"\b(not reproduced|reproduced|inconclusive|underpowe
 def misread_verdicts(text: str, verdicts: dict) -> list[str]:
     """Sentences outside the generated blocks and tables that name claims (in backticks) beside a
     verdict word that no committed scorecard gives any of them."""
-    prose = "\n".join(ln for ln in _BLOCK.sub(" ", text).splitlines() if not ln.lstrip().startswith("|"))
     bad = []
-    for sentence in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", prose)):
-        ids = [i for i in re.findall(r"`([a-z0-9_]+)`", sentence) if i in verdicts]
+    for sentence in prose_sentences(text, tables=False):
+        ids = claim_ids(sentence, verdicts)
         words = {w.lower() for w in VERDICT_WORDS.findall(sentence)}
         if ids and words - set().union(*(verdicts[i] for i in ids)):
             bad.append(sentence)
