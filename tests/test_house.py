@@ -248,3 +248,12 @@ def test_the_private_import_check_finds_one(tmp_path):
     (tmp_path / "posrnn_cli" / "sub" / "a.py").write_text("def _helper():\n    pass\n")
     (tmp_path / "posrnn_cli" / "b.py").write_text("from .sub.a import _helper\nfrom .sub import a\n")
     assert _private_imports(tmp_path) == ["posrnn_cli/b.py:1 _helper"]
+
+
+def test_no_module_keeps_state_in_a_context_variable():
+    """What a scorecard kind reads (its trace, Holm's rejections, forced sides, the budget columns
+    its claim varies) is passed as an argument (``scorecard.Reading``), not set aside in a
+    ContextVar or any other module-level context."""
+    used = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "posrnn_cli").rglob("*.py"))
+            if re.search(r"^\s*(import contextvars|from contextvars import)", p.read_text(encoding="utf-8"), re.M)]
+    assert used == []

@@ -76,6 +76,29 @@ def test_arms_with_different_budgets_are_not_compared(tmp_path):
     assert at(row) == NM and "budgets differ" in row["at_regime"]["reason"]
 
 
+def test_a_kind_reads_through_the_reading_it_is_given(tmp_path):
+    """A kind takes its context as an argument: the Reading traces each comparison, forces the
+    sides it names (the seeds an open verdict needs) and reads unrejected ones as open (Holm);
+    the claim's budget_varies lets arms differ in the budget it names."""
+    out = tmp_path / "r"
+    out.mkdir()
+    write_csv([ev("gru", "sinusoidal", 64, 0.9), ev("gru", "none", 64, 0.5, iterations=1000)], out / "fig2.csv")
+    c = with_params("fig2_pe_ahead_largest_v", match=["model", "vocab_size", "length", "hidden_size"])
+    ts = sc.TableSet(out)
+    with pytest.raises(sc.NotMeasured, match="budgets differ"):
+        sc.KINDS[c["kind"]].test(c, ts, sc.Reading.of(c))
+    c = with_params("fig2_pe_ahead_largest_v", match=["model", "vocab_size", "length", "hidden_size"],
+                    budget_varies=["iterations"])
+    trace: list = []
+    assert sc.KINDS[c["kind"]].test(c, ts, sc.Reading.of(c, trace)).verdict == sc.REPRODUCED
+    (kind, lead, bound, side), = trace
+    assert (kind, bound, side) == ("side", 0.0, "above") and lead.mean == pytest.approx(0.4)
+    key = sc.sort_key(lead, bound)
+    assert sc.KINDS[c["kind"]].test(c, ts, sc.Reading.of(c, force={key: "below"})).verdict == sc.NOT_REPRODUCED
+    assert sc.KINDS[c["kind"]].test(c, ts, sc.Reading.of(c, rejected=frozenset())).verdict == sc.INCONCLUSIVE
+    assert sc.KINDS[c["kind"]].test(c, ts, sc.Reading.of(c, rejected=frozenset({key}))).verdict == sc.REPRODUCED
+
+
 def test_fewer_than_three_seeds_is_never_reproduced(tmp_path):
     two = (111, 222)
     row = score(tmp_path, "fig2_pe_ahead_largest_v",

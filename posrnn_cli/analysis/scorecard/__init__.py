@@ -48,7 +48,7 @@ from .core import CLAIMS_PATH
 from .contrasts import MIN_CHECKPOINTS, check_gap_contrast, check_robust, check_stability_decay
 from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE,
                    OPEN, REPRODUCED, REQUIRED_COLUMNS, SCOPE_NAMES, SCOPES, TABLES, TOO_FEW_SEEDS, UNDERPOWERED,
-                   VERDICTS, Outcome, Seeded)
+                   VERDICTS, NotMeasured, Outcome, Reading, Seeded, sort_key)
 from .exact import check_permutation_invariant, check_permutation_sensitive
 from .kinds import check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend
 from .render import count_lines, count_text, scorecard_markdown, scorecard_rich_table, seeds_text, write_scorecard
@@ -61,7 +61,8 @@ __all__ = [
     "MIN_CHECKPOINTS", "check_gap_contrast", "check_robust", "check_stability_decay", "DIRECTION_ONLY", "EVAL_TABLES",
     "INCONCLUSIVE", "MIN_SEEDS", "NOT_MEASURED", "NOT_REPRODUCED", "NOT_TESTABLE", "OPEN", "REPRODUCED",
     "REQUIRED_COLUMNS", "SCOPE_NAMES", "SCOPES", "TABLES", "TOO_FEW_SEEDS", "UNDERPOWERED", "VERDICTS", "Outcome",
-    "Seeded", "check_permutation_invariant", "check_permutation_sensitive", "check_ahead", "check_decline",
+    "NotMeasured", "Reading", "Seeded", "sort_key",
+    "check_permutation_invariant", "check_permutation_sensitive", "check_ahead", "check_decline",
     "check_lm_no_gain", "check_no_gain", "check_threshold", "check_trend", "scorecard_markdown",
     "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim",
     "holm_rejected", "scorecard", "summarize", "Table",

@@ -15,7 +15,7 @@ from posrnn_cli.common.errors import PosrnnError, did_you_mean
 from posrnn_cli.common.keys import BOOLEAN_COLUMNS
 from posrnn_cli.common.tables import is_number
 
-from .core import CLAIMS_PATH, Outcome, TABLES, as_list
+from .core import CLAIMS_PATH, Outcome, Reading, TABLES, as_list
 from .result_tables import TableSet
 from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
 from .contrasts import check_additive, check_gap_contrast, check_robust, check_stability_decay
@@ -120,7 +120,7 @@ class Kind:
     parameters claims.yaml may give it: (name, required, check)."""
 
     name: str
-    test: Callable[[dict, TableSet], Outcome]
+    test: Callable[[dict, TableSet, Reading], Outcome]
     params: tuple
 
 
@@ -164,7 +164,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          [("a", True, _side_param), ("b", True, _side_param), ("margin", True, _number(0)), _MATCH, _METRIC]),
 )}
 #: views of KINDS, by name: the function, and the parameter schema
-TESTS: dict[str, Callable[[dict, TableSet], Outcome]] = {k: v.test for k, v in KINDS.items()}
+TESTS: dict[str, Callable[[dict, TableSet, Reading], Outcome]] = {k: v.test for k, v in KINDS.items()}
 SCHEMAS: dict[str, list[tuple[str, bool, Callable[[str, Any], None]]]] = {k: list(v.params) for k, v in KINDS.items()}
 #: sections of claims.yaml: the papers' claims, and hypotheses beyond them (scored apart)
 SECTIONS = {"papers": "The papers' claims", "beyond": "Beyond the papers"}

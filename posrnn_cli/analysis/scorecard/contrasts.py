@@ -8,14 +8,14 @@ from typing import Optional
 from posrnn_cli.common import catalog
 from posrnn_cli.common.errors import PosrnnError
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, REPRODUCED, Seeded, FIX, NotMeasured, as_list,
-                   claim_cells, complete, describe_filter, differing_keys, filter_name, fmt_sd, keep_steps, cell_label,
-                   natural, pe_name, require, sd_dict, seeded_of, select_rows, side_of, worst_of, measured_outcome)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, Outcome, Reading, REPRODUCED, Seeded, FIX, NotMeasured,
+                   as_list, claim_cells, complete, describe_filter, differing_keys, filter_name, fmt_sd, keep_steps,
+                   cell_label, natural, pe_name, require, sd_dict, select_rows, worst_of, measured_outcome)
 from .result_tables import TableSet
 from .kinds import by_interval
 
 
-def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, Seeded, dict]]]:
+def _side_gaps(claim: dict, ts: TableSet, rd: Reading, side: dict) -> list[list[tuple[dict, Seeded, dict]]]:
     """For each ``minus`` arm of a side: (cell key, plus − minus per seed, plus row) of every cell."""
     metric = claim["params"].get("metric", "token_accuracy")
     tables = side.get("tables") or claim["tables"]
@@ -28,16 +28,16 @@ def _side_gaps(claim: dict, ts: TableSet, side: dict) -> list[list[tuple[dict, S
         if not cells:
             raise NotMeasured(f"no cell has both {describe_filter({**side.get('select', {}), **side['plus']})} and "
                                f"{describe_filter({**side.get('select', {}), **minus})}")
-        out.append([(dict(zip(m, k)), seeded_of(c["plus"], metric) - seeded_of(c["minus"], metric), c["plus"])
+        out.append([(dict(zip(m, k)), rd.seeded(c["plus"], metric) - rd.seeded(c["minus"], metric), c["plus"])
                     for k, c in sorted(cells.items(), key=lambda kv: natural(kv[0]))])
     return out
 
 
-def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
+def _paired_gaps(claim: dict, ts: TableSet, rd: Reading) -> tuple[list, set]:
     """Side a's and side b's gaps paired by cell: [((key, gap a, row), (key, gap b, row))], and
     the columns the sides' filters set (left out of a cell's label)."""
     p = claim["params"]
-    a_sets, b_sets = _side_gaps(claim, ts, p["a"]), _side_gaps(claim, ts, p["b"])
+    a_sets, b_sets = _side_gaps(claim, ts, rd, p["a"]), _side_gaps(claim, ts, rd, p["b"])
     if len(a_sets) != len(b_sets):
         raise PosrnnError(f"claim {claim['id']}: sides a and b list different numbers of minus arms; fix claims.yaml")
     filt_cols = differing_keys([p["a"].get("select", {}), p["b"].get("select", {})])
@@ -66,17 +66,17 @@ def _paired_gaps(claim: dict, ts: TableSet) -> tuple[list, set]:
     return comps, filt_cols
 
 
-def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
+def check_gap_contrast(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """A difference of differences on the same seeds: side ``a``'s gap (plus − minus) is shown
     (interval above 0) and exceeds side ``b``'s gap at the same cell (the interval of gap a −
     gap b above 0)."""
     p = claim["params"]
-    comps, filt_cols = _paired_gaps(claim, ts)
+    comps, filt_cols = _paired_gaps(claim, ts, rd)
     out, sds = [], []
     for (ka, ga, row), (kb, gb, _) in comps:
         diff = ga - gb
-        shown = side_of(ga)
-        v = (NOT_REPRODUCED if shown == "below" else INCONCLUSIVE if shown == "across" else by_interval(diff))
+        shown = rd.side(ga)
+        v = (NOT_REPRODUCED if shown == "below" else INCONCLUSIVE if shown == "across" else by_interval(rd, diff))
         out.append((cell_label(row, skip=filt_cols), ga, gb, diff, v))
         sds += [ga, gb, diff]
     verdict = worst_of(x[-1] for x in out)
@@ -92,18 +92,18 @@ def check_gap_contrast(claim: dict, ts: TableSet) -> Outcome:
     return measured_outcome(verdict, parts, reason, details, sds)
 
 
-def check_additive(claim: dict, ts: TableSet) -> Outcome:
+def check_additive(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """Two effects add up: side ``a``'s gap and side ``b``'s gap (one effect measured with and
     without the other) differ by less than ``margin`` at every cell — the interval of gap a −
     gap b (their interaction, paired by seed) inside ±margin. Not reproduced where that interval
     lies wholly beyond the margin; inconclusive otherwise."""
     p = claim["params"]
     margin = float(p["margin"])
-    comps, filt_cols = _paired_gaps(claim, ts)
+    comps, filt_cols = _paired_gaps(claim, ts, rd)
     out, sds = [], []
     for (_, ga, row), (_, gb, _) in comps:
         diff = ga - gb
-        lo_side, hi_side = side_of(diff, -margin), side_of(diff, margin)
+        lo_side, hi_side = rd.side(diff, -margin), rd.side(diff, margin)
         v = (REPRODUCED if lo_side == "above" and hi_side == "below" else
              NOT_REPRODUCED if hi_side == "above" or lo_side == "below" else INCONCLUSIVE)
         out.append((cell_label(row, skip=filt_cols), ga, gb, diff, v))
@@ -121,7 +121,7 @@ def check_additive(claim: dict, ts: TableSet) -> Outcome:
     return measured_outcome(verdict, parts, reason, details, sds)
 
 
-def _robust_drops(p: dict, rows: list, keys: list, sel: dict, base_sel: dict, metric: str,
+def _robust_drops(rd: Reading, p: dict, rows: list, keys: list, sel: dict, base_sel: dict, metric: str,
                   tol: float) -> tuple[list[dict], list[str]]:
     """Each compared cell's drop from ``ref`` to ``cond`` for the selected arm and the baseline,
     with its verdict, where the baseline's drop is shown above the tolerance; and the cells left
@@ -146,23 +146,23 @@ def _robust_drops(p: dict, rows: list, keys: list, sel: dict, base_sel: dict, me
             if "ref" not in bc or "cond" not in bc:
                 unshown.append(f"{name} {ref_name}→{cond_name}: no baseline row")
                 continue
-            drop = seeded_of(c["ref"], metric) - seeded_of(c["cond"], metric)
-            base_drop = seeded_of(bc["ref"], metric) - seeded_of(bc["cond"], metric)
-            if side_of(base_drop, tol, gate=True) != "above":
+            drop = rd.seeded(c["ref"], metric) - rd.seeded(c["cond"], metric)
+            base_drop = rd.seeded(bc["ref"], metric) - rd.seeded(bc["cond"], metric)
+            if rd.side(base_drop, tol, gate=True) != "above":
                 unshown.append(f"{name} {ref_name}→{cond_name}: baseline drop {base_drop.mean:+.3f}")
                 continue
-            within = side_of(drop, tol)
+            within = rd.side(drop, tol)
             if within == "below":
                 v = REPRODUCED
             elif within == "above":
-                v = DIRECTION_ONLY if side_of(base_drop - drop) == "above" else NOT_REPRODUCED
+                v = DIRECTION_ONLY if rd.side(base_drop - drop) == "above" else NOT_REPRODUCED
             else:
                 v = INCONCLUSIVE
             drops.append({"cell": name, "ref": ref_name, "cond": cond_name, "drop": drop, "base": base_drop, "v": v})
     return drops, unshown
 
 
-def check_robust(claim: dict, ts: TableSet) -> Outcome:
+def check_robust(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """A contrast: the selected (PE) model loses at most ``tolerance`` from each ``ref``
     condition to its paired ``cond`` condition, where the ``baseline`` (vanilla) model is shown
     to lose more than that. Only cells where the baseline's drop has its interval above the
@@ -180,7 +180,7 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
     who = pe_name(sel["pe"]) if "pe" in sel else "PE"  # the arm whose drop is read: PE, or vanilla Mamba
     if who != "PE" and "model" in sel:
         who = f"{who} {catalog.label(catalog.CORES, sel['model'])}"
-    drops, unshown = _robust_drops(p, rows, keys, sel, {**sel, **p["baseline"]}, metric, tol)
+    drops, unshown = _robust_drops(rd, p, rows, keys, sel, {**sel, **p["baseline"]}, metric, tol)
     if not drops:
         raise NotMeasured(f"the baseline effect is not shown: the baseline's drop has its interval above the "
                            f"tolerance {tol:g} in no compared cell ({'; '.join(unshown[:4])}"
@@ -210,15 +210,15 @@ def check_robust(claim: dict, ts: TableSet) -> Outcome:
 MIN_CHECKPOINTS = 5
 
 
-def _decay_series(series: list, pair: dict, metric: str, speed: str, early: float) -> dict:
+def _decay_series(rd: Reading, series: list, pair: dict, metric: str, speed: str, early: float) -> dict:
     """One cell's checkpoints (step, cells) read as a decay: its Rare-condition decline, the
     separation from the Frequent condition at the last checkpoint, the speed and the verdict."""
     steps = [s for s, _ in series]
     if len(steps) < MIN_CHECKPOINTS or steps[0] != 0:
         raise NotMeasured(f"a decay's speed needs at least {MIN_CHECKPOINTS} checkpoints, the first at step 0; "
                            f"this profile has {len(steps)}, the first at step {steps[0]}")
-    rare = [seeded_of(c["rare"], metric) for _, c in series]
-    freq_last = seeded_of(series[-1][1]["frequent"], metric)
+    rare = [rd.seeded(c["rare"], metric) for _, c in series]
+    freq_last = rd.seeded(series[-1][1]["frequent"], metric)
     decline, separation = rare[0] - rare[-1], freq_last - rare[-1]
     means = [r.mean for r in rare]
     if means[-1] < means[0]:
@@ -228,7 +228,7 @@ def _decay_series(series: list, pair: dict, metric: str, speed: str, early: floa
         observed = "quick" if frac <= early else "gradual"
     else:
         frac, observed = None, "no decline"
-    sides = (side_of(decline), side_of(separation))
+    sides = (rd.side(decline), rd.side(separation))
     if sides == ("above", "above"):
         v = REPRODUCED if observed == speed else DIRECTION_ONLY
     elif "below" in sides:
@@ -242,7 +242,7 @@ def _decay_series(series: list, pair: dict, metric: str, speed: str, early: floa
             "fraction": frac, "speed": observed, "verdict": v}
 
 
-def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
+def check_stability_decay(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """The selected (vanilla) model's stability with Rare disturbants decays over training, at
     the declared speed. Needs at least 5 checkpoints, the first at step 0. For every target
     kind: the decline (first − last checkpoint, ``rare`` condition) and the separation at the
@@ -268,7 +268,7 @@ def check_stability_decay(claim: dict, ts: TableSet) -> Outcome:
             raise NotMeasured(f"no checkpoint has both {describe_filter({**p['select'], **pair['frequent']})} and "
                                f"{describe_filter({**p['select'], **pair['rare']})}")
         for g, series in sorted(groups.items(), key=lambda kv: natural(kv[0])):
-            results.append(_decay_series(sorted(series, key=lambda x: x[0]), pair, metric, speed, early))
+            results.append(_decay_series(rd, sorted(series, key=lambda x: x[0]), pair, metric, speed, early))
     verdict = worst_of(x["verdict"] for x in results)
     reason = {REPRODUCED: f"Rare-disturbant stability declines and ends below the Frequent one, {speed}",
               DIRECTION_ONLY: f"the decline and the separation are shown, but not at the declared speed ({speed})",

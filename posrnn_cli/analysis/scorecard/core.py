@@ -1,13 +1,12 @@
 """The scorecard's vocabulary: verdicts and scopes, the per-seed values a test reads
 (``Seeded``, the unit of replication), the filters that pick table rows and pair them into
-cells, and ``Outcome``, what a test kind returns. Every interval a test reads against a bound
-goes through ``side_of``, which traces it (for the seeds an open verdict needs and for Holm's
-step-down) and, on the step-down's second reading, leaves open every comparison Holm did not
-reject."""
+cells, and ``Outcome``, what a test kind returns. Each kind is handed a ``Reading``, the context
+of one reading of its test: every interval it reads against a bound goes through
+``Reading.side``, which traces it (for the seeds an open verdict needs and for Holm's step-down)
+and, on the step-down's second reading, leaves open every comparison Holm did not reject."""
 
 from __future__ import annotations
 
-import contextvars
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,27 +74,6 @@ class Settled(Exception):
     def __init__(self, outcome: "Outcome"):
         super().__init__(outcome.reason)
         self.outcome = outcome
-
-
-#: while a test runs: every interval it reads against a bound (``side_of``) and every power-guard
-#: width it checks, so the seeds a comparison needs can be computed afterwards
-TRACE: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("TRACE", default=None)
-#: on Holm's second reading: the comparisons (``sort_key``) its step-down rejected; every other
-#: comparison against a bound reads "across". ``None``: every interval read at 95%
-REJECTED: contextvars.ContextVar[Optional[frozenset]] = contextvars.ContextVar("REJECTED", default=None)
-#: while the seeds an open verdict needs are worked out (``seeds.py``): the side each comparison
-#: (``sort_key``; ``("width",) + sort_key`` for a power guard) would take at a larger seed count
-FORCE: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("FORCE", default=None)
-#: the budget columns a claim compares on purpose (its ``budget_varies``): arms may differ in those
-BUDGET_VARIES: contextvars.ContextVar[tuple] = contextvars.ContextVar("BUDGET_VARIES", default=())
-
-
-def trace_entry(*entry: Any) -> None:
-    trace = TRACE.get()
-    if trace is not None:
-        trace.append(entry)
-
-
 
 
 def float_list(v: Any) -> Optional[list[float]]:
@@ -293,6 +271,8 @@ class Seeded:
 
     values: dict
     rows: tuple
+    #: the budget columns the claim compares on purpose (its ``budget_varies``): arms may differ in those
+    budget_varies: tuple = ()
 
     @property
     def n(self) -> int:
@@ -332,16 +312,17 @@ class Seeded:
         if len(self.rows) == 1 and len(other.rows) == 1:
             a, b = self.rows[0], other.rows[0]
             for c in BUDGET_COLUMNS:
-                if c in a and c in b and a[c] != b[c] and c not in BUDGET_VARIES.get():
+                if c in a and c in b and a[c] != b[c] and c not in self.budget_varies + other.budget_varies:
                     raise NotMeasured(f"training budgets differ ({_who(self)}: {c} {a[c]}; {_who(other)}: {c} {b[c]}); "
                                        f"arms are compared only at equal budgets")
-        return Seeded({s: op(self.values[s], other.values[s]) for s in self.values}, self.rows + other.rows)
+        return Seeded({s: op(self.values[s], other.values[s]) for s in self.values}, self.rows + other.rows,
+                      tuple(dict.fromkeys(self.budget_varies + other.budget_varies)))
 
     def __sub__(self, other: "Seeded") -> "Seeded":
         return self._pair(other, lambda x, y: x - y)
 
     def map(self, f: Callable[[float], float]) -> "Seeded":
-        return Seeded({s: f(v) for s, v in self.values.items()}, self.rows)
+        return Seeded({s: f(v) for s, v in self.values.items()}, self.rows, self.budget_varies)
 
 
 def _seed_text(sd: Seeded) -> str:
@@ -353,38 +334,68 @@ def _who(sd: Seeded) -> str:
     return f"{cell_label(r)} {pe_name(r.get('pe'))}".strip()
 
 
-def seeded_of(row: dict, metric: str) -> Seeded:
-    """A row's per-seed values of ``metric`` (the ``<metric>_by_seed`` column)."""
-    col = f"{metric}_by_seed"
-    if col not in row:
-        raise NotMeasured(f"{row.get('_table')}.csv has no per-seed {metric}")
-    seeds, vals = seed_list(row.get("seeds")), float_list(row.get(col))
-    if not seeds or vals is None or len(vals) != len(seeds):
-        raise PosrnnError(f"results table {row.get('_table')}.csv: {col} does not hold one value per seed; {FIX}")
-    return Seeded(dict(zip(seeds, vals)), (row,))
-
-
 def sort_key(sd: Seeded, bound: float) -> tuple:
     """A comparison's identity across two readings of one test: its per-seed values and bound."""
     return tuple(sorted(sd.values.items())), float(bound)
 
 
-def side_of(sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
-    """Where the seed-level 95% interval lies against ``bound``: "above", "below" or "across".
-    With one seed the point value decides (such verdicts end as "too few seeds"). A ``gate`` is
-    a precondition (a baseline's effect that must be shown for a cell to count): it joins its
-    cell's comparison as an intersection and is always read at 95%. On Holm's second reading a
-    comparison the step-down did not reject reads "across"."""
-    m, lo, hi = sd.interval()
-    if sd.n < 2:
-        return "above" if m > bound else "below" if m < bound else "across"
-    side = "above" if lo > bound else "below" if hi < bound else "across"
-    rejected = REJECTED.get()
-    if rejected is not None and not gate and sort_key(sd, bound) not in rejected:
-        side = "across"
-    trace_entry("gate" if gate else "side", sd, bound, side)
-    force = FORCE.get()
-    return force.get(sort_key(sd, bound), side) if force is not None else side
+@dataclass(frozen=True)
+class Reading:
+    """How one reading of a claim's test goes, passed to its kind: where each comparison against
+    a bound is traced (``trace``: for the seeds an open verdict needs and for Holm's step-down),
+    which comparisons Holm's step-down rejected (``rejected``: on its second reading every other
+    comparison reads "across"; ``None`` reads every interval at 95%), the sides some comparisons
+    are forced to (``force``: ``sort_key`` → side, ``("width",) + sort_key`` → narrow or not, while
+    ``seeds.py`` works out the seeds an open verdict needs), and the budget columns the claim
+    compares on purpose (``budget_varies``: its arms may differ in those)."""
+
+    trace: Optional[list] = None
+    rejected: Optional[frozenset] = None
+    force: Optional[dict] = None
+    budget_varies: tuple = ()
+
+    @classmethod
+    def of(cls, claim: dict, trace: Optional[list] = None, rejected: Optional[frozenset] = None,
+           force: Optional[dict] = None) -> "Reading":
+        return cls(trace, rejected, force, tuple((claim.get("params") or {}).get("budget_varies", ())))
+
+    def note(self, *entry: Any) -> None:
+        """Trace one entry (a comparison's side, a gate, a power guard's width)."""
+        if self.trace is not None:
+            self.trace.append(entry)
+
+    def seeded(self, row: dict, metric: str) -> Seeded:
+        """A row's per-seed values of ``metric`` (the ``<metric>_by_seed`` column)."""
+        col = f"{metric}_by_seed"
+        if col not in row:
+            raise NotMeasured(f"{row.get('_table')}.csv has no per-seed {metric}")
+        seeds, vals = seed_list(row.get("seeds")), float_list(row.get(col))
+        if not seeds or vals is None or len(vals) != len(seeds):
+            raise PosrnnError(f"results table {row.get('_table')}.csv: {col} does not hold one value per seed; {FIX}")
+        return Seeded(dict(zip(seeds, vals)), (row,), self.budget_varies)
+
+    def side(self, sd: Seeded, bound: float = 0.0, gate: bool = False) -> str:
+        """Where the seed-level 95% interval lies against ``bound``: "above", "below" or "across".
+        With one seed the point value decides (such verdicts end as "too few seeds"). A ``gate`` is
+        a precondition (a baseline's effect that must be shown for a cell to count): it joins its
+        cell's comparison as an intersection and is always read at 95%. On Holm's second reading a
+        comparison the step-down did not reject reads "across"."""
+        m, lo, hi = sd.interval()
+        if sd.n < 2:
+            return "above" if m > bound else "below" if m < bound else "across"
+        side = "above" if lo > bound else "below" if hi < bound else "across"
+        if self.rejected is not None and not gate and sort_key(sd, bound) not in self.rejected:
+            side = "across"
+        self.note("gate" if gate else "side", sd, bound, side)
+        return self.force.get(sort_key(sd, bound), side) if self.force is not None else side
+
+    def narrow(self, gain: Seeded, margin: float) -> bool:
+        """The power guard of a null claim: the gain's interval is narrower than the margin (traced,
+        so the seeds that would narrow it can be computed)."""
+        _, lo, hi = gain.interval()
+        ok = (hi - lo) / 2 < margin
+        self.note("width", gain, margin, ok)
+        return self.force.get(("width",) + sort_key(gain, margin), ok) if self.force is not None else ok
 
 
 def fmt_sd(sd: Seeded, digits: int = 3, sign: bool = False) -> str:

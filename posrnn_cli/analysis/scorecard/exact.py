@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, REPRODUCED, float_list, cell_label, num, pe_name, require,
-                   seed_list)
+from .core import (DIRECTION_ONLY, NOT_REPRODUCED, Outcome, Reading, REPRODUCED, float_list, cell_label, num, pe_name,
+                   require, seed_list)
 from .result_tables import TableSet
 
 
@@ -30,7 +30,7 @@ def _irie_seeds(rows: list[dict]) -> int:
     return min(len(seed_list(r.get("seeds"))) for r in rows)
 
 
-def check_permutation_invariant(claim: dict, ts: TableSet) -> Outcome:
+def check_permutation_invariant(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """No test sequence's last-position logits change under any permutation of the earlier
     positions: the sensitive share is 0 and the largest change within the tolerance, in every
     selected row, on every seed. (An exact property: no direction-only verdict.)"""
@@ -43,7 +43,7 @@ def check_permutation_invariant(claim: dict, ts: TableSet) -> Outcome:
     return Outcome(verdict, _irie_measured(rows), reason, {"rows": _irie_details(rows)}, _irie_seeds(rows))
 
 
-def check_permutation_sensitive(claim: dict, ts: TableSet) -> Outcome:
+def check_permutation_sensitive(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """In every selected row, on every seed, at least ``min_share`` of the test sequences have a
     permutation of the earlier positions that changes the last-position logits beyond the
     tolerance. Direction only: above 0 on every seed but below ``min_share`` somewhere."""
@@ -62,16 +62,16 @@ def check_permutation_sensitive(claim: dict, ts: TableSet) -> Outcome:
                    _irie_seeds(rows))
 
 
-def check_permutation_split(claim: dict, ts: TableSet) -> Outcome:
+def check_permutation_split(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """Irie's split: the ``one`` rows (one layer) are permutation invariant as
     ``check_permutation_invariant`` reads them, and the ``many`` rows (two or more layers)
     permutation sensitive as ``check_permutation_sensitive`` does (``min_share``), both within
     ``select``. Reproduced if both hold; direction only if the ``many`` rows are told apart on
     every seed below ``min_share``; not reproduced otherwise."""
     p = claim["params"]
-    one = check_permutation_invariant({**claim, "params": {"select": {**p["select"], **p["one"]}}}, ts)
+    one = check_permutation_invariant({**claim, "params": {"select": {**p["select"], **p["one"]}}}, ts, rd)
     many = check_permutation_sensitive({**claim, "params": {"select": {**p["select"], **p["many"]},
-                                                            "min_share": p["min_share"]}}, ts)
+                                                            "min_share": p["min_share"]}}, ts, rd)
     verdicts = {one.verdict, many.verdict}
     verdict = (NOT_REPRODUCED if NOT_REPRODUCED in verdicts else DIRECTION_ONLY if DIRECTION_ONLY in verdicts
                else REPRODUCED)

@@ -7,15 +7,15 @@ from typing import Any, Callable, Optional
 
 from posrnn_cli.common.tables import is_number
 
-from .core import (FORCE, sort_key, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, REPRODUCED,
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, Reading, REPRODUCED,
                    Seeded, UNDERPOWERED, NotMeasured, Settled, as_list, claim_cells, complete, describe_filter, fmt_num,
-                   fmt_sd, keep_steps, cell_label, at_largest_vocab, natural, num, pe_name, require, sd_dict, seeded_of,
-                   select_rows, side_of, trace_entry, worst_of, measured_outcome)
+                   fmt_sd, keep_steps, cell_label, at_largest_vocab, natural, num, pe_name, require, sd_dict,
+                   select_rows, worst_of, measured_outcome)
 from .result_tables import TableSet
 
 
 # ---- the test kinds -------------------------------------------------------------------------
-def check_threshold(claim: dict, ts: TableSet) -> Outcome:
+def check_threshold(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """The selected (PE) model reaches the paper's figure: the seed-level interval of ``metric``
     lies above ``threshold`` in every selected cell. Direction only: short of that, but ahead of
     its ``baseline`` (vanilla) in every cell, the interval of the paired difference above 0.
@@ -32,10 +32,10 @@ def check_threshold(claim: dict, ts: TableSet) -> Outcome:
         raise NotMeasured(f"no row of {'/'.join(claim['tables'])} matches {describe_filter(p['select'])}")
     comps = []
     for k, c in sorted(cells.items(), key=lambda kv: natural(kv[0])):
-        pe = seeded_of(c["pe"], metric)
-        diff = pe - seeded_of(c["base"], metric) if "base" in c else None
-        comps.append({"cell": cell_label(c["pe"], skip=["pe"]), "pe": pe, "diff": diff, "level": side_of(pe, thr),
-                      "ahead": side_of(diff) if diff is not None else None})
+        pe = rd.seeded(c["pe"], metric)
+        diff = pe - rd.seeded(c["base"], metric) if "base" in c else None
+        comps.append({"cell": cell_label(c["pe"], skip=["pe"]), "pe": pe, "diff": diff, "level": rd.side(pe, thr),
+                      "ahead": rd.side(diff) if diff is not None else None})
     if all(x["level"] == "above" for x in comps):
         verdict, reason = REPRODUCED, f"above {thr:g} in every cell"
     elif p.get("baseline") and all(x["ahead"] == "above" for x in comps):
@@ -67,11 +67,11 @@ def _groups_by_vocab(claim: dict, rows: list[dict], keys: list[str], sel: dict) 
     return groups
 
 
-def by_interval(sd: Seeded, above: str = REPRODUCED) -> str:
-    return {"above": above, "below": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(sd)]
+def by_interval(rd: Reading, sd: Seeded, above: str = REPRODUCED) -> str:
+    return {"above": above, "below": NOT_REPRODUCED, "across": INCONCLUSIVE}[rd.side(sd)]
 
 
-def check_decline(claim: dict, ts: TableSet) -> Outcome:
+def check_decline(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """The selected model's metric falls as V grows: the paired difference (smallest V − largest
     V) has its seed-level interval above 0, in every group of cells that differ only in V."""
     p = claim["params"]
@@ -80,9 +80,9 @@ def check_decline(claim: dict, ts: TableSet) -> Outcome:
     groups = _groups_by_vocab(claim, rows, keys, p["select"])
     verdicts, parts, cells, sds = [], [], [], []
     for g, rs in sorted(groups.items(), key=lambda kv: natural(kv[0])):
-        first, last = seeded_of(rs[0], metric), seeded_of(rs[-1], metric)
+        first, last = rd.seeded(rs[0], metric), rd.seeded(rs[-1], metric)
         drop = first - last
-        v = by_interval(drop)
+        v = by_interval(rd, drop)
         verdicts.append(v)
         sds += [first, last, drop]
         series = " → ".join(f"V={r['vocab_size']} {fmt_num(num(r, metric))}" for r in rs)
@@ -132,7 +132,7 @@ def _pairs_of(claim: dict, ts: TableSet, better: Any, worse: Any, where: str = "
     return out
 
 
-def check_ahead(claim: dict, ts: TableSet) -> Outcome:
+def check_ahead(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """The ``better`` arm(s) ahead of the ``worse`` arm(s) in every compared cell (all cells, or
     each group's largest V): the seed-level interval of the paired difference above 0 (below 0
     with ``lower_is_better``). With ``min_difference``, a shown difference smaller than that is
@@ -141,13 +141,13 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
     metric, low = p.get("metric", "token_accuracy"), bool(p.get("lower_is_better", False))
     size = p.get("min_difference")
     if "ceiling" in p:
-        _check_ceiling(claim, ts, metric, float(p["ceiling"]))
+        _check_ceiling(claim, ts, rd, metric, float(p["ceiling"]))
     comps = []
     for br, wr, bf, wf in _pairs_of(claim, ts, p["better"], p["worse"], p.get("where", "all"), p.get("select"),
                                     p.get("match")):
-        b, w = seeded_of(br, metric), seeded_of(wr, metric)
+        b, w = rd.seeded(br, metric), rd.seeded(wr, metric)
         lead = w - b if low else b - w
-        v = by_interval(lead)
+        v = by_interval(rd, lead)
         if v == REPRODUCED and size is not None and lead.mean < float(size):
             v = DIRECTION_ONLY
         comps.append((br, bf, wf, b, w, lead, v))
@@ -167,7 +167,7 @@ def check_ahead(claim: dict, ts: TableSet) -> Outcome:
     return measured_outcome(verdict, parts, reason, details, sds)
 
 
-def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> None:
+def _check_ceiling(claim: dict, ts: TableSet, rd: Reading, metric: str, ceiling: float) -> None:
     """``not testable`` when the ``worse`` arm's measure already sits at or above ``ceiling`` at
     its first checkpoint (before training): no rise above it could show."""
     p = claim["params"]
@@ -178,7 +178,7 @@ def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> No
         if not steps:
             continue
         first = [r for r in arm if is_number(r.get("step")) and num(r, "step") == min(steps)]
-        at = [(r, seeded_of(r, metric)) for r in first]
+        at = [(r, rd.seeded(r, metric)) for r in first]
         top = [(r, sd) for r, sd in at if sd.mean >= ceiling]
         if top:
             r, sd = top[0]
@@ -190,7 +190,7 @@ def _check_ceiling(claim: dict, ts: TableSet, metric: str, ceiling: float) -> No
                 {"metric": metric, "ceiling": ceiling, "at_first_step": sd_dict(sd)}, sd.n))
 
 
-def check_trend(claim: dict, ts: TableSet) -> Outcome:
+def check_trend(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """The ``better`` arm's lead over the ``worse`` arm grows with V: per seed, the lead at the
     largest V minus the lead at the smallest V, its interval above 0 in every group of cells
     that differ only in V. ``diagonal`` names columns that change with V along the series (the
@@ -216,9 +216,9 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
     skip = ["vocab_size", "pe", *p.get("diagonal", [])]
     verdicts, parts, det, sds = [], [], [], []
     for g, series in sorted(groups.items(), key=lambda kv: natural(kv[0])):
-        leads = [(v, seeded_of(c["better"], metric) - seeded_of(c["worse"], metric)) for v, c in series]
+        leads = [(v, rd.seeded(c["better"], metric) - rd.seeded(c["worse"], metric)) for v, c in series]
         growth = leads[-1][1] - leads[0][1]
-        v = by_interval(growth)
+        v = by_interval(rd, growth)
         verdicts.append(v)
         sds += [growth] + [x for _, x in leads]
         row = series[0][1]["better"]
@@ -234,7 +234,7 @@ def check_trend(claim: dict, ts: TableSet) -> Outcome:
         NOT_REPRODUCED: "the lead shrinks as V grows in some group (interval below 0)"})
 
 
-def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
+def check_no_gain(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """A null claim: the ``candidate`` arm gains no more than ``margin`` over the ``reference``
     arm. Reproduced: the seed-level interval of the paired gain lies below ``margin`` in every
     compared cell; not reproduced: above it somewhere. Only cells that pass the power guard
@@ -248,7 +248,7 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
     comps, skipped, wide = [], [], []
     for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], p.get("where", "all"),
                                     p.get("select"), p.get("match")):
-        c, r = seeded_of(cr, metric), seeded_of(rr, metric)
+        c, r = rd.seeded(cr, metric), rd.seeded(rr, metric)
         gain = r - c if low else c - r
         chance = 1.0 / num(rr, "vocab_size") if metric == "token_accuracy" and is_number(rr.get("vocab_size")) else 0.0
         _, r_lo, _ = r.interval()
@@ -258,13 +258,13 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
             skipped.append((cell, f"the reference did not learn (interval low {r_lo:.3f} ≤ chance {chance:.3f} + "
                                   f"{learned:g})"))
             continue
-        if r.n >= 2 and not _narrow(gain, margin) and side_of(gain, margin) != "above":
+        if r.n >= 2 and not rd.narrow(gain, margin) and rd.side(gain, margin) != "above":
             # a wide interval cannot show equivalence; one wholly above the margin still refutes
             skipped.append((cell, f"the interval of the gain (±{(g_hi - g_lo) / 2:.3f}) is not narrower than the "
                                   f"margin {margin:g}"))
             wide.append((cell, c, r, gain, cf, rf))
             continue
-        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(gain, margin)]
+        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[rd.side(gain, margin)]
         comps.append((cell, c, r, gain, v, cf, rf))
     if not comps and wide:
         _underpowered(wide, skipped, margin, lambda g: fmt_sd(g, sign=True))
@@ -285,16 +285,6 @@ def check_no_gain(claim: dict, ts: TableSet) -> Outcome:
     return measured_outcome(verdict, parts, reason, details, sds)
 
 
-def _narrow(gain: Seeded, margin: float) -> bool:
-    """The power guard of a null claim: the gain's interval is narrower than the margin (traced,
-    so the seeds that would narrow it can be computed)."""
-    _, lo, hi = gain.interval()
-    ok = (hi - lo) / 2 < margin
-    trace_entry("width", gain, margin, ok)
-    force = FORCE.get()
-    return force.get(("width",) + sort_key(gain, margin), ok) if force is not None else ok
-
-
 def _underpowered(wide: list, skipped: list, margin: float, fmt: Callable[[Seeded], str]) -> None:
     """End a null claim whose every measured cell failed the width guard: ``underpowered``, with
     the measurement shown (the seeds it needs come from the trace)."""
@@ -311,7 +301,7 @@ def _underpowered(wide: list, skipped: list, margin: float, fmt: Callable[[Seede
 
 
 
-def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
+def check_lm_no_gain(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """Language modelling, a null claim: PE's relative gain in test perplexity, per seed
     (vanilla − PE) / vanilla, has its interval below ``margin``. Power guard: the reference
     learned something (its perplexity's interval lies below the vocabulary size, a uniform
@@ -320,7 +310,7 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
     metric, margin = p.get("metric", "perplexity"), float(p["margin"])
     comps = []
     for cr, rr, cf, rf in _pairs_of(claim, ts, p["candidate"], p["reference"], select=p.get("select")):
-        c, r = seeded_of(cr, metric), seeded_of(rr, metric)
+        c, r = rd.seeded(cr, metric), rd.seeded(rr, metric)
         ratio = c - r  # checks seeds and budgets
         gain = Seeded({s: -ratio.values[s] / r.values[s] for s in ratio.values}, ratio.rows)
         _, _, r_hi = r.interval()
@@ -328,11 +318,11 @@ def check_lm_no_gain(claim: dict, ts: TableSet) -> Outcome:
         cell = cell_label(cr, skip={"pe"})
         if r.n >= 2 and not r_hi < num(rr, "vocab_size"):
             raise NotMeasured(f"power guard: {cell}: the reference's perplexity is not below its vocabulary size")
-        if r.n >= 2 and not _narrow(gain, margin) and side_of(gain, margin) != "above":
+        if r.n >= 2 and not rd.narrow(gain, margin) and rd.side(gain, margin) != "above":
             why = (f"the interval of the relative gain (±{(g_hi - g_lo) / 2:.1%}) is not narrower than the margin "
                    f"{margin:.1%}")
             _underpowered([(cell, c, r, gain, cf, rf)], [(cell, why)], margin, lambda g: fmt_sd(g, sign=True))
-        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[side_of(gain, margin)]
+        v = {"below": REPRODUCED, "above": NOT_REPRODUCED, "across": INCONCLUSIVE}[rd.side(gain, margin)]
         comps.append((cell, c, r, gain, v))
     verdict = worst_of(x[-1] for x in comps)
     reason = {REPRODUCED: f"PE's relative gain lies below {margin:.1%}",

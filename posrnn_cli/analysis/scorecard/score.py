@@ -14,7 +14,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.tables import is_number
 
 from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES,
-                   TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, BUDGET_VARIES, FORCE, REJECTED, NotMeasured, Settled, TRACE,
+                   TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, NotMeasured, Reading, Settled,
                    describe_filter, row_matches, sort_key, worst_of)
 from .result_tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
@@ -40,17 +40,10 @@ def _test(claim: dict, ts: TableSet, trace: Optional[list] = None, rejected: Opt
     """Run the claim's test kind, its comparisons traced; with ``rejected`` (Holm's second
     reading), every comparison not in it reads "across"; with ``force``, the comparisons it
     names take the sides it gives (the seeds an open verdict needs, ``seeds.py``)."""
-    t_tok, l_tok, f_tok = TRACE.set(trace), REJECTED.set(rejected), FORCE.set(force)
-    b_tok = BUDGET_VARIES.set(tuple((claim.get("params") or {}).get("budget_varies", ())))
     try:
-        return TESTS[claim["kind"]](claim, ts)
+        return TESTS[claim["kind"]](claim, ts, Reading.of(claim, trace, rejected, force))
     except Settled as e:
         return e.outcome
-    finally:
-        TRACE.reset(t_tok)
-        REJECTED.reset(l_tok)
-        FORCE.reset(f_tok)
-        BUDGET_VARIES.reset(b_tok)
 
 
 def holm_rejected(comparisons: list[tuple[tuple, float]], alpha: float = 0.05) -> frozenset:

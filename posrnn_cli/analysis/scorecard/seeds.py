@@ -4,7 +4,7 @@ under the claim's own multiplicity rule, and which way the data point.
 Every comparison the test read (an interval against a bound, a baseline gate, a null claim's
 width guard) keeps its observed mean and spread; at n seeds its interval would exclude the
 bound when the t test's p at n falls below the level the rule sets. The test is then read again
-with each comparison on the side it would take at n (``core.FORCE``), repeatedly, so that a
+with each comparison on the side it would take at n (``core.Reading.force``), repeatedly, so that a
 comparison the test only reaches once another is decided (a gap contrast's difference, read only
 where gap a is shown) is counted too. The fewest n at which the reading is
 
