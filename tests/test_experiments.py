@@ -4,6 +4,7 @@ and the scorecard's table list."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,8 @@ import yaml
 
 from posrnn_cli.common import experiments as reg
 from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLE_FORMS, Experiment, resolve
+from posrnn_cli.common.errors import PosrnnError
+from posrnn_cli.common.pipeline_yaml import check_dvc_yaml, dvc_yaml
 from posrnn_cli.common.sources import closure
 
 from conftest import ROOT
@@ -49,16 +52,17 @@ def test_each_experiment_runs_in_a_dvc_stage_whose_deps_hold_its_code():
         assert e.name in stages[e.stage]["do"]["cmd"] or e.stage == "lm", f"stage {e.stage} does not run {e.name}"
 
 
-def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothing_else():
-    """The four places an experiment appears in dvc.yaml (its stage's command, params and outs,
-    and the aggregate's deps) hold exactly the registry's experiments: one added to the registry
-    and not to dvc.yaml, or left in dvc.yaml after leaving the registry, fails here."""
-    import re
+def test_dvc_yaml_is_what_the_registry_gives():
+    """dvc.yaml is written by `posrnn dvc-yaml` from the registry; an edit by hand, or a registry
+    entry without the file written again, fails here."""
+    assert check_dvc_yaml(ROOT / "dvc.yaml") is None
+    assert (ROOT / "dvc.yaml").read_text() == dvc_yaml()
 
+
+def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothing_else():
+    """The places an experiment appears in dvc.yaml (its stage's command and outs, and the
+    aggregate's deps) hold exactly the registry's experiments."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    runs = lambda entries: {re.fullmatch(r"runs/\$\{item\}/(\w+)", e if isinstance(e, str) else next(iter(e))).group(1)
-                            for e in entries
-                            if re.fullmatch(r"runs/\$\{item\}/\w+", e if isinstance(e, str) else next(iter(e)))}
     by_stage = {}
     for e in EXPERIMENTS.values():
         by_stage.setdefault(e.stage, set()).add(e.name)
@@ -66,12 +70,66 @@ def test_dvc_yaml_names_every_experiment_of_the_registry_where_it_must_and_nothi
         do = stages[stage]["do"]
         cmd = do["cmd"].split("--profile")[0].split()
         assert set(cmd[2:]) == names, f"{stage}: its command runs {cmd[2:]}, the registry has {sorted(names)}"
-        params = {p.rpartition(".")[2] for p in do["params"] if isinstance(p, str)
-                  and p.startswith("profiles.${item}.")}
-        assert names <= params, f"{stage}: no params entry for {sorted(names - params)}"
-        assert runs(do["outs"]) == names, f"{stage}: outs {sorted(runs(do['outs']))}, the registry has {sorted(names)}"
+        outs = _runs(do["outs"])
+        assert outs == names, f"{stage}: outs {sorted(outs)}, the registry has {sorted(names)}"
     tabled = {n for n, e in EXPERIMENTS.items() if e.table}
-    assert runs(stages["aggregate"]["do"]["deps"]) == tabled
+    assert _runs(stages["aggregate"]["do"]["deps"]) == tabled
+
+
+def _runs(entries: list) -> set[str]:
+    names = [e if isinstance(e, str) else next(iter(e)) for e in entries]
+    return {m.group(1) for n in names if (m := re.fullmatch(r"runs/\$\{item\}/(\w+)", n))}
+
+
+def test_every_profile_holds_every_parameter_its_stages_read():
+    """DVC refuses a stage whose listed parameter key the params file lacks (as a profile without
+    a section once stopped the scorecard stage): every key dvc.yaml lists exists for every profile."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for profile in params["profiles"]:
+        for name, stage in stages.items():
+            for key in stage["do"].get("params", []):
+                node = params
+                for part in key.replace("${item}", profile).split("."):
+                    assert isinstance(node, dict) and part in node, f"{name}@{profile}: params.yaml lacks {key}"
+                    node = node[part]
+
+
+def test_a_toy_experiment_is_its_registry_entry_its_params_and_its_test(tmp_path, monkeypatch):
+    """Registering an experiment changes dvc.yaml only where the registry says (its stage's
+    command and outs, the aggregate's deps), written by the command; a profile that runs it holds
+    its section and no other profile needs one."""
+    from typer.testing import CliRunner
+
+    from posrnn_cli.cli import app
+
+    before = yaml.safe_load(dvc_yaml())["stages"]
+    monkeypatch.setitem(EXPERIMENTS, "toy", Experiment("toy", "train", "eval", "train", "a toy grid"))
+    monkeypatch.setitem(EXPERIMENTS, "toy_probe", Experiment("toy_probe", "stability", "stability", "stability",
+                                                             "a toy analysis", "toy"))
+    after = yaml.safe_load(dvc_yaml())["stages"]
+    assert after["train"]["do"]["cmd"].split("--profile")[0].split()[-1] == "toy"
+    assert "runs/${item}/toy: {persist: true, cache: false}" in dvc_yaml()
+    assert "runs/${item}/toy_probe: {persist: true}" in dvc_yaml()
+    assert after["stability"]["do"]["deps"][:2] == ["runs/${item}/dual", "runs/${item}/toy"]
+    assert _runs(after["aggregate"]["do"]["deps"]) - _runs(before["aggregate"]["do"]["deps"]) == {"toy", "toy_probe"}
+    for name in before:
+        assert after[name]["do"].get("params") == before[name]["do"].get("params"), name
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["dvc-yaml", "--check"])
+    assert r.exit_code == 1 and "dvc.yaml does not exist" in r.output
+    r = CliRunner().invoke(app, ["dvc-yaml"])
+    assert r.exit_code == 0 and (tmp_path / "dvc.yaml").read_text() == dvc_yaml()
+    assert CliRunner().invoke(app, ["dvc-yaml", "--check"]).exit_code == 0
+    (tmp_path / "dvc.yaml").write_text(dvc_yaml().replace(" toy ", " "))
+    r = CliRunner().invoke(app, ["dvc-yaml", "--check"])
+    assert r.exit_code == 1 and "differs from what the experiment registry gives, first at line" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_stage_the_registry_lacks_is_refused():
+    with pytest.raises(PosrnnError, match="STAGES lacks"):
+        dvc_yaml({"x": Experiment("x", "train", "eval", "nowhere", "a stray experiment")})
 
 
 def test_each_figure_reads_the_columns_the_registry_names():

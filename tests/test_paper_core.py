@@ -88,15 +88,6 @@ def test_every_run_is_at_the_papers_budget(runs):
     assert gru == [32, 64, 128, 256] and lstm[0] == 256 and lstm[-1] == 16384 and 512 in lstm
 
 
-def test_dvc_finds_every_section_its_stages_read():
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    prof = _profile()
-    for name, stage in stages.items():
-        for p in stage.get("do", {}).get("params", []):
-            if isinstance(p, str) and p.startswith("profiles.${item}."):
-                assert p.rpartition(".")[2] in prof, (name, p)
-
-
 def test_the_dry_run_prices_the_packed_cells_within_48_h100_hours_and_the_lm_apart():
     """The synthetic part (fig2's and dual's cells, their 5 seeds packed as the sweep's packer packs
     them, and the extensions, which it keeps solo) within 48 H100-hours; the language model apart."""

@@ -237,14 +237,15 @@ def test_an_extension_and_stability_are_redone_when_their_source_checkpoint_chan
 
 
 def test_every_stage_that_trains_lists_the_profile_settings_its_runs_read():
-    """n_test and device reach every training run's config, so each stage that trains lists them."""
+    """n_test and device reach every training run's config, so each stage that trains reads the
+    profile they sit in (the whole profile: dvc.yaml is generated, common.pipeline_yaml)."""
     from posrnn_cli.common.experiments import EXPERIMENTS
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     training = {e.stage for e in EXPERIMENTS.values() if e.trains and e.kind != "extend"}
     assert training == {"train", "lm"}
     for stage in training:
-        assert {"profiles.${item}.n_test", "profiles.${item}.device"} <= set(stages[stage]["do"]["params"]), stage
+        assert {"profiles.${item}", "task", "model", "train"} <= set(stages[stage]["do"]["params"]), stage
 
 
 # ---- the local executor ------------------------------------------------------------------------------

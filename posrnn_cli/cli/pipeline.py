@@ -1,4 +1,4 @@
-"""``posrnn sweep | profile | aggregate | plot | scorecard``: experiments, not single runs.
+"""``posrnn sweep | profile | aggregate | plot | scorecard | dvc-yaml``: experiments, not single runs.
 The DVC stages call these; they work outside DVC too."""
 
 from __future__ import annotations
@@ -464,9 +464,30 @@ def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> 
         console().print(across_lines(scored))
 
 
+def dvc_yaml(
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Where to write it.")] = Path("dvc.yaml"),
+    check: Annotated[bool, typer.Option("--check", help="Compare instead of writing: exit 1 when it differs.")] = False,
+):
+    """Write dvc.yaml from the experiment registry (posrnn_cli/common/experiments.py): each stage's
+    command and outputs, and the aggregate's inputs. --check compares instead (as CI does)."""
+    from ..common.io import atomic_write_text
+    from ..common.pipeline_yaml import check_dvc_yaml, dvc_yaml as text
+
+    if check:
+        why = check_dvc_yaml(out)
+        if why is not None:
+            raise PosrnnError(why)
+        typer.echo(f"{out} is what the experiment registry gives")
+        return
+    atomic_write_text(out, text())
+    typer.echo(f"wrote {out} from the experiment registry")
+
+
 def register(app: typer.Typer) -> None:
     app.command(short_help="Run the grids of a profile's experiments, in parallel.")(cli_errors(sweep))
     app.add_typer(profile_app, name="profile", short_help="List the profiles, or choose the one dvc repro runs.")
     app.command(short_help="One table per experiment: each seed's value, 95% CIs over seeds.")(cli_errors(aggregate))
     app.command(short_help="Draw the figures from the aggregated tables.")(cli_errors(plot))
     app.command(short_help="Each claim of the papers: what was measured, the verdict.")(cli_errors(scorecard))
+    app.command("dvc-yaml", short_help="Write dvc.yaml from the experiment registry (or --check it).")(
+        cli_errors(dvc_yaml))

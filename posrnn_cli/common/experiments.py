@@ -14,8 +14,9 @@ Three small tables, each entry in one place:
   kind, table form, DVC stage, source experiment, figure and which checkpoints their runs keep.
 
 Adding an experiment: one ``Experiment`` entry (a new job kind or table form only when no
-existing one fits), its section in each profile of ``params.yaml``, a DVC stage only if none of
-the existing ones should run it, and a test (docs/development.md, "Adding an experiment").
+existing one fits; a new ``STAGES`` entry only if none of the stages should run it), its section
+in the profiles of ``params.yaml`` that run it (a profile may omit it), ``posrnn dvc-yaml`` to
+write ``dvc.yaml`` again, and a test (docs/development.md, "Adding an experiment").
 """
 
 from __future__ import annotations
@@ -185,6 +186,26 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment("lm_data", "lm_data", None, "lm", "WikiText → paragraphs → SentencePiece → encoded ids"),
     Experiment("lm", "lm", "lm", "lm", "LSTM language model ± PE (Table 1)", "lm_data",
                figure=Figure("lm_table.md", f"{_PLOTS}.draw_lm", ("model", "pe", "perplexity"))),
+)}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A DVC stage that runs experiments (``dvc.yaml`` is generated from these and ``EXPERIMENTS``,
+    ``common.pipeline_yaml``): whether its runs are built from the params file's shared ``task`` /
+    ``model`` / ``train`` sections, and its inputs besides the runs of other stages."""
+
+    name: str
+    shared_config: bool
+    inputs: tuple[str, ...] = ()
+
+
+#: the stages that run experiments, in the order DVC runs them; then come aggregate, plot, scorecard
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("train", shared_config=True),
+    Stage("stability", shared_config=False),
+    Stage("extend", shared_config=False),
+    Stage("lm", shared_config=True, inputs=("data",)),
 )}
 
 
