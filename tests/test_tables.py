@@ -80,3 +80,18 @@ def test_every_committed_lite_table_passes_the_check(tmp_path):
         check_table(read_csv(path), path)
     shutil.copytree(LITE, tmp_path / "t")
     assert load_table(tmp_path / "t", "fig2") is not None
+
+
+def test_the_one_check_refuses_an_empty_measure_and_a_ragged_row(tmp_path):
+    """What the scorecard once checked again on its own (a required measure left empty, a row
+    longer than its header) is in the one table check, for plot and scorecard alike."""
+    tables = edited(tmp_path, "fig2", first(token_accuracy=""))
+    rows = read_csv(tables / "fig2.csv")
+    with pytest.raises(PosrnnError, match="token_accuracy is None, not a finite number"):
+        check_table(rows, tables / "fig2.csv", ["token_accuracy"])
+    check_table(rows[1:], tables / "fig2.csv", ["token_accuracy"])
+    with pytest.raises(PosrnnError, match="line 2: token_accuracy is None"):
+        load_table(tables, "fig2")
+    ragged = [{**rows[1], None: ["9", "9"]}]  # as csv.DictReader gives a row longer than its header
+    with pytest.raises(PosrnnError, match="line 2 has more cells than the header"):
+        check_table(ragged, tables / "fig2.csv")

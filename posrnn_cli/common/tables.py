@@ -3,8 +3,9 @@ scorecard after reading): what one of them refuses, none draws or scores.
 
 A table passes when it has rows and the asked columns, and every row is well formed:
 
-* types: each measurement (``MEASURES``) and its CI bounds are finite numbers; counts
-  (``n_seeds``, ``n_sequences``, …) are positive integers;
+* types: each measurement (``MEASURES``) and its CI bounds are finite numbers, and the asked
+  columns of ``REQUIRED_NUMBERS`` hold one in every row; counts (``n_seeds``, ``n_sequences``, …)
+  are positive integers;
 * ranges: accuracies and shares in [0, 1], stability in [−1, 1], perplexity ≥ 1, distances ≥ 0,
   for the mean, its CI and each seed's value;
 * consistency: ``seeds`` are distinct integers, ``n_seeds`` counts them, each ``X_by_seed``
@@ -42,6 +43,11 @@ KEY_COLUMNS = keys.KEY_COLUMNS
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional
 VALUE_COLUMNS = {*MEASURES, *COUNTS, "ci_low", "ci_high", "seeds", "tolerance"}
+#: columns that must hold a finite number in every row of a table that is asked for them (an empty
+#: cell in one of them leaves nothing to draw or score)
+REQUIRED_NUMBERS = frozenset({"vocab_size", "step", "layers", "token_accuracy", "token_accuracy_ci_low",
+                              "token_accuracy_ci_high", "stability", "ci_low", "ci_high", "perplexity",
+                              "permutation_sensitive_share", "max_logit_change", "tolerance"})
 #: columns whose text must be a name of the catalogue
 NAMES = {"task": catalog.TASKS, "model": catalog.CORES, "pe": catalog.PE_FORMS, "feedback": catalog.FEEDBACK}
 #: the relative tolerance of a mean recomputed from per-seed values written to six significant digits
@@ -166,8 +172,14 @@ def check_table(rows: list[dict], path: Path, columns: Iterable[str] = (), what:
     missing = [c for c in columns if c not in rows[0]]
     if missing:
         raise PosrnnError(f"{path} lacks the column(s) {', '.join(missing)} of a {what}; {fix}")
+    numbers = [c for c in columns if c in REQUIRED_NUMBERS]
     for i, r in enumerate(rows, start=2):
         where = f"{path} line {i}"
+        if None in r:  # csv.DictReader's key for the cells past the header's
+            raise PosrnnError(f"{where} has more cells than the header; {fix}")
+        for c in numbers:
+            if not is_number(r[c]):
+                raise PosrnnError(f"{where}: {c} is {r[c]!r}, not a finite number; {fix}")
         _check_cells(r, where, fix)
         _check_seeds(r, where, fix)
         _check_ci(r, where, fix)

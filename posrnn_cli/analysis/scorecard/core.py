@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from posrnn_cli.common import catalog, experiments, keys
+from posrnn_cli.common import catalog, experiments
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.tables import is_number
 from posrnn_cli.common.stats import t_cdf, t_interval
@@ -46,20 +46,6 @@ BUDGET_COLUMNS = ("iterations", "batch_size", "warmup")
 EVAL_TABLES = experiments.eval_tables()
 TABLES = experiments.result_tables()
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {t: experiments.required_columns(t) for t in TABLES}
-#: of those, the ones that must hold a finite number in every row
-NUMERIC_COLUMNS = {"vocab_size", "step", "layers", "token_accuracy", "token_accuracy_ci_low",
-                   "token_accuracy_ci_high", "stability", "ci_low", "ci_high", "perplexity",
-                   "permutation_sensitive_share", "max_logit_change", "tolerance"}
-
-#: columns that name a cell (a config without its seed), whatever their type (``common.keys``)
-KEY_COLUMNS = keys.KEY_COLUMNS
-#: columns that hold a measurement or a count; any other column is a cell column when its values
-#: are text or integers, and a measurement when they are fractional
-VALUE_COLUMNS = {"token_accuracy", "sequence_accuracy", "damerau_levenshtein", "stability", "ci_low", "ci_high",
-                 "seeds", "n_seeds", "n_sequences", "n_triplets", "n_tokens", "perplexity", "perplexity_min",
-                 "perplexity_max", "token_nll", "early_train_loss", "non_decreasing_share",
-                 "permutation_sensitive_share", "max_logit_change", "tolerance", "permutations"}
-
 FIX = "re-run the aggregate stage for this profile (dvc repro) to rewrite it"
 
 
