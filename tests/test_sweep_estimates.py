@@ -85,11 +85,13 @@ def test_each_core_is_timed_once_and_scales_its_runs_by_flops(tmp_path):
 
 
 def test_the_error_is_stated_against_the_last_repro_at_this_step():
-    rate = cost.Rate("here", "CPU-minutes", "src", 1.0, 1.0, step_ms=2 * 19.13)
+    repro = calibrate.last_repro("lite")
+    rate = cost.Rate("here", "CPU-minutes", "src", 1.0, 1.0, step_ms=2 * repro["calibration_ms"])
     lines = cost.repro_lines(2 * 60 * 100.0, rate, "lite")  # 200 CPU-minutes: 100 min on 2 cores
-    scaled = 2 * 44.65
+    scaled = 2 * repro["wall_minutes"]
     assert lines[0] == "  on 2 cores, one run per core: about 100 min of wall time for training"
-    assert f"{scaled:,.0f} min at this machine's 38.3 ms" in lines[1] and "44 min 39 s" in lines[1]
+    assert (f"{scaled:,.0f} min at this machine's {2 * repro['calibration_ms']:.1f} ms" in lines[1]
+            and repro["wall"] in lines[1])
     assert lines[1].endswith(f"{100 / scaled - 1:+.0%} of it")
 
 
