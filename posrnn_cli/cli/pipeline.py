@@ -223,7 +223,7 @@ def _print_packing(outcomes: list, verbose: bool, counts: bool = True) -> None:
         p = o.result.get("pack")
         if p is not None and p["runs"][0] not in seen:
             seen.add(p["runs"][0])
-            packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"]))
+            packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"], p.get("note")))
     for line in describe(packs, each=verbose) if packs and (verbose or counts) else []:
         _echo_wrapped(line)
 

@@ -39,7 +39,7 @@ from ..common.io import atomic_write_text, read_marker
 from ..common.rundir import CODE_FILE
 from ..models import count_parameters
 from ..models.ensemble_model import EnsembleModel, check_ensemble_core
-from ..tasks import Batch, HeldOut
+from ..tasks import Batch, HeldOut, Task
 from .checkpoint import check_belongs, check_resumable, load_checkpoint, non_finite, save_checkpoint
 from ..common.rundir import list_checkpoints
 from .device import check_machine, resolve_device, setup_threads, world
@@ -77,6 +77,22 @@ def stack_batches(batches: list[Batch]) -> Batch:
 
 def member_batch(batch: Batch, k: int) -> Batch:
     return replace(batch, **{name: v[k] for name, v in batch._tensors().items()})
+
+
+def member_losses(task: Task, out: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Each member's loss (K,) from the ensemble's outputs (K, B, …) and its stacked batch, as its solo
+    run's ``task.loss``. The tasks' mean cross-entropy is one ``cross_entropy`` over every member,
+    averaged member by member (exact: the same terms, and no member's gradient reaches another's);
+    a task with a loss of its own runs it once per member, over ``unbind``'s slices. Indexing a
+    member (``out[k]``) would write, in backward, a zero tensor of all K members' outputs per member."""
+    if type(task).loss is not Task.loss:
+        return torch.stack([task.loss(o, member_batch(batch, k)) for k, o in enumerate(out.unbind(0))])
+    k = out.shape[0]
+    nll = torch.nn.functional.cross_entropy(out.flatten(0, -2), batch.targets.flatten(), reduction="none").view(k, -1)
+    if batch.mask is None:
+        return nll.mean(1)
+    m = batch.mask.reshape(k, -1).to(nll.dtype)
+    return (nll * m).sum(1) / m.sum(1).clamp_min(1)
 
 
 def clip_per_member(params: list[torch.Tensor], clip: float, k: int) -> torch.Tensor:
@@ -138,14 +154,14 @@ class EnsembleTrainer(Trainer):
         """Each member's loss (K,) and predictions (K, B, …), from one batched forward."""
         out = self.model(batch.inputs, batch.out_index, batch.query)
         out = out if out.dtype in (torch.float32, torch.float64) else out.float()
-        losses = [m.task.loss(out[k], member_batch(batch, k)) for k, m in enumerate(self.members)]
-        return torch.stack(losses), torch.stack([m.task.predict(out[k].detach()) for k, m in enumerate(self.members)])
+        return member_losses(self.task, out, batch), self.task.predict(out.detach())
 
     def clip_gradients(self) -> torch.Tensor:
         return clip_per_member(self.params, self.cfg.train.clip, self.k)
 
     def count_correct(self, pred: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        got = [super(EnsembleTrainer, self).count_correct(pred[k], member_batch(batch, k)) for k in range(self.k)]
+        solo = super(EnsembleTrainer, self).count_correct
+        got = [solo(p, member_batch(batch, k)) for k, p in enumerate(pred.unbind(0))]
         return torch.stack([g[0] for g in got]), torch.stack([g[1].to(got[0][0].dtype) for g in got])
 
     def member_state(self, k: int) -> dict:

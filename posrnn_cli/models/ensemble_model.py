@@ -28,30 +28,34 @@ from .rnn import RecurrentCore
 
 def batched_recurrence(kind: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor) -> Tensor:
     """K members' one-layer Elman/GRU/LSTM over (K, B, T, D) inputs → all hidden states (K, B, T, H),
-    from a zero state. Weights are ``nn.RNN``'s, stacked: w_ih (K, G·H, D), w_hh (K, G·H, H), biases (K, G·H)."""
+    from a zero state. Weights are ``nn.RNN``'s, stacked: w_ih (K, G·H, D), w_hh (K, G·H, H), biases (K, G·H).
+
+    Backward stays linear in T: each step's input projection comes from one ``unbind`` over time and
+    each gate from one ``split`` or ``chunk``, whose backward is one ``stack`` or ``cat``. Indexing instead
+    (``xp[:, :, t]``, ``g[..., :H]``) makes autograd write a zero tensor the size of the whole
+    input at every step, a cost that grows with T² (``tests/test_ensemble_traffic.py`` counts it)."""
     K, B, T, D = x.shape
     H = w_hh.shape[-1]
-    xp = torch.baddbmm(b_ih[:, None], x.reshape(K, B * T, D), w_ih.transpose(1, 2)).view(K, B, T, -1)  # (K B T GH)
-    w_hh_t, b_hh = w_hh.transpose(1, 2), b_hh[:, None]
+    # the weights transposed once, contiguous (a strided operand slows the CPU's bmm about 2×)
+    w_ih_t, w_hh_t, b_hh = w_ih.transpose(1, 2).contiguous(), w_hh.transpose(1, 2).contiguous(), b_hh[:, None]
+    xp = torch.baddbmm(b_ih[:, None], x.reshape(K, B * T, D), w_ih_t).view(K, B, T, -1)  # (K B T GH)
     h = xp.new_zeros(K, B, H)
     c = xp.new_zeros(K, B, H) if kind == "lstm" else None
     outs = []
-    for t in range(T):
+    for gi in xp.unbind(2):  # gi (K B GH): W_ih x_t + b_ih
         hp = torch.baddbmm(b_hh, h, w_hh_t)  # (K B GH): W_hh h + b_hh
-        gi = xp[:, :, t]
         if kind == "elman":
             h = torch.tanh(gi + hp)
         elif kind == "gru":  # ATen's GRU cell: n = tanh(gi_n + r ⊙ (W_hn h + b_hn)), h' = (h − n) ⊙ z + n
-            r = torch.sigmoid(gi[..., :H] + hp[..., :H])
-            z = torch.sigmoid(gi[..., H:2 * H] + hp[..., H:2 * H])
-            n = torch.tanh(gi[..., 2 * H:] + r * hp[..., 2 * H:])
+            (i_rz, i_n), (h_rz, h_n) = gi.split([2 * H, H], -1), hp.split([2 * H, H], -1)
+            r, z = torch.sigmoid(i_rz + h_rz).chunk(2, -1)  # (K B H) each
+            n = torch.tanh(i_n + r * h_n)
             h = (h - n) * z + n
         else:  # lstm, gates i f g o
-            g = gi + hp
-            i, f = torch.sigmoid(g[..., :H]), torch.sigmoid(g[..., H:2 * H])
-            cell, o = torch.tanh(g[..., 2 * H:3 * H]), torch.sigmoid(g[..., 3 * H:])
-            c = f * c + i * cell
-            h = o * torch.tanh(c)
+            i_f, cell, o = (gi + hp).split([2 * H, H, H], -1)
+            i, f = torch.sigmoid(i_f).chunk(2, -1)
+            c = f * c + i * torch.tanh(cell)
+            h = torch.sigmoid(o) * torch.tanh(c)
         outs.append(h)
     return torch.stack(outs, dim=2)  # (K B T H)
 
@@ -118,7 +122,7 @@ class EnsembleModel(nn.Module):
             h = h.gather(2, out_index[..., None].expand(-1, -1, -1, h.shape[-1]))  # (K B K_out H)
         K, B, S, H = h.shape
         W, b = self.stacked("head.weight"), self.stacked("head.bias")
-        return torch.baddbmm(b[:, None], h.reshape(K, B * S, H), W.transpose(1, 2)).view(K, B, S, -1)
+        return torch.baddbmm(b[:, None], h.reshape(K, B * S, H), W.transpose(1, 2).contiguous()).view(K, B, S, -1)
 
     def member_state_dict(self, k: int) -> dict[str, Tensor]:
         """Member ``k``'s weights in its solo run's format (copies: a view would save all K)."""
