@@ -35,8 +35,10 @@ def test_a_member_writes_about_what_its_solo_run_writes_at_two_lengths(core, voc
     assert long.ratio <= 1.1 * short.ratio  # ... and so is the member's: no T² term
 
 
-def indexing_recurrence(kind, x, w_ih, w_hh, b_ih, b_hh):
+def indexing_recurrence(kind, x, w_ih, w_hh, b_ih, b_hh, shared=None):
     """The recurrence as first written: a time step and each gate taken by indexing."""
+    if shared is not None:
+        x = torch.cat([x, shared.expand(-1, x.shape[1], -1, -1)], dim=2)
     K_, B, T, D = x.shape
     H = w_hh.shape[-1]
     xp = torch.baddbmm(b_ih[:, None], x.reshape(K_, B * T, D), w_ih.transpose(1, 2)).view(K_, B, T, -1)
@@ -68,3 +70,25 @@ def test_bytes_written_counts_outputs_and_in_place_writes_not_views():
         b.add_(1)  # 400 more, in place
         b.view(100)[:5]  # views: nothing
     assert w.total == 800
+
+
+@pytest.mark.parametrize("task,shares", [({"name": "reverse"}, True), ({"name": "sort"}, True),
+                                         ({"name": "reverse", "rarity": 0.25}, True),
+                                         ({"name": "reverse", "autoregressive": True}, False),
+                                         ({"name": "reverse", "min_length": 2}, False),
+                                         ({"name": "copy", "delay": 3}, False), ({"name": "delayed-add"}, False),
+                                         ({"name": "predecessor"}, False)])
+def test_a_task_that_shares_its_inputs_from_a_step_feeds_every_sequence_the_same_ids_there(task, shares):
+    """``Task.shared_input_start``: the ensemble encodes and projects the steps from there once for the
+    batch, exact only where every sequence is fed the same id at each of those steps."""
+    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.tasks import build_task
+
+    t = build_task(TaskConfig(**{"vocab_size": 16, "length": 6, "n_test": 8, **task}))
+    s = t.shared_input_start
+    assert (s is not None) == shares
+    if shares:
+        batch = t.sample(64, torch.Generator().manual_seed(0), torch.device("cpu"))
+        assert 0 < s < batch.inputs.shape[1]
+        assert (batch.inputs[:, s:] == batch.inputs[:1, s:]).all()
+        assert not (batch.inputs[:, :s] == batch.inputs[:1, :s]).all()

@@ -152,7 +152,7 @@ class EnsembleTrainer(Trainer):
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Each member's loss (K,) and predictions (K, B, …), from one batched forward."""
-        out = self.model(batch.inputs, batch.out_index, batch.query)
+        out = self.model(batch.inputs, batch.out_index, batch.query, self.task.shared_input_start)
         out = out if out.dtype in (torch.float32, torch.float64) else out.float()
         return member_losses(self.task, out, batch), self.task.predict(out.detach())
 

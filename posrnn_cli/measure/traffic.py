@@ -91,7 +91,7 @@ def ensemble_traffic(cfg: RunConfig, k: int) -> Traffic:
         task.loss(solo(one.inputs, one.out_index, one.query), one).backward()
 
     def ensemble_step():
-        out = ensemble(stacked.inputs, stacked.out_index, stacked.query)
+        out = ensemble(stacked.inputs, stacked.out_index, stacked.query, task.shared_input_start)
         member_losses(task, out, stacked).sum().backward()
 
     ens = step_bytes(ensemble_step)

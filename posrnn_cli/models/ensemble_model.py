@@ -26,9 +26,12 @@ from ..common.errors import PosrnnError
 from .rnn import RecurrentCore
 
 
-def batched_recurrence(kind: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor) -> Tensor:
+def batched_recurrence(kind: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor,
+                       shared: Optional[Tensor] = None) -> Tensor:
     """K members' one-layer Elman/GRU/LSTM over (K, B, T, D) inputs → all hidden states (K, B, T, H),
     from a zero state. Weights are ``nn.RNN``'s, stacked: w_ih (K, G·H, D), w_hh (K, G·H, H), biases (K, G·H).
+    ``shared`` (K, 1, S, D): S more steps whose input is the same in every sequence (the output phase's
+    query at its positions), projected once and broadcast over the batch; the states then run T + S steps.
 
     Backward stays linear in T: each step's input projection comes from one ``unbind`` over time and
     each gate from one ``split`` or ``chunk``, whose backward is one ``stack`` or ``cat``. Indexing instead
@@ -39,10 +42,15 @@ def batched_recurrence(kind: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: T
     # the weights transposed once, contiguous (a strided operand slows the CPU's bmm about 2×)
     w_ih_t, w_hh_t, b_hh = w_ih.transpose(1, 2).contiguous(), w_hh.transpose(1, 2).contiguous(), b_hh[:, None]
     xp = torch.baddbmm(b_ih[:, None], x.reshape(K, B * T, D), w_ih_t).view(K, B, T, -1)  # (K B T GH)
+    steps = xp.unbind(2)
+    if shared is not None:  # (K 1 S D) → (K B S GH), one row's projection seen by every sequence
+        S = shared.shape[2]
+        tail = torch.baddbmm(b_ih[:, None], shared.reshape(K, S, D), w_ih_t).view(K, 1, S, -1)
+        steps = steps + tail.expand(K, B, S, -1).unbind(2)
     h = xp.new_zeros(K, B, H)
     c = xp.new_zeros(K, B, H) if kind == "lstm" else None
     outs = []
-    for gi in xp.unbind(2):  # gi (K B GH): W_ih x_t + b_ih
+    for gi in steps:  # gi (K B GH): W_ih x_t + b_ih
         hp = torch.baddbmm(b_hh, h, w_hh_t)  # (K B GH): W_hh h + b_hh
         if kind == "elman":
             h = torch.tanh(gi + hp)
@@ -114,10 +122,17 @@ class EnsembleModel(nn.Module):
         run = lambda w, i, q: functional_call(enc, w, (i, q))
         return vmap(run, in_dims=(0, 0, None if query is None else 0))(self._part("encoder."), inputs, query)
 
-    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None) -> Tensor:
-        x = self.encode(inputs, query)
+    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None,
+                shared_from: Optional[int] = None) -> Tensor:
+        """(K, B, T) inputs → (K, B, K_out, V) outputs. ``shared_from``: the step from which every
+        sequence is fed the same id (``Task.shared_input_start``); those steps' inputs are encoded and
+        projected once, from the first sequence (exact: the encoder reads an id and its position)."""
         w = [self.stacked(f"core.rnn.{n}_l0") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        h = batched_recurrence(self.kind, x, *w)  # (K B T H)
+        if shared_from is None or query is not None or not 0 < shared_from < inputs.shape[2]:
+            h = batched_recurrence(self.kind, self.encode(inputs, query), *w)  # (K B T H)
+        else:
+            one = self.encode(inputs[:, :1])[:, :, shared_from:]  # (K 1 S D): the first sequence's shared steps
+            h = batched_recurrence(self.kind, self.encode(inputs[:, :, :shared_from]), *w, shared=one)  # (K B T H)
         if out_index is not None:
             h = h.gather(2, out_index[..., None].expand(-1, -1, -1, h.shape[-1]))  # (K B K_out H)
         K, B, S, H = h.shape

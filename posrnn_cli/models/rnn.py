@@ -24,8 +24,12 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 def autocast_dtype(device_type: str) -> Optional[torch.dtype]:
-    """The dtype autocast casts to on ``device_type`` where it is on there, else None."""
-    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+    """The dtype autocast casts to on ``device_type`` where it is on there, else None (also for a
+    device autocast does not know, such as ``meta``)."""
+    try:
+        return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+    except RuntimeError:
+        return None
 
 
 RNN_CLASSES = {"elman": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}

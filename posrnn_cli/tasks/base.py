@@ -179,6 +179,13 @@ class Task(abc.ABC):
         (the ``phase`` encoding marks steps ≥ it as output phase)."""
         return None
 
+    @property
+    def shared_input_start(self) -> Optional[int]:
+        """The step from which every sequence is fed the same id at the same positions (the output
+        phase's query), so a model may encode those steps once for the whole batch; None where the
+        inputs differ to the end."""
+        return None
+
     def space_size(self) -> float:
         """How many distinct samples the task can draw (for the held-out check)."""
         return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
