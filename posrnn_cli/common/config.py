@@ -497,7 +497,9 @@ def load_yaml(path: Path) -> Any:
     path = Path(path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
-        raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
+        fix = ("change into the repository (or pass --params FILE)" if path == Path("params.yaml")
+               else "pass an existing --params file")
+        raise PosrnnError(f"params file {path} {what} here ({Path.cwd()}); {fix}")
     try:
         text = path.read_text(encoding="utf-8")
         key = hashlib.sha256(text.encode()).digest()
