@@ -42,15 +42,16 @@ from ..common.config import RunConfig
 from ..common.experiments import trains
 from ..common.memory import human
 from ..models.head import HEAD_CHUNK_TOKENS
-from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
-from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
-                       peak_bytes,
-                       priced_packs)
+from .gpu_model import ASSUMED_PEAK_SHARE, FACTORS, GpuModel, Work
+from .gpu_plan import (PACK_K, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
+                       pack_note, peak_bytes, priced_packs, range_lines)
 from ..common.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
 from ..sweep.plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
+#: measured packing gains, one row per device kind and K (the GPU check's ``factors`` stage writes them)
+ENSEMBLE_TABLE = Path(__file__).with_name("ensemble_k.json")
 
 
 
@@ -83,14 +84,17 @@ def load_table(path: Path = TABLE) -> list[dict]:
     return json.loads(Path(path).read_text())["rows"] if Path(path).is_file() else []
 
 
-def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
+def gpu_rate(kind: str, seen: bool, table: list[dict], ensemble: Optional[list[dict]] = None) -> Rate:
+    """The rate of a GPU kind: ``table``'s rows of that kind (``gpu_ms_per_iter.json``) and its measured
+    packing gains (``ensemble``, default ``ensemble_k.json``'s)."""
     from .bench import PEAKS
 
     where = kind if seen else f"{kind} (assumed: no GPU visible here)"
     rows = tuple(r for r in table if r["kind"] in kind)
+    gains = [r for r in (load_table(ENSEMBLE_TABLE) if ensemble is None else ensemble) if r["kind"] in kind]
     peak = next((p for key, p in PEAKS if key in kind), dict(PEAKS)[ASSUMED_GPU])
     rates = (ASSUMED_PEAK_SHARE * peak["fp32"] * 1e12, ASSUMED_PEAK_SHARE * peak["bf16"] * 1e12)
-    model = GpuModel(list(rows), peak)
+    model = GpuModel(list(rows), peak, ensemble=gains)
     if rows:
         src = (f"ms/iteration measured on {rows[0]['device']} ({rows[0]['date']}, torch {rows[0]['torch']}): "
                f"recurrence and output head priced apart from the rows that match each "
@@ -248,8 +252,11 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
         per_exp.setdefault(job.experiment, []).append(per_run[label])
     total = sum(sum(v) for v in per_exp.values())
     today = datetime.date.today().isoformat()
+    ends = run_total_ends(works, rate.model) if rate.model is not None else None
+    span = (f" at the assumed factors, {amount(ends[0] / scale)}–{amount(ends[1] / scale)} over their plausible "
+            f"ranges (below)" if ends else "")
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
-             f"{amount(total / scale)} {rate.unit}", f"  device: {rate.device}; date: {today}",
+             f"{amount(total / scale)} {rate.unit}{span}", f"  device: {rate.device}; date: {today}",
              f"  source: {rate.source}"]
     if rate.model is None:
         for exp, secs in per_exp.items():
@@ -259,6 +266,24 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
     else:
         lines += gpu_lines(works, rate, ensemble if ensemble and ensemble > 1 else PACK_K)
     return "\n".join(lines), per_run
+
+
+def end_model(model: GpuModel, cheap: bool) -> GpuModel:
+    """``model`` with each factor it used (``FACTORS``) at the end of its range that prices lowest
+    (``cheap``) or highest."""
+    ends = {n: f.end(cheap) for n, f in FACTORS.items() if n in model.used}
+    return GpuModel(model.rows, model.peak, factors={**model.factors, **ends}, ensemble=model.ensemble)
+
+
+def run_total_ends(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel) -> Optional[tuple[float, float]]:
+    """Seconds of every run at its own switches, with the factors the price used at the cheap end, then
+    the dear end; None where the price used none."""
+    for _, _, w in works.values():
+        model.ms_per_iter(w)
+    if not model.used:
+        return None
+    return tuple(sum(cfg.train.iterations * m.ms_per_iter(w) / 1000 for _, cfg, w in works.values())
+                 for m in (end_model(model, True), end_model(model, False)))
 
 
 def variant_seconds(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel, packs: list
@@ -288,7 +313,11 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
     src = "measured rows" if rate.measured else "no measured row"
     corpus = {job.experiment for job, cfg, _ in works.values() if catalog.TASKS[cfg.task.name].corpus}
     lines = experiment_lines(per_exp, runs, src, corpus=corpus) + pack_lines(packs, k)
-    lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {PACK_NOTE}"]
+    lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {pack_note(rate.model)}"]
+    used = [n for n in FACTORS if n in rate.model.used]
+    if used:
+        ends = [variant_seconds(works, end_model(rate.model, cheap), packs) for cheap in (True, False)]
+        lines += range_lines(used, ends, runs, corpus)
     lm = [(cfg, w) for job, cfg, w in works.values() if catalog.TASKS[cfg.task.name].corpus]
     if lm:
         from .lm_tokens import lm_tokens
