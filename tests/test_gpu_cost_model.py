@@ -118,13 +118,14 @@ def _lm_cfg(data=None, **train):
 
 def test_the_language_model_is_priced_at_its_real_tokens_and_fits_80_gb_with_the_chunked_head():
     """B = 512, T = 1,024, V = 32,768: the head sees the real tokens of the assumed paragraph
-    lengths, the recurrence the padded batch; the step's peak fits in 80 GB with the chunked head
-    and not with the plain one (its logits alone are 68.7 GB)."""
+    lengths, the recurrence the padded batch; the head's FLOPs count its chunks' logits twice
+    (recomputed in backward); the step's peak fits in 80 GB with the chunked head and not with the
+    plain one (its logits alone are 68.7 GB)."""
     cfg = _lm_cfg()
     toks = lm_tokens(None, 1024, 512)
     assert 100 < toks.real_per_paragraph < 300 and toks.padded_steps > 1000 and "assumed" in toks.source
     w = cost.run_work(cfg)
-    assert w.head_flops == pytest.approx(3 * 2 * 512 * 32768 * toks.real_per_paragraph * 512)
+    assert w.head_flops == pytest.approx(4 * 2 * 512 * 32768 * toks.real_per_paragraph * 512)
     assert w.chunked and w.peak_bytes < 80e9
     plain = w.peak_bytes - 12 * 32768 * HEAD_CHUNK_TOKENS + 12 * 32768 * 512 * 1023
     assert plain > 80e9 and 4 * 512 * 1023 * 32768 > 68e9
@@ -218,3 +219,22 @@ def test_the_factors_ranges_hold_their_assumed_values():
     for f in FACTORS.values():
         assert f.low <= f.assumed <= f.high and f.low < f.high and f.why
         assert f.end(True) != f.end(False)
+
+
+def test_length_buckets_price_the_lm_at_a_shorter_padded_batch_and_the_same_real_tokens():
+    """Each batch from one of n equal-count length buckets: the recurrence runs to the bucket's
+    longest draw (1,022 steps unbucketed at B = 512; a fifth of that at 16 buckets), the head sees
+    the same real tokens; each bucket holds 1/n of the paragraphs, in order of length."""
+    from posrnn_cli.measure.lm_tokens import assumed_pmf, bucket_pmfs
+
+    plain = lm_tokens(None, 1024, 512)
+    steps = [lm_tokens(None, 1024, 512, n).padded_steps for n in (1, 2, 4, 16, 64)]
+    assert steps[0] == pytest.approx(plain.padded_steps) and plain.padded_steps > 1000
+    assert all(a > b for a, b in zip(steps, steps[1:])) and steps[3] < 250
+    assert lm_tokens(None, 1024, 512, 16).real_per_paragraph == pytest.approx(plain.real_per_paragraph)
+    parts = bucket_pmfs(assumed_pmf(1024), 4)
+    assert all(sum(p) == pytest.approx(1.0) for p in parts)
+    tops = [max(n for n, p in enumerate(part) if p > 0) for part in parts]
+    lows = [min(n for n, p in enumerate(part) if p > 0) for part in parts]
+    assert all(t <= lo for t, lo in zip(tops, lows[1:]))  # buckets in order of length, touching at most
+    assert sum(q / 4 for part in parts for q in part[:200]) == pytest.approx(sum(assumed_pmf(1024)[:200]))

@@ -50,6 +50,9 @@ from .calibrate import CALIBRATION, flops_per_iteration
 from ..sweep.plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
+#: the chunked head's matrix products per token in units of its forward: forward, the two of backward,
+#: and the forward once more, recomputed in backward (``models/head.py``: torch.utils.checkpoint)
+CHUNKED_HEAD_PASSES = 4.0
 #: measured packing gains, one row per device kind and K (the GPU check's ``factors`` stage writes them)
 ENSEMBLE_TABLE = Path(__file__).with_name("ensemble_k.json")
 
@@ -107,7 +110,8 @@ def gpu_rate(kind: str, seen: bool, table: list[dict], ensemble: Optional[list[d
 
 def run_work(cfg: RunConfig) -> Work:
     """What one training iteration of ``cfg`` does: its sequential steps and the FLOPs of its
-    recurrence and of its output head (the language model's at its real tokens, ``lm_tokens``)."""
+    recurrence and of its output head (the language model's at its real tokens, ``lm_tokens``, its
+    chunks' logits recomputed in backward: ``CHUNKED_HEAD_PASSES``)."""
     import torch
 
     from ..models import build_model
@@ -117,12 +121,14 @@ def run_work(cfg: RunConfig) -> Work:
     with torch.device("meta"):
         model = build_model(cfg, task)
     T, K, B, H = task.max_steps, cfg.task.length, cfg.train.batch_size, cfg.model.hidden_size
-    if catalog.TASKS[cfg.task.name].corpus:
+    chunk = HEAD_CHUNK_TOKENS if catalog.TASKS[cfg.task.name].corpus else None
+    if chunk:
         from .lm_tokens import lm_tokens
 
         toks = lm_tokens(cfg.task.data, cfg.task.length, B)
         T, K = toks.padded_steps, toks.real_per_paragraph
-    head = 3.0 * 2 * H * task.n_outputs * K * B
+    # forward, the two products of backward, and the chunked head's forward again in backward
+    head = (CHUNKED_HEAD_PASSES if chunk else 3.0) * 2 * H * task.n_outputs * K * B
     t, name = cfg.train, cfg.model.name
     if hasattr(model.core, "forward_flops"):
         rec = 3.0 * model.core.forward_flops(T) * B
@@ -131,7 +137,6 @@ def run_work(cfg: RunConfig) -> Work:
         embed = sum(p.numel() for n, p in model.named_parameters() if "embed" in n)
         work = Work(name, round(T), 0.0, head, 6.0 * (sum(p.numel() for p in model.parameters()) - embed) * T * B,
                     t.amp, t.cuda_graph)
-    chunk = HEAD_CHUNK_TOKENS if catalog.TASKS[cfg.task.name].corpus else None
     peak = peak_bytes(work, B, model.encoder.out_dim, H, task.n_outputs, K * B,
                       sum(p.numel() for p in model.parameters()), chunk)
     return replace(work, peak_bytes=peak, chunked=chunk is not None)

@@ -13,7 +13,8 @@ One training iteration of an Elman, GRU or LSTM model is priced in two parts:
   ÷ α (``FACTORS``) under ``amp`` and the time without the graph under
   ``cuda_graph`` (each an assumption, said so).
 * **the output head**: its FLOPs (3 × 2·H·V per token it sees, × the tokens it sees: the
-  output-phase steps, or for the language model its real tokens only) at the rate a measured
+  output-phase steps, or for the language model its real tokens only, 4 × there: its chunked head
+  recomputes each chunk's logits in backward) at the rate a measured
   head-bound row shows under the same switches, once that row's recurrence (priced as above)
   is taken out of its time. Switches without such a row take the rate without the graph, then
   ``ASSUMED_PEAK_SHARE`` of the dense peak, said so.
