@@ -238,3 +238,11 @@ def test_length_buckets_price_the_lm_at_a_shorter_padded_batch_and_the_same_real
     lows = [min(n for n, p in enumerate(part) if p > 0) for part in parts]
     assert all(t <= lo for t, lo in zip(tops, lows[1:]))  # buckets in order of length, touching at most
     assert sum(q / 4 for part in parts for q in part[:200]) == pytest.approx(sum(assumed_pmf(1024)[:200]))
+    tour = " ".join((Path(__file__).resolve().parents[1] / "docs" / "tour.md").read_text().split())
+    assert (f"about {plain.padded_steps:,.0f} recurrence steps for about {plain.real_per_paragraph:,.0f} real tokens"
+            in tour and f"at about {steps[3]:,.0f} padded steps" in tour)
+    cfg = _lm_cfg()
+    bucketed = resolve_config(options={**{k: v for k, v in cfg.flat().items() if k != "train.betas"},
+                                       "task.length_buckets": 16})
+    w, wb = cost.run_work(cfg), cost.run_work(bucketed)
+    assert wb.steps < w.steps / 4 and wb.head_flops == pytest.approx(w.head_flops) and wb.rec_flops < w.rec_flops

@@ -125,7 +125,7 @@ def run_work(cfg: RunConfig) -> Work:
     if chunk:
         from .lm_tokens import lm_tokens
 
-        toks = lm_tokens(cfg.task.data, cfg.task.length, B)
+        toks = lm_tokens(cfg.task.data, cfg.task.length, B, cfg.task.length_buckets)
         T, K = toks.padded_steps, toks.real_per_paragraph
     # forward, the two products of backward, and the chunked head's forward again in backward
     head = (CHUNKED_HEAD_PASSES if chunk else 3.0) * 2 * H * task.n_outputs * K * B
@@ -328,7 +328,7 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
         from .lm_tokens import lm_tokens
 
         cfg, w = max(lm, key=lambda cw: cw[1].peak_bytes)
-        toks = lm_tokens(cfg.task.data, cfg.task.length, cfg.train.batch_size)
+        toks = lm_tokens(cfg.task.data, cfg.task.length, cfg.train.batch_size, cfg.task.length_buckets)
         lines.append(f"  language model: {toks.real_per_paragraph:,.0f} real tokens a paragraph through the head, "
                      f"{toks.padded_steps:,.0f} padded steps a batch through the recurrence ({toks.source}); "
                      f"a step's peak memory about {human(w.peak_bytes)} with the chunked head (an estimate, fp32)")

@@ -216,6 +216,9 @@ class Task(abc.ABC):
             raise PosrnnError(f"--pairs (key-value pairs) is not defined for task {self.name!r}; drop it")
         if c.filler != "random" and not self.supports_filler:
             raise PosrnnError(f"--filler is not defined for task {self.name!r}; drop it")
+        if c.length_buckets is not None and self.name != "lm":
+            raise PosrnnError(f"task.length_buckets (length-bucketed batches) is not defined for task {self.name!r}; "
+                              f"drop it")
         space = self.space_size()
         if space < 2 * c.n_test:
             raise PosrnnError(
