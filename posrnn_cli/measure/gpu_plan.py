@@ -120,7 +120,7 @@ def range_lines(used: list[str], ends: list[dict[str, dict[str, float]]], runs: 
     for n in used:
         f = FACTORS[n]
         lines.append(f"    {f.words}: {f.low:g}–{f.high:g}, assumed {f.shown or format(f.assumed, 'g')} ({f.why})")
-    lines.append(f"  {'range over them':<18} {'runs':>6} {'fp32':>13} {'amp+graph':>13} {'packed':>13}   (GPU-hours, "
+    lines.append(f"  {'range over them':<18} {'runs':>6} {'fp32':>15} {'amp+graph':>15} {'packed':>15}   (GPU-hours, "
                  f"low–high)")
     for name, pick in (("synthetic tasks", lambda e: e not in corpus), ("language model", lambda e: e in corpus),
                        ("all", lambda e: True)):
@@ -129,5 +129,5 @@ def range_lines(used: list[str], ends: list[dict[str, dict[str, float]]], runs: 
             continue
         cells = [f"{amount(sum(ends[0][e][c] for e in exps) / unit_s)}–"
                  f"{amount(sum(ends[1][e][c] for e in exps) / unit_s)}" for c in ("fp32", "amp", "packed")]
-        lines.append(f"  {name:<18} {sum(runs[e] for e in exps):>6,} " + " ".join(f"{c:>13}" for c in cells))
+        lines.append(f"  {name:<18} {sum(runs[e] for e in exps):>6,} " + " ".join(f"{c:>15}" for c in cells))
     return lines
