@@ -47,6 +47,10 @@ def test_k_is_the_option_else_the_profile_else_measured_else_1():
     assert default_k("cpu", rows, "NVIDIA H100 80GB HBM3") == 1 and default_k("cuda", [], "NVIDIA H100 80GB HBM3") == 1
     assert default_k("cuda", rows, "NVIDIA H100 80GB HBM3") == 4 and default_k("cuda", rows, "NVIDIA H200") == 1
     assert measured_rows() == []  # nothing measured yet: no packing unless asked
+    gains = [{"kind": "H100", "model": "gru", "vocab": 32, "amp": True, "cuda_graph": True, "k": k, "gain": g}
+             for k, g in ((1, 1.0), (2, 1.6), (4, 2.4), (8, 2.4))]  # as the GPU check writes them
+    assert default_k("cuda", gains, "NVIDIA H100 80GB HBM3") == 4  # the highest gain, the smaller K on a tie
+    assert default_k("cuda", gains + rows, "NVIDIA H100 80GB HBM3") == 4 and default_k("cuda", gains[:2], "H100") == 2
     assert ensemble_k({"device": "cuda"}, None, "p") == 1
     assert ensemble_k({"ensemble": 4}, None, "p") == 4 and ensemble_k({"ensemble": 4}, 2, "p") == 2
     with pytest.raises(PosrnnError, match="profile 'p': ensemble must be"):

@@ -36,6 +36,8 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     out = tmp_path / "out"
     r = _script(tmp_path, "--device", "cpu", "--out", str(out))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    from posrnn_cli.measure import cost
+
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["finished"] and rep["size"] == "micro" and rep["env"]["device"] == "cpu" and rep["env"]["cuda"] is None
     assert list(rep["stages"]) == ["factors", "tests", "ensemble", "bench_eager", "bench_amp", "bench_amp_graph",
@@ -60,8 +62,8 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     assert rep["stages"]["factors"]["status"] == "ok"
     for name in ("gpu_ms_per_iter.json", "ensemble_k.json"):  # the committed rows, none added, and why
         doc = json.loads((out / name).read_text())
-        assert "not measured on a GPU" in doc["written_by"] and doc["rows"] == json.loads(
-            (ROOT / "posrnn_cli" / "measure" / name).read_text())["rows"]
+        committed = {"gpu_ms_per_iter.json": cost.TABLE, "ensemble_k.json": cost.ENSEMBLE_TABLE}[name]
+        assert "not measured on a GPU" in doc["written_by"] and doc["rows"] == json.loads(committed.read_text())["rows"]
     assert (rep["figures"]
             and all(f["device"] == "cpu" and f["torch"] and f["date"] and "cuda" in f for f in rep["figures"]))
     md = (out / "gpu_check.md").read_text()

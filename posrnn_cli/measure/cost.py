@@ -47,14 +47,16 @@ from .gpu_plan import (PACK_K, SWITCHES, amount, check_fits, experiment_lines, p
                        pack_note, peak_bytes, priced_packs, range_lines)
 from ..common.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
+from ..sweep.packing import TABLE as PACKING_TABLE
 from ..sweep.plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
 #: the chunked head's matrix products per token in units of its forward: forward, the two of backward,
 #: and the forward once more, recomputed in backward (``models/head.py``: torch.utils.checkpoint)
 CHUNKED_HEAD_PASSES = 4.0
-#: measured packing gains, one row per device kind and K (the GPU check's ``factors`` stage writes them)
-ENSEMBLE_TABLE = Path(__file__).with_name("ensemble_k.json")
+#: measured packing gains, one row per device kind, cell and K (the GPU check's ``factors`` stage writes them;
+#: the sweep's default K reads the same rows, ``packing.default_k``)
+ENSEMBLE_TABLE = PACKING_TABLE
 
 
 
@@ -94,7 +96,8 @@ def gpu_rate(kind: str, seen: bool, table: list[dict], ensemble: Optional[list[d
 
     where = kind if seen else f"{kind} (assumed: no GPU visible here)"
     rows = tuple(r for r in table if r["kind"] in kind)
-    gains = [r for r in (load_table(ENSEMBLE_TABLE) if ensemble is None else ensemble) if r["kind"] in kind]
+    gains = [r for r in (load_table(ENSEMBLE_TABLE) if ensemble is None else ensemble)
+             if r["kind"] in kind and "gain" in r]  # a row naming a best K alone has no gain to price
     peak = next((p for key, p in PEAKS if key in kind), dict(PEAKS)[ASSUMED_GPU])
     rates = (ASSUMED_PEAK_SHARE * peak["fp32"] * 1e12, ASSUMED_PEAK_SHARE * peak["bf16"] * 1e12)
     model = GpuModel(list(rows), peak, ensemble=gains)

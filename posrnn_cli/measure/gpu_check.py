@@ -8,7 +8,8 @@ loses that stage only), the JSON and the markdown rewritten (atomically) after e
    each recurrent core's dtype under autocast, fig2's GRU at V = 32 in fp32, ``amp`` and ``amp`` +
    ``cuda_graph`` (α), the packing gain g at K = 1, 2, 4, 8, an LSTM at V = 256 and an Elman RNN;
    written, with the bench stages' rows, as ``gpu_ms_per_iter.json`` and ``ensemble_k.json`` in the
-   committed format (the cost model reads them once copied to posrnn_cli/measure/, no code edit);
+   committed format (copied over posrnn_cli/measure/'s and posrnn_cli/sweep/'s, the cost model and
+   the sweep's default K read them with no code edit);
 1. ``tests``: ``pytest -m gpu tests/test_gpu.py tests/test_lm_head.py`` (each test skips with one
    line off CUDA);
 2. ``ensemble``: the ensemble path's CUDA equivalence tests and ``posrnn bench --ensemble`` for

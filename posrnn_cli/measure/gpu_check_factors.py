@@ -179,7 +179,7 @@ ROW_KEY = ("kind", "model", "vocab", "length", "hidden", "batch", "amp", "cuda_g
 
 def write_tables(out: Path, cells: list[dict], ens: list[dict], env: dict) -> None:
     """``gpu_ms_per_iter.json`` and ``ensemble_k.json`` into ``out``, in the committed files' format: the
-    committed rows with this run's added, ready to replace them (posrnn_cli/measure/)."""
+    committed rows with this run's added, ready to replace them (``cost.TABLE``, ``cost.ENSEMBLE_TABLE``)."""
     from ..common.io import atomic_write_json
     from .cost import ENSEMBLE_TABLE, TABLE
 

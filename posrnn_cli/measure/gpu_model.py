@@ -68,8 +68,8 @@ FACTORS = {
         "head's); 1.8: the top of the 1.6–1.8× that bf16's halved bytes give the head"),
     "lstm_step": Factor(
         "LSTM step / GRU step", 4 / 3, 1.0, 1.5, False,
-        "4/3: the gates' FLOP ratio; 1: a step bound by its latency, as small steps are; 1.5: the LSTM's "
-        "cell state and fifth elementwise stream on top of its FLOPs", "4/3"),
+        "4/3: the gates' FLOP ratio; 1: a step bound by its latency, as small steps are; 1.5: a margin above "
+        "the FLOP ratio for the cell state's extra elementwise work and memory traffic", "4/3"),
     "elman_step": Factor(
         "Elman step / GRU step", 1 / 3, 0.25, 0.6, False,
         "1/3: the gates' FLOP ratio; 0.25: one fused gate with less elementwise work than the GRU's FLOPs "

@@ -111,8 +111,23 @@ def default_k(device: str, rows: Optional[list[dict]] = None, kind: str = "") ->
     nothing was measured."""
     if device == "cpu":
         return 1
-    ks = [int(r["k"]) for r in (rows or []) if r["kind"] and r["kind"] in kind]
+    ks = best_ks([r for r in (rows or []) if r["kind"] and r["kind"] in kind])
     return min(ks) if ks else 1
+
+
+def best_ks(rows: list[dict]) -> list[int]:
+    """Each cell's best K: a row's ``k``, or where rows hold the ``gain`` measured at each K (as the
+    GPU check writes them: K members' iterations in all over one solo run's), the K of the
+    highest gain of each cell (the smaller K on a tie)."""
+    cells: dict[tuple, list[tuple[float, int]]] = {}
+    out = []
+    for r in rows:
+        if "gain" not in r:
+            out.append(int(r["k"]))
+            continue
+        cell = tuple(r.get(key) for key in ("model", "vocab", "length", "hidden", "batch", "amp", "cuda_graph"))
+        cells.setdefault(cell, []).append((float(r["gain"]), -int(r["k"])))
+    return out + [-max(gains)[1] for gains in cells.values()]
 
 
 def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
