@@ -206,6 +206,7 @@ def test_a_factor_drops_out_of_the_range_once_its_row_is_measured():
     assert rate.model.used == set() and "range over them" not in text and "plausible ranges" not in text
     assert rate.model.pack_gain(5) == pytest.approx(2.5 + 0.5 / 4) and rate.model.pack_gain(1) == 0.9
     assert rate.model.pack_gain(16) == 3.0 and "packed: the gain measured at K = 1, 4, 8" in text
+    assert "priced by the measured packing gain" in text and "not measured on a GPU" not in text
     w = row_work(gru)
     assert rate.model.ms_per_iter(replace(w, amp=True, cuda_graph=True)) == pytest.approx(7.0, rel=0.02)
     only_amp = cost.gpu_rate("H100", False, rows[:-1], ensemble=ens).model  # no LSTM amp + graph row

@@ -24,9 +24,11 @@ The rate that turns FLOPs into time:
   per-step floor per core; stated assumptions where no row reaches (module ``gpu_model``). The
   dry run prints each experiment's GPU-hours in fp32, under ``amp`` + ``cuda_graph``, and with
   runs that differ only in their seed packed into one batched model (the sweep's own packs,
-  ``packing.pack``; the speed-up an assumption, not measured on a GPU), and the peak memory of the largest run against
-  the device's, refusing a plan whose run cannot fit. The language model is priced at its real
-  token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
+  ``packing.pack``, at the measured packing gain, else an assumed one), and the peak memory of the
+  largest run against the device's, refusing a plan whose run cannot fit. Where a price rests on a
+  factor not measured on a GPU (``gpu_model.FACTORS``), the totals are priced again at each end of
+  its plausible range and printed as a range beside the factors. The language model is priced at
+  its real token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
 """
 
 from __future__ import annotations
@@ -320,7 +322,8 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
         runs[job.experiment] = runs.get(job.experiment, 0) + 1
     src = "measured rows" if rate.measured else "no measured row"
     corpus = {job.experiment for job, cfg, _ in works.values() if catalog.TASKS[cfg.task.name].corpus}
-    lines = experiment_lines(per_exp, runs, src, corpus=corpus) + pack_lines(packs, k)
+    gain = "the measured packing gain" if rate.model.ensemble else "an assumption, not measured on a GPU"
+    lines = experiment_lines(per_exp, runs, src, corpus=corpus, packed=gain) + pack_lines(packs, k)
     lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {pack_note(rate.model)}"]
     used = [n for n in FACTORS if n in rate.model.used]
     if used:

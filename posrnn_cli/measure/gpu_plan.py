@@ -89,7 +89,8 @@ def check_fits(label: str, need: float, have: float, chunked: bool) -> None:
 
 
 def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int], source: str = "measured rows",
-                     unit_s: float = 3600.0, corpus: frozenset = frozenset()) -> list[str]:
+                     unit_s: float = 3600.0, corpus: frozenset = frozenset(),
+                     packed: str = "an assumption, not measured on a GPU") -> list[str]:
     """One line per experiment: its runs and GPU-hours in fp32, amp + cuda_graph, and packed; the
     synthetic tasks, the language model (the experiments in ``corpus``, whose runs read an encoded
     corpus) and all of them apart; then what each column rests on."""
@@ -107,7 +108,7 @@ def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int],
         if by:
             lines.append(f"  {name:<18} {n[name]:>6,} " + " ".join(f"{amount(by[k] / unit_s):>10}" for k in cols))
     return lines + [f"  fp32, amp+graph: each run alone, priced from the {source} (source above) and the assumptions "
-                    f"below; packed: the sweep's packs (below), priced by an assumption, not measured on a GPU"]
+                    f"below; packed: the sweep's packs (below), priced by {packed}"]
 
 
 def range_lines(used: list[str], ends: list[dict[str, dict[str, float]]], runs: dict[str, int],
