@@ -6,21 +6,27 @@ reading as current under the versions declared now."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import yaml
 
 from posrnn_cli.common import catalog, numerics
 from posrnn_cli.common.config import RunConfig, dump_yaml, resolve_config
 from posrnn_cli.common.experiments import JOB_KINDS
 from posrnn_cli.common.sources import closure
+from posrnn_cli.common.pipeline_yaml import dvc_yaml
 from posrnn_cli.engine.rundir import code_differences, code_state, record_code
 from posrnn_cli.profile_status import profile_status
 from posrnn_cli.sweep.plan import plan
 
+from conftest import ROOT
 from fabricate import scratch
+from test_pipeline import DVC, ENV
 
 LOOP = ("loop",)
 #: the records runs wrote before identities (a code fingerprint), as users' run directories hold them
@@ -207,11 +213,35 @@ def test_stability_values_of_today_are_kept_and_redone_when_their_version_is_bum
 def test_numerics_json_is_what_the_declared_versions_give(tmp_path, monkeypatch):
     """numerics.json (the versions the DVC stages read) is written by `posrnn dvc-yaml`; a bump
     without it written again, or an edit by hand, fails here."""
-    from conftest import ROOT
-
     assert numerics.check_numerics_table(ROOT / "numerics.json") is None
     table = json.loads((ROOT / "numerics.json").read_text())
     assert table["core"] == {n: e.version for n, e in catalog.CORES.items()} and table["loop"] == 1
     bump(monkeypatch, catalog.CORES, "gru")
     assert "differs from the declared numerics versions" in numerics.check_numerics_table(ROOT / "numerics.json")
     assert numerics.check_numerics_table(tmp_path / "numerics.json").endswith("write it with posrnn dvc-yaml")
+
+
+def test_dvc_reruns_a_training_stage_when_a_version_is_bumped_and_not_when_code_moves(tmp_path, monkeypatch):
+    """The train stage as `posrnn dvc-yaml` writes it (its command and outputs made trivial): a
+    module renamed leaves it up to date, a bumped core version (numerics.json written again)
+    does not, and dvc.lock records the versions themselves."""
+    if not Path(DVC).exists():
+        pytest.skip("dvc is not installed")
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "posrnn_cli", repo / "posrnn_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("params.yaml", "numerics.json"):
+        shutil.copy(ROOT / name, repo / name)
+    stage = yaml.safe_load(dvc_yaml())["stages"]["train"]
+    stage["do"] = {**stage["do"], "cmd": "echo trained > out-${item}.txt", "outs": ["out-${item}.txt"]}
+    (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": stage}}))
+    dvc = lambda *a: subprocess.run([DVC, *a], cwd=repo, env=ENV, capture_output=True, text=True, timeout=300)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    assert dvc("init", "-q").returncode == 0
+    assert dvc("repro").returncode == 0
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]["train@lite"]
+    assert lock["params"]["numerics.json"]["core"]["gru"] == 1 and lock["params"]["numerics.json"]["loop"] == 1
+    (repo / "posrnn_cli" / "common" / "stats.py").rename(repo / "posrnn_cli" / "common" / "statistics.py")
+    assert "up to date" in dvc("status").stdout
+    bump(monkeypatch, catalog.CORES, "gru")
+    (repo / "numerics.json").write_text(numerics.numerics_table())
+    assert "numerics.json" in dvc("status").stdout
