@@ -128,7 +128,7 @@ def migrated(record: Any, current: dict[str, Any]) -> Optional[dict[str, Any]]:
         ok = (isinstance(record.get("config_digest"), str) and isinstance(record.get("device"), str)
               and isinstance(record.get("versions"), dict) and isinstance(record.get("libraries"), dict))
         return {k: record[k] for k in COMPARED} if ok else None
-    module = record.get("module", "posrnn_cli")
+    module = record.get("module") or "posrnn_cli"
     if not isinstance(record.get("fingerprint"), str) or not isinstance(module, str) or \
             not (module == "posrnn_cli" or module.startswith("posrnn_cli.")):
         return None  # neither format: an integer or a foreign module name is no record
