@@ -245,3 +245,24 @@ def test_dvc_reruns_a_training_stage_when_a_version_is_bumped_and_not_when_code_
     bump(monkeypatch, catalog.CORES, "gru")
     (repo / "numerics.json").write_text(numerics.numerics_table())
     assert "numerics.json" in dvc("status").stdout
+
+
+def test_the_lm_corpus_of_today_is_kept_and_redone_when_its_version_is_bumped(tmp_path, monkeypatch):
+    from posrnn_cli.lm import tokenizer
+    from posrnn_cli.sweep import jobs
+    from posrnn_cli.sweep.plan import Job
+
+    seen = []
+    real = tokenizer.train_tokenizer
+    monkeypatch.setattr(tokenizer, "train_tokenizer", lambda *a, **k: seen.append(1) or real(*a, **k))
+    opts = {"data_dir": str(ROOT / "data" / "wikitext-mini"), "vocab_size": 300, "max_tokens": 32, "threads": 1}
+    job = Job("lm_data", "corpus", "lm_data", str(tmp_path / "lm_data"), None, opts)
+    jobs.run_lm_data(job)
+    meta = tmp_path / "lm_data" / "lm_data_meta.json"
+    rec = json.loads(meta.read_text())
+    assert rec["code"] == {"lm_data": 1, "sentencepiece": version("sentencepiece")}
+    meta.write_text(json.dumps({k: v for k, v in rec.items() if k != "code"}))  # as a corpus prepared before it
+    assert jobs.run_lm_data(job) == {"lm_data": "skipped (up to date)"} and len(seen) == 1
+    monkeypatch.setitem(numerics.PROCEDURES, "lm_data", numerics.Procedure("the LM data", 2))
+    jobs.run_lm_data(job)
+    assert len(seen) == 2 and json.loads(meta.read_text())["code"]["lm_data"] == 2

@@ -32,7 +32,7 @@ from ..common.experiments import JOB_KINDS, resolve
 from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
 from ..common.signals import Stopped, stop_requests
 from ..common.provenance import Proof, file_sha256, stamped
-from ..common.numerics import analysis_current, analysis_identity
+from ..common.numerics import BASELINE, PROCEDURES, analysis_current, analysis_identity, library_version
 from ..common.rundir import read_config
 from .plan import Job
 
@@ -247,7 +247,8 @@ def _latest_digest(run: Path) -> Optional[str]:
 
 
 def run_lm_data(job: Job) -> dict:
-    """Paragraphs → tokenizer → encoded ids, redone only when the corpus or settings changed."""
+    """Paragraphs → tokenizer → encoded ids, redone only when the corpus, settings, the declared
+    version of the LM data preparation or sentencepiece's version changed."""
     from ..lm import data as lm_data
     from ..lm.encode import encode
     from ..lm.tokenizer import MODEL_NAME, train_tokenizer
@@ -258,9 +259,13 @@ def run_lm_data(job: Job) -> dict:
         raise PosrnnError(f"lm_data.data_dir {data_dir} does not exist; point it at WikiText-103's raw files "
                           f"(wiki.{{train,valid,test}}.raw) or at data/wikitext-mini")
     files = sorted(p for p in data_dir.rglob("*") if p.is_file())
-    meta = {"options": o, "corpus": {str(p.relative_to(data_dir)): _digest(p) for p in files}}
+    code = {"lm_data": PROCEDURES["lm_data"].version, "sentencepiece": library_version("sentencepiece")}
+    meta = {"options": o, "corpus": {str(p.relative_to(data_dir)): _digest(p) for p in files}, "code": code}
     meta_path = out / "lm_data_meta.json"
-    if meta_path.is_file() and read_json(meta_path) == meta and (out / "encoded" / "meta.json").is_file():
+    stored = read_json(meta_path) if meta_path.is_file() else None
+    if isinstance(stored, dict) and "code" not in stored and code["lm_data"] == BASELINE:
+        stored = {**stored, "code": code}  # written before the record of its code: made under the first version
+    if stored == meta and (out / "encoded" / "meta.json").is_file():
         return {"lm_data": "skipped (up to date)"}
     text, tok, enc = out / "text", out / "tokenizer", out / "encoded"
     lm_data.prepare(text, data_dir=data_dir)
