@@ -493,5 +493,5 @@ def register(app: typer.Typer) -> None:
     app.command(short_help="One table per experiment: each seed's value, 95% CIs over seeds.")(cli_errors(aggregate))
     app.command(short_help="Draw the figures from the aggregated tables.")(cli_errors(plot))
     app.command(short_help="Each claim of the papers: what was measured, the verdict.")(cli_errors(scorecard))
-    app.command("dvc-yaml", short_help="Write dvc.yaml and numerics.json from the registries (or --check them).")(
+    app.command("dvc-yaml", short_help="Write dvc.yaml and numerics.json (or --check them).")(
         cli_errors(dvc_yaml))
