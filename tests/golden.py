@@ -56,7 +56,7 @@ def corpus(root: Path) -> Path:
 
 def trace(core: str, task: str, pe: str, data: Path, nudge: bool = False) -> dict:
     """The loss of each of ``STEPS`` steps and a checksum of the parameters after them;
-    ``nudge``: the core's first weight moved by one ulp first (what the test must catch)."""
+    ``nudge``: an element of the core's first weight moved by one ulp first (what the test must catch)."""
     import torch
 
     from posrnn_cli.common.config import resolve_config
@@ -67,10 +67,11 @@ def trace(core: str, task: str, pe: str, data: Path, nudge: bool = False) -> dic
     cfg = resolve_config(options={**BASE, **FAMILIES[task], "model.name": core, "model.pe": pe,
                                   **({"task.data": str(data)} if task == "lm" else {})})
     tsk, model = build_run(cfg)
-    if nudge:
+    if nudge:  # the largest element of the core's first weight, one ulp up (a zero's ulp is a subnormal: no change)
         with torch.no_grad():
             w = next(model.core.parameters()).view(-1)
-            w[0] = torch.nextafter(w[0], torch.tensor(float("inf")))
+            i = int(w.abs().argmax())
+            w[i] = torch.nextafter(w[i], torch.tensor(float("inf")))
     device = torch.device("cpu")
     sample = tsk.sample
     if tsk.holds_out:
@@ -99,14 +100,15 @@ def traces(cores: list[str], nudge: bool = False) -> dict:
         return {f"{c}/{t}/{p}": trace(c, t, p, data, nudge) for c in cores for t in FAMILIES for p in PES}
 
 
-def run(cores: list[str] = (), nudge: bool = False) -> tuple[str, dict]:
-    """(torch's version, the traces of ``cores``, all when empty), computed in a fresh pinned process."""
-    argv = [sys.executable, __file__, "--print", *(["--nudge"] if nudge else []), *cores]
+def run(cores: list[str] = (), nudged: bool = False) -> tuple[str, dict, dict]:
+    """(torch's version, the traces of ``cores`` (all when empty), and with ``nudged`` those of the
+    same cases with one ulp moved in each core first, else {}), computed in one fresh pinned process."""
+    argv = [sys.executable, __file__, "--print", *(["--nudged"] if nudged else []), *cores]
     r = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **ENV}, timeout=600)
     if r.returncode:
         raise RuntimeError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "golden.py failed")
     out = json.loads(r.stdout)
-    return out["torch"], out["traces"]
+    return out["torch"], out["traces"], out["nudged"]
 
 
 def compare(want: dict, got: dict) -> list[str]:
@@ -144,7 +146,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cores", nargs="*")
     ap.add_argument("--print", action="store_true", help="print the traces (the process must be pinned: ENV)")
-    ap.add_argument("--nudge", action="store_true")
+    ap.add_argument("--nudged", action="store_true", help="with --print: also the traces with each core nudged")
     ap.add_argument("--write", action="store_true", help="write this torch version's entry of golden_traces.json")
     a = ap.parse_args()
     if a.print:
@@ -152,9 +154,11 @@ def main() -> None:
 
         from posrnn_cli.models import CORES
 
-        print(json.dumps({"torch": torch.__version__, "traces": traces(a.cores or list(CORES), a.nudge)}))
+        cores = a.cores or list(CORES)
+        print(json.dumps({"torch": torch.__version__, "traces": traces(cores),
+                          "nudged": traces(cores, nudge=True) if a.nudged else {}}))
         return
-    version, got = run(a.cores)
+    version, got, _ = run(a.cores)
     table = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
     table[version] = got
     GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
