@@ -25,7 +25,6 @@ autocast; ``graphed.GraphedStep``); NOT MEASURED ON A GPU.
 from __future__ import annotations
 
 import hashlib
-import json
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,8 +34,7 @@ import torch
 
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text, read_marker
-from ..common.rundir import CODE_FILE
+from ..common.io import read_marker
 from ..models import count_parameters
 from ..models.ensemble_model import EnsembleModel, check_ensemble_core
 from ..tasks import Batch, HeldOut, Task
@@ -48,8 +46,6 @@ from .rundir import prune_checkpoints, record_code, run_state
 from .optim import check_fast_paths
 from .train import (Trainer, TrainingStopped, begin_run, build_run, drop_unscheduled, owned_run_dir,
                     refuse_different_run)
-
-MODULE = __name__
 
 
 @dataclass
@@ -341,6 +337,4 @@ def begin_members(tr: EnsembleTrainer, start: Optional[int]) -> None:
     for k, m in enumerate(tr.members):
         m.extra["ensemble"] = ensemble_record(dirs, k)
         if start is None:
-            record_code(m.run_dir, MODULE)
-            rec = json.loads((m.run_dir / CODE_FILE).read_text(encoding="utf-8"))
-            atomic_write_text(m.run_dir / CODE_FILE, json.dumps({**rec, "ensemble": m.extra["ensemble"]}) + "\n")
+            record_code(m.run_dir, m.cfg, ("loop",), tr.device.type, ensemble=m.extra["ensemble"])

@@ -65,11 +65,12 @@ def parse_duration(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) * {"s": 1, "m": 60, "": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-def code_status(job: Job) -> Optional[str]:
-    """Which code trained the job's run, for a run that has begun: current, other or unknown."""
+def code_status(job: Job, state: Optional[str] = None) -> Optional[str]:
+    """Which code trained the job's run, for a run that has begun: current, other or unknown
+    (``state``: the job's ``status``, when known)."""
     from .jobs import code_of
 
-    if not trains(job.kind) or status(job) not in ("resume", "done"):
+    if not trains(job.kind) or (state or status(job)) not in ("resume", "done"):
         return None
     return code_of(job)
 
@@ -204,7 +205,8 @@ def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions,
 
     fit = member_fit(*sweep_memory(prof or {})) if k > 1 else None
     packs = {id(j): p for p in (pack([j for j in jobs if trains(j.kind)], k, fit) if k > 1 else []) for j in p.jobs}
-    outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
+    states = [status(j) for j in jobs]
+    outcomes = [JobOutcome(j, s, 0.0, result={"code": code_status(j, s)}) for j, s in zip(jobs, states)]
     for o in outcomes:
         if id(o.job) in packs:
             p = packs[id(o.job)]
