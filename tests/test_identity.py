@@ -266,3 +266,16 @@ def test_the_lm_corpus_of_today_is_kept_and_redone_when_its_version_is_bumped(tm
     monkeypatch.setitem(numerics.PROCEDURES, "lm_data", numerics.Procedure("the LM data", 2))
     jobs.run_lm_data(job)
     assert len(seen) == 2 and json.loads(meta.read_text())["code"]["lm_data"] == 2
+
+
+def test_a_run_with_amp_records_the_amp_version_and_runs_made_under_the_old_amp_are_stale(tmp_path):
+    """``amp`` 2: the recurrent cores run in bf16 explicitly under autocast. A run with train.amp
+    from before (a code fingerprint: the baseline, 1) is stale; a run without amp never records it."""
+    amp = resolve_config(options={"model.name": "gru", "train.amp": True, "train.device": "cpu"})
+    assert numerics.identity(amp, LOOP, "cpu")["versions"]["amp"] == numerics.PROCEDURES["amp"].version == 2
+    assert "amp" not in numerics.identity(cfg_of("gru"), LOOP, "cpu")["versions"]
+    for name, cfg in (("amp", amp), ("fp32", cfg_of("gru"))):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "code.json").write_text(json.dumps(LEGACY["train"]))
+        assert code_differences(d, cfg, LOOP) == (["versions.amp"] if name == "amp" else [])

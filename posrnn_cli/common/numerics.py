@@ -10,7 +10,8 @@ A run records its identity in ``code.json`` when it starts from step 0 (``identi
 
 * ``config_digest`` — the digest of its config (``provenance.config_digest``);
 * ``versions`` — those of its core, task and form (``core/gru``, ``task/reverse``, ``pe/none``)
-  and of the procedures that trained it (``loop``; an extension adds ``extension``);
+  and of the procedures that trained it (``loop``; an extension adds ``extension``, a run with
+  ``train.amp`` adds ``amp``);
 * ``libraries`` — torch's version, and that of each library its core computes with (mambapy for
   Mamba, xlstm for xLSTM);
 * ``device`` — the device type it trained on (``cpu`` or ``cuda``).
@@ -56,6 +57,10 @@ PROCEDURES: dict[str, Procedure] = {
     "extension": Procedure("a trained run's vocabulary extended and trained further (engine.extend)"),
     "stability": Procedure("the gradient stability of a run's checkpoints (engine.stability)"),
     "lm_data": Procedure("WikiText paragraphs, the SentencePiece model and the encoded ids (lm)"),
+    # 2: the recurrent cores run in bf16 explicitly (they had run in the dtype autocast's own rule gives:
+    # fp16 for cuDNN's RNNs, fp32 for a CPU GRU)
+    "amp": Procedure("train.amp's mixed precision: what runs in bf16 under autocast (a run with train.amp only)",
+                     version=2),
 }
 
 #: the registries whose entries carry a version, by the prefix a record gives their names
@@ -109,6 +114,8 @@ def identity(cfg, procedures: tuple[str, ...], device: str) -> dict[str, Any]:
     from .provenance import config_digest
 
     m = cfg.model
+    if getattr(cfg.train, "amp", False) and "amp" not in procedures:
+        procedures = (*procedures, "amp")
     return {"format": FORMAT, "config_digest": config_digest(cfg.to_dict()),
             "versions": versions(m.name, cfg.task.name, m.pe, procedures), "libraries": libraries(m.name),
             "device": device_type(device)}
