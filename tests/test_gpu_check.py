@@ -328,8 +328,9 @@ def test_the_factors_stage_runs_first_and_fits_eight_minutes_at_its_cpu_rehearsa
     figs = st["result"]
     assert [f["figure"] for f in figs] == ["dtype", "cell", "cell", "ensemble", "cell", "cell", "cell", "cell", "cell"]
     assert [c["core"] for c in figs[0]["cores"]] == ["gru", "lstm", "elman"]
-    assert all(c["autocast_dtype"] == "torch.bfloat16" and c["output_dtype"].startswith("torch.") for c in
-               figs[0]["cores"])
+    assert all(c["autocast_dtype"] == "torch.bfloat16" and c["output_dtype"] == "torch.bfloat16" for c in
+               figs[0]["cores"])  # posrnn's cores run in bf16 under amp, whatever autocast's own rule
+    assert {c["core"]: c["module_alone_dtype"] for c in figs[0]["cores"]}["gru"] == "torch.float32"  # on a CPU
     cells = [f for f in figs if f["figure"] == "cell"]
     assert [(c["cell"], c["amp"], c["cuda_graph"]) for c in cells] == [(label, *sw) for label, _, sw in
                                                                         gpu_check_factors.CELLS]
@@ -357,7 +358,8 @@ def test_a_cuda_runs_factor_rows_are_written_in_the_committed_format_and_priced_
     lstm = {**cell, "cell": "lstm V=256", "model": "lstm", "vocab": 256, "flops_per_iter": 1.2e12}
     elman = {**cell, "cell": "elman V=32", "model": "elman", "vocab": 32, "flops_per_iter": 3.2e11}
     figs = [{"figure": "dtype", "cores": [{"core": "gru", "autocast_dtype": "torch.bfloat16",
-                                          "output_dtype": "torch.float16", "ran_fp16": True}]},
+                                          "output_dtype": "torch.bfloat16", "ran_fp16": False,
+                                          "module_alone_dtype": "torch.float16"}]},
             {**gru, "amp": False, "cuda_graph": False, "ms_per_iter": 11.0},
             {**gru, "amp": True, "cuda_graph": True, "ms_per_iter": 6.0},
             {"figure": "ensemble", "cell": "gru V=32", "amp": True, "cuda_graph": True, "vocab": 32, "length": 64,
@@ -388,6 +390,6 @@ def test_a_cuda_runs_factor_rows_are_written_in_the_committed_format_and_priced_
     assert rate.model.used == set()
     figures = {(f["stage"], f["figure"]): f["value"] for f in json.loads((tmp_path / "gpu_check.json").read_text())[
         "figures"]}
-    assert figures[("factors", "gru under bf16 autocast: autocast dtype, output dtype")] == (
-        "torch.bfloat16, torch.float16")
+    assert figures[("factors", "gru under bf16 autocast: autocast dtype, posrnn's core, torch's module")] == (
+        "torch.bfloat16, torch.bfloat16, torch.float16")
     assert figures[("factors", "packing gain, gru V=32, K=8 (amp+cuda_graph)")] == "3.40× solo"

@@ -65,14 +65,15 @@ def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
 def member_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int, d_in: int, gates: int,
                  head_chunk: Optional[int] = None) -> tuple[int, int]:
     """(bytes one member of an ensemble of ``cfg``'s seeds needs at its training step's peak, bytes
-    the members share), estimates: the member's ``run_parts`` but the held-out test set (one for all
-    members), with what its step saves for backward, per token of the batch (the encoder's output and
-    its gradient, the core's gates and states, the core output, its gradient and the head's input:
-    ``(2·d_in + (gates + 5)·H)`` floats)."""
-    parts = run_parts(cfg, steps, out_steps, n_inputs, n_outputs, head_chunk)
-    shared = parts[1][0]  # the held-out test set
+    the members share), estimates: of the member's ``run_parts``, its embedding and output layer
+    (with gradients and Adam's moments) and its training batch's logits, and what its step saves for
+    backward, per token of the batch (the encoder's output and its gradient, the core's gates and
+    states, the core output, its gradient and the head's input: ``(2·d_in + (gates + 5)·H)`` floats);
+    shared, the held-out test set (one for all members). Evaluation runs after training, a member
+    at a time, so its logits are no part of the step's peak."""
+    layers, test_set, logits, _evaluation = run_parts(cfg, steps, out_steps, n_inputs, n_outputs, head_chunk)
     saved = cfg.train.batch_size * steps * (2 * d_in + (gates + 5) * cfg.model.hidden_size) * F32
-    return sum(b for b, _, _ in parts) - shared + saved, shared
+    return layers[0] + logits[0] + saved, test_set[0]
 
 
 def members_that_fit(k: int, member: int, shared: int, available: Optional[int]) -> int:

@@ -315,7 +315,7 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
     largest run's peak memory (refused in one line where it cannot fit)."""
     from .gpu_model import device_bytes
 
-    packs = priced_packs([job for job, _, _ in works.values()], k)
+    packs = priced_packs([job for job, _, _ in works.values()], k, (device_bytes(rate.device), f"the {rate.device}"))
     per_exp = variant_seconds(works, rate.model, packs)
     runs: dict[str, int] = {}
     for job, _, _ in works.values():

@@ -2,9 +2,10 @@
 until it is measured (``gpu_model.FACTORS``), measured in one process, most important first, one
 ``FACTORS {json}`` line per figure as it comes, so that a cut-off run keeps what was done:
 
-1. ``dtype``: the autocast dtype of each recurrent core (``torch.get_autocast_dtype`` and the dtype
-   of the core's output under ``torch.autocast(device, dtype=torch.bfloat16)``; a cuDNN GRU or LSTM
-   whose output is float16 ran in fp16, not bf16);
+1. ``dtype``: the autocast dtype of each recurrent core (``torch.get_autocast_dtype``, the dtype of
+   posrnn's core's output under ``torch.autocast(device, dtype=torch.bfloat16)``, which runs its
+   recurrence in bf16 explicitly (``models.rnn``), and of torch's module alone under the same
+   autocast: a cuDNN GRU or LSTM whose output is float16 ran in fp16, not bf16);
 2. fig2's GRU at V = 32 (the papers' L, H and batch) in fp32 and under ``amp`` + ``cuda_graph``;
 3. the packing gain g: ``bench.ensemble_speed`` at K = 1, 2, 4, 8 of that GRU, under ``amp`` +
    ``cuda_graph`` (eager where the device refuses them), each K beside the solo step in the same call;
@@ -59,9 +60,10 @@ def autocast_dtypes(device: str) -> list[dict]:
         try:
             with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
                 y = m(x)
+                raw = m.rnn(x)[0]  # the torch module alone, under autocast's own rule
                 asked = str(torch.get_autocast_dtype(torch.device(device).type))
             out.append({"core": core, "autocast_dtype": asked, "output_dtype": str(y.dtype),
-                        "ran_fp16": y.dtype == torch.float16})
+                        "ran_fp16": y.dtype == torch.float16, "module_alone_dtype": str(raw.dtype)})
         except Exception as e:  # a core the device cannot run under autocast: said in one line
             out.append({"core": core, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"})
     return out
@@ -200,8 +202,9 @@ def factor_figures(st) -> list[tuple[str, str, str]]:
         "error") else ""))]
     for f in st.get("result") or []:
         if f["figure"] == "dtype":
-            rows += [("factors", f"{c['core']} under bf16 autocast: autocast dtype, output dtype",
-                      c.get("error") or f"{c['autocast_dtype']}, {c['output_dtype']}") for c in f["cores"]]
+            rows += [("factors", f"{c['core']} under bf16 autocast: autocast dtype, posrnn's core, torch's module",
+                      c.get("error") or f"{c['autocast_dtype']}, {c['output_dtype']}, {c.get('module_alone_dtype')}")
+                     for c in f["cores"]]
         elif f["figure"] == "ensemble":
             rows += [("factors", f"packing gain, gru V=32, K={k['k']} ({'amp+cuda_graph' if f['amp'] else 'eager'})",
                       k.get("error") or f"{k['vs_solo_in_all']:.2f}× solo") for k in f.get("rows") or []]

@@ -38,12 +38,14 @@ def amount(x: float) -> str:
     return f"{x:,.1f}" if x >= 1 or x == 0 else f"{x:.2g}"
 
 
-def priced_packs(jobs: list, k: int = PACK_K) -> list:
+def priced_packs(jobs: list, k: int = PACK_K, memory: Optional[tuple[float, str]] = None) -> list:
     """The sweep's packs of ``jobs`` at up to ``k`` runs (``packing.pack``: runs that differ only in
-    ``train.seed``, in the plan's order; a run whose core or kind has no ensemble path alone)."""
+    ``train.seed``, in the plan's order; a run whose core or kind has no ensemble path alone); with
+    ``memory`` (bytes, the device named), no pack of more members than fit it (``storage.member_fit``)."""
     from ..sweep.packing import pack
+    from ..sweep.storage import member_fit
 
-    return pack(jobs, k)
+    return pack(jobs, k, member_fit(int(memory[0]), memory[1]) if memory is not None and k > 1 else None)
 
 
 def pack_lines(packs: list, k: int) -> list[str]:
