@@ -52,7 +52,7 @@ from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEA
 from .exact import check_permutation_invariant, check_permutation_sensitive
 from .kinds import check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend
 from .render import count_lines, count_text, scorecard_markdown, scorecard_rich_table, seeds_text, write_scorecard
-from .score import evaluate_claim, holm_rejected, scorecard, summarize
+from .score import at_ceiling, evaluate_claim, holm_rejected, scorecard, summarize
 from .result_tables import Table, TableSet, load_table
 
 __all__ = [
@@ -65,6 +65,6 @@ __all__ = [
     "check_permutation_invariant", "check_permutation_sensitive", "check_ahead", "check_decline",
     "check_lm_no_gain", "check_no_gain", "check_threshold", "check_trend", "scorecard_markdown",
     "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim",
-    "holm_rejected", "scorecard", "summarize", "Table",
+    "holm_rejected", "scorecard", "summarize", "at_ceiling", "Table",
     "TableSet", "load_table",
 ]

@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES,
-                   TOO_FEW_SEEDS, VERDICTS)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
+                   SCOPES, TOO_FEW_SEEDS, VERDICTS)
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group
 from .score import scorecard, summarize
 
@@ -21,7 +21,8 @@ PARTIAL = "partial (a named model not measured), counted apart"
 def count_text(c: dict, partial: str = PARTIAL) -> str:
     """One scope's counts of a section (``summarize``): "3 reproduced, 1 inconclusive", then the
     partial claims' counts after ``partial``; "none" when there are none."""
-    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v))
+    text = ", ".join(f"{c[v]} {v}" + (f" ({c['ceiling']} at the ceiling)" if v == NOT_TESTABLE and c.get("ceiling")
+                                       else "") for v in VERDICTS if c.get(v))
     if c.get("partial"):
         text += f"; {partial}: " + ", ".join(f"{n} {v}" for v, n in c["partial"].items())
     return text or "none"
