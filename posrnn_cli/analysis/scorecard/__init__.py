@@ -27,6 +27,10 @@ How a claim is scored:
   A contrast claim is scored only where its baseline effect is shown; a null claim needs an
   equivalence margin and a power guard (the reference learned something, and the interval is
   narrower than the margin); a decay speed needs at least 5 checkpoints, the first at step 0.
+- **Floors and ceiling.** A token-accuracy comparison with any compared arm not shown above its
+  floor (``common.floors``: chance and the baselines a reader would name) reads ``not testable``,
+  naming the line; so does one whose every arm's mean is at or above ``score.CEILING`` (0.98),
+  counted apart as a ceiling read.
 
 Everything here reads CSV files only: no torch, no training code, so the pipeline stage that
 writes the scorecard depends on the result tables alone.

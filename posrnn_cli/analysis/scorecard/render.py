@@ -11,7 +11,7 @@ from posrnn_cli.common.io import atomic_write_json, atomic_write_text
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
                    SCOPES, TOO_FEW_SEEDS, VERDICTS)
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group
-from .score import scorecard, summarize
+from .score import CEILING, scorecard, summarize
 
 
 #: how the scorecard introduces the partial claims' counts (the results page says it shorter)
@@ -55,7 +55,9 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
              "decide: a null claim's interval too wide for its margin, or an open result of a claim to which the "
              "profile's design (its `power:` in params.yaml, stated before the runs) gives fewer seeds than its "
              "pilot says the claim needs. *Not testable*: the measure starts at its ceiling before "
-             "training, or every compared arm scores at or below its floor (chance, or what position alone reaches). "
+             "training; or some compared arm is not shown above its floor (its interval reaches the highest line of "
+             "chance and the baselines a reader would name: recall-last, order-blind, order statistics, position); "
+             f"or every compared arm's token accuracy is at or above {CEILING:g} (*ceiling*, counted apart). "
              "*Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives the seeds to "
              "reproduce and the seeds to reject, each under the claim's multiplicity rule, if the effects and spreads "
              "stayed as observed, with the seeds for 80% power, and which way the data point (seeds.md lists them "
