@@ -1,9 +1,9 @@
 """Every task's floor lines for token accuracy, declared once: the *chance line* (a guess that
-reads nothing of the input) and, where it applies, the *position line* (the best score from
-the step alone, reading no token's identity). A score at or below the higher of the two shows
-nothing the task asks for. The task classes (``tasks.base.Task.chance_line`` and
-``position_line``) and the scorecard's floor guard both read these functions; they import
-neither torch nor the tasks, so the scorecard stays a reader of result tables.
+reads nothing of the input) and the lines of the baseline models a reader would name
+(recall-last, order-blind, order statistics, the position line). A score not shown above the
+highest of them shows nothing the task asks for. The task classes (``tasks.base.Task.chance_line``
+and ``position_line``), the figures and the scorecard's floor guard all read this module; it
+imports neither torch nor the tasks, so the scorecard stays a reader of result tables.
 
 The lines, per task (V ids, length L, P key-value pairs), each a baseline model a reader would
 name, computed by formula or exact enumeration (``tests/test_floors.py`` simulates each model on
