@@ -228,3 +228,17 @@ def test_the_committed_reads_the_floors_and_ceiling_change():
         assert rows(p)[cid]["indication"]["verdict"] == NT and "ceiling" in rows(p)[cid]["indication"]["reason"]
     x = rows("beyond_map")["map_pe_conv_add_hawk"]["at_regime"]
     assert x["verdict"] == NT and "recall-last" in x["reason"]
+
+
+def test_a_threshold_claims_level_is_read_at_the_ceiling_and_at_the_floor(tmp_path):
+    """"PE reaches 95%" is met at the ceiling and missed at the floor: the guards read comparisons
+    of arms, not a level against the paper's figure; a "direction only" that rests on the arms'
+    comparison is guarded."""
+    from fabricate import ev
+    top = [ev("gru", "sinusoidal", 64, 0.995, spread=0.001), ev("gru", "none", 64, 0.99, spread=0.001)]
+    assert at(score(tmp_path, "fig2_gru_pe_95", fig2=top)) == R
+    low = [ev("gru", "sinusoidal", 64, 0.02, spread=0.001), ev("gru", "none", 64, 0.02, spread=0.001)]
+    assert at(score(tmp_path, "fig2_gru_pe_95", fig2=low)) == sc.NOT_REPRODUCED
+    ahead = [ev("gru", "sinusoidal", 64, 0.5), ev("gru", "none", 64, 0.02, spread=0.001)]
+    x = score(tmp_path, "fig2_gru_pe_95", fig2=ahead)["at_regime"]
+    assert x["verdict"] == NT and "recall-last" in x["reason"]  # ahead of a vanilla arm on its floor
