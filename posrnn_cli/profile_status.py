@@ -8,7 +8,6 @@ their last iteration), not started, of another config (what --force would replac
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -31,21 +30,12 @@ class ExperimentStatus:
         return self.counts["finished"] == self.jobs and not self.counts["stale"]
 
 
-@functools.lru_cache(maxsize=None)
-def _fingerprint(module: str) -> str:
-    """This code's fingerprint of ``module``, computed once per command (every run compares with it)."""
-    from .common.sources import code_fingerprint
+def is_stale(job) -> bool:
+    """Whether the job's run records other numerics than this code computes for it here
+    (``engine.rundir.code_state`` "other"; a run without a record is not counted stale)."""
+    from .engine.rundir import code_state
 
-    return code_fingerprint(module)
-
-
-def is_stale(run_dir: Path, module: str) -> bool:
-    """Whether the run's code record names other code than this (``engine.rundir.code_state``
-    "other"; a run without a record is not counted stale)."""
-    from .engine.rundir import code_record
-
-    rec = code_record(run_dir, module)  # None: no record posrnn can use (missing, malformed, no module of posrnn's)
-    return rec is not None and rec[1] != _fingerprint(rec[0])
+    return code_state(Path(job.run_dir), job.run_config(), JOB_KINDS[job.kind].numerics) == "other"
 
 
 def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None) -> list[ExperimentStatus]:
@@ -64,7 +54,7 @@ def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None)
             continue
         state = status(job)
         st.counts[{"done": "finished", "resume": "unfinished", "new": "not started"}.get(state, "other config")] += 1
-        if state in ("resume", "done") and is_stale(Path(job.run_dir), JOB_KINDS[job.kind].code):
+        if state in ("resume", "done") and is_stale(job):
             st.counts["stale"] += 1
     return list(rows.values())
 

@@ -30,6 +30,19 @@ TINY = tiny_train(task=None, vocab_size=8, length=5, iterations=None, batch_size
                   n_test=64)
 
 
+def test_bench_ensemble_gives_each_k_beside_solo_with_its_bytes_and_the_load():
+    args = ["bench", *TINY, "--model", "gru", "--iters", "2", "--warmup-iters", "1", "--ensemble", "1,2"]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert [row["k"] for row in res["rows"]] == [1, 2] and len(res["load"]["before"]) == 3
+    for row in res["rows"]:
+        assert row["vs_solo_in_all"] > 0 and 0.5 < row["bytes_per_member_vs_solo"] < 1.5
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "bytes" in r.output and "load average (1 min)" in r.output
+
+
 def test_bench_prints_every_figure_as_json():
     r = CliRunner().invoke(app,
                            ["bench", *TINY, "--iters", "2", "--warmup-iters", "1", "--stability-triplets", "3",

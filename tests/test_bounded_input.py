@@ -21,7 +21,7 @@ from posrnn_cli.common.io import MAX_JSON_DEPTH, loads_bounded, read_json
 from posrnn_cli.common.rundir import log_entries
 from posrnn_cli.engine.rundir import code_state
 from posrnn_cli.profile_status import is_stale
-from posrnn_cli.sweep.plan import plan
+from posrnn_cli.sweep.plan import Job, plan
 
 from conftest import tiny_train
 from fabricate import scored_run, scratch
@@ -96,8 +96,8 @@ def test_every_cli_reader_refuses_a_deep_file_in_one_line(fabricated, tmp_path):
 def test_a_code_record_with_an_integer_module_or_deep_is_no_record(tmp_path):
     for text in ('{"module": 5, "fingerprint": "abc"}', DEEP, '{"module": "os", "fingerprint": "abc"}'):
         (tmp_path / "code.json").write_text(text)
-        assert code_state(tmp_path, "posrnn_cli.engine.train") == "unknown"
-        assert is_stale(tmp_path, "posrnn_cli.engine.train") is False
+        assert code_state(tmp_path, RunConfig(), ("loop",)) == "unknown"
+        assert is_stale(Job("fig2", "r", "train", str(tmp_path), RunConfig().to_dict())) is False
 
 
 def test_status_reads_a_run_whose_code_record_names_an_integer_module(tmp_path, monkeypatch):

@@ -154,7 +154,7 @@ def test_status_counts_each_experiments_runs_and_names_the_next_command(tmp_path
     s = status()
     assert s["experiments"][0]["counts"]["other config"] == 1 and s["next"] == "posrnn sweep fig2 -p t --dry-run"
     code = Path(first.run_dir) / "code.json"
-    code.write_text(json.dumps({**json.loads(code.read_text()), "fingerprint": "0" * 16}))
+    code.write_text(json.dumps({**json.loads(code.read_text()), "device": "cuda"}))  # trained on another device type
     train(second.run_config(), Path(second.run_dir), force=True, progress=False)
     s = status()
     assert s["experiments"][0]["counts"] == {"finished": 2, "unfinished": 0, "not started": 0, "other config": 0,

@@ -17,7 +17,9 @@ from fabricate import scratch
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
-from posrnn_cli.sweep.packing import default_k, ensemble_k, measured_rows, pack
+from posrnn_cli.common.memory import member_parts, members_that_fit
+from posrnn_cli.sweep.packing import default_k, describe, ensemble_k, measured_rows, pack
+from posrnn_cli.sweep.storage import member_bytes, member_fit
 from posrnn_cli.sweep.plan import plan
 from sweeps import POSRNN, kill_sweep_while_training, results, same
 
@@ -45,6 +47,10 @@ def test_k_is_the_option_else_the_profile_else_measured_else_1():
     assert default_k("cpu", rows, "NVIDIA H100 80GB HBM3") == 1 and default_k("cuda", [], "NVIDIA H100 80GB HBM3") == 1
     assert default_k("cuda", rows, "NVIDIA H100 80GB HBM3") == 4 and default_k("cuda", rows, "NVIDIA H200") == 1
     assert measured_rows() == []  # nothing measured yet: no packing unless asked
+    gains = [{"kind": "H100", "model": "gru", "vocab": 32, "amp": True, "cuda_graph": True, "k": k, "gain": g}
+             for k, g in ((1, 1.0), (2, 1.6), (4, 2.4), (8, 2.4))]  # as the GPU check writes them
+    assert default_k("cuda", gains, "NVIDIA H100 80GB HBM3") == 4  # the highest gain, the smaller K on a tie
+    assert default_k("cuda", gains + rows, "NVIDIA H100 80GB HBM3") == 4 and default_k("cuda", gains[:2], "H100") == 2
     assert ensemble_k({"device": "cuda"}, None, "p") == 1
     assert ensemble_k({"ensemble": 4}, None, "p") == 4 and ensemble_k({"ensemble": 4}, 2, "p") == 2
     with pytest.raises(PosrnnError, match="profile 'p': ensemble must be"):
@@ -78,6 +84,31 @@ def test_the_dry_run_shows_the_packing(tmp_path, monkeypatch):
     assert "ensemble of 2: fig2/gru-v6-none-s1, fig2/gru-v6-none-s2" in r.output
     assert "solo: fig2/s4d-v6-none-s1 (the s4d core has no ensemble path)" in r.output
     assert "packing" not in CliRunner().invoke(app, ["sweep", "fig2", "--dry-run"], terminal_width=200).output
+
+
+def test_the_packer_plans_no_ensemble_whose_members_exceed_the_devices_memory(tmp_path):
+    grid = {**GRID, "seeds": [1, 2, 3, 4, 5]}
+    jobs = plan(scratch(tmp_path, fig2=grid), "t", ["fig2"], runs_root=tmp_path / "runs")
+    member, shared = member_bytes(jobs[0].run_config())
+    fit = member_fit(shared + 2 * member + 1, "a device")
+    assert fit(jobs[0])[0] == 2
+    packs = pack(jobs, 5, fit)
+    assert [len(p.jobs) for p in packs] == [2, 2, 1]
+    assert "fit" in packs[0].note and "a member of fig2's shape needs about" in packs[0].note
+    assert any(line.startswith("  smaller ensembles, 2: a member of fig2's shape") for line in describe(packs))
+    assert [len(p.jobs) for p in pack(jobs, 5, member_fit(10**15, "a large device"))] == [5]
+    assert [len(p.jobs) for p in pack(jobs, 5, member_fit(1, "no memory"))] == [1] * 5
+
+
+def test_a_members_estimate_at_the_papers_lstm_cell_limits_the_pack_on_one_gpu():
+    """The LSTM at V = 16,384 (L = 64, H = 512, B = 512): a member's logits alone are gigabytes."""
+    from posrnn_cli.common.config import RunConfig
+
+    cfg = RunConfig.from_dict({"task": {"name": "reverse", "vocab_size": 16_384, "length": 64},
+                               "model": {"name": "lstm", "hidden_size": 512}, "train": {"batch_size": 512}})
+    member, shared = member_parts(cfg, 129, 64, 16_384, 16_384, 1024, 4)
+    assert 4e9 < member < 20e9  # a batch's logits with their gradients: 6.4 GB
+    assert members_that_fit(16, member, shared, int(80e9)) < 16 and members_that_fit(16, member, shared, None) == 16
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli.measure import gpu_check, gpu_check_ensemble
+from posrnn_cli.measure import gpu_check, gpu_check_ensemble, gpu_check_factors
 
 from conftest import ROOT
 GPU_TESTS = {"test_cuda_graph_gives_the_eager_weights_within_rounding",
@@ -36,10 +36,12 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     out = tmp_path / "out"
     r = _script(tmp_path, "--device", "cpu", "--out", str(out))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    from posrnn_cli.measure import cost
+
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["finished"] and rep["size"] == "micro" and rep["env"]["device"] == "cpu" and rep["env"]["cuda"] is None
-    assert list(rep["stages"]) == ["tests", "ensemble", "bench_eager", "bench_amp", "bench_amp_graph", "train",
-                                   "concurrent", "lm_step", "cost_cells"]
+    assert list(rep["stages"]) == ["factors", "tests", "ensemble", "bench_eager", "bench_amp", "bench_amp_graph",
+                                   "train", "concurrent", "lm_step", "cost_cells"]
     lm, cells = rep["stages"]["lm_step"], rep["stages"]["cost_cells"]
     assert lm["status"] == "ok" and lm["result"][0]["ms_per_iter"] > 0 and "synthetic" in lm["result"][0]["corpus"]
     assert (cells["status"] == "ok"
@@ -56,7 +58,12 @@ def test_the_gpu_check_runs_on_the_cpu_at_micro_size_and_writes_its_report(tmp_p
     train = rep["stages"]["train"]
     assert train["status"] == "ok" and [c["step"] for c in train["curve"]] == [20, 40, 60] and train["it_per_s"] > 0
     assert [c["k"] for c in rep["stages"]["concurrent"]["result"]] == [1, 2]
-    assert rep["gpu_ms_per_iter_rows"] == []  # a CPU figure never enters the GPU table
+    assert rep["gpu_ms_per_iter_rows"] == [] and rep["ensemble_k_rows"] == []  # a CPU figure never enters them
+    assert rep["stages"]["factors"]["status"] == "ok"
+    for name in ("gpu_ms_per_iter.json", "ensemble_k.json"):  # the committed rows, none added, and why
+        doc = json.loads((out / name).read_text())
+        committed = {"gpu_ms_per_iter.json": cost.TABLE, "ensemble_k.json": cost.ENSEMBLE_TABLE}[name]
+        assert "not measured on a GPU" in doc["written_by"] and doc["rows"] == json.loads(committed.read_text())["rows"]
     assert (rep["figures"]
             and all(f["device"] == "cpu" and f["torch"] and f["date"] and "cuda" in f for f in rep["figures"]))
     md = (out / "gpu_check.md").read_text()
@@ -304,3 +311,83 @@ def test_the_ensemble_stage_runs_at_micro_size_on_the_cpu():
     assert all(b["status"] == "refused" and "needs a CUDA device" in b["error"] for b in graph)
     rows = gpu_check_ensemble.ensemble_figures(st)
     assert any("K=2: it/s in all" in f for _, f, _ in rows) and all(stage == "ensemble" for stage, _, _ in rows)
+
+
+def test_the_factors_stage_runs_first_and_fits_eight_minutes_at_its_cpu_rehearsal_size():
+    """The measuring stage, as CI runs it (micro, CPU): each core's autocast dtype, the GRU in fp32
+    and amp, the packing gain at K = 1, 2, 4, 8 beside solo, the LSTM and Elman rows, in that
+    order; cuda_graph refused in one line off CUDA; within its box, well inside 8 minutes. No
+    figure of it becomes a row off CUDA."""
+    import time
+
+    assert list(gpu_check.SIZES["paper"]["boxes"])[0] == "factors" and gpu_check.SIZES["paper"]["boxes"][
+        "factors"] <= 8 * 60
+    t0 = time.monotonic()
+    st = gpu_check_factors.stage_factors("cpu", "micro", 480, gpu_check)
+    assert st["status"] == "ok" and time.monotonic() - t0 < 8 * 60, st
+    figs = st["result"]
+    assert [f["figure"] for f in figs] == ["dtype", "cell", "cell", "ensemble", "cell", "cell", "cell", "cell", "cell"]
+    assert [c["core"] for c in figs[0]["cores"]] == ["gru", "lstm", "elman"]
+    assert all(c["autocast_dtype"] == "torch.bfloat16" and c["output_dtype"].startswith("torch.") for c in
+               figs[0]["cores"])
+    cells = [f for f in figs if f["figure"] == "cell"]
+    assert [(c["cell"], c["amp"], c["cuda_graph"]) for c in cells] == [(label, *sw) for label, _, sw in
+                                                                        gpu_check_factors.CELLS]
+    assert all("needs a CUDA device" in c["error"] for c in cells if c["cuda_graph"])
+    assert all(c["ms_per_iter"] > 0 for c in cells if not c["cuda_graph"] and not c["amp"])
+    ens = figs[3]
+    assert [k["k"] for k in ens["rows"]] == [1, 2, 4, 8] and "needs a CUDA device" in ens["refused_amp_cuda_graph"]
+    env = {"device": "cpu", "cuda": None, "torch": "x", "date": "2026-11-29 10:00 UTC"}
+    assert gpu_check_factors.factor_rows(st, env, "cpu") == ([], [])
+    rows = gpu_check_factors.factor_figures(st)
+    assert any("packing gain, gru V=32, K=8 (eager)" in f for _, f, _ in rows)
+    assert any(f.startswith("lstm under bf16 autocast") for _, f, _ in rows)
+
+
+def test_a_cuda_runs_factor_rows_are_written_in_the_committed_format_and_priced_with_no_code_edit(tmp_path):
+    """Made-up figures of the factors stage on a CUDA device (no GPU here) become rows of
+    gpu_ms_per_iter.json and ensemble_k.json in --out, beside the committed rows; the cost model
+    reads those files as they are and no longer prices the factors they measure over a range."""
+    from posrnn_cli.measure import cost
+
+    env = {"device": "NVIDIA H200", "device_kind": "cuda", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91000,
+           "python": "3.12.3", "host_cpu": "16-core x", "date": "2026-12-01 12:00 UTC"}
+    cell = {"figure": "cell", "length": 64, "hidden": 512, "batch": 512, "steps": 128}
+    gru = {**cell, "cell": "gru V=32", "model": "gru", "vocab": 32, "flops_per_iter": 9.3e11}
+    lstm = {**cell, "cell": "lstm V=256", "model": "lstm", "vocab": 256, "flops_per_iter": 1.2e12}
+    elman = {**cell, "cell": "elman V=32", "model": "elman", "vocab": 32, "flops_per_iter": 3.2e11}
+    figs = [{"figure": "dtype", "cores": [{"core": "gru", "autocast_dtype": "torch.bfloat16",
+                                          "output_dtype": "torch.float16", "ran_fp16": True}]},
+            {**gru, "amp": False, "cuda_graph": False, "ms_per_iter": 11.0},
+            {**gru, "amp": True, "cuda_graph": True, "ms_per_iter": 6.0},
+            {"figure": "ensemble", "cell": "gru V=32", "amp": True, "cuda_graph": True, "vocab": 32, "length": 64,
+             "hidden": 512, "batch": 512, "rows": [
+                 {"k": k, "ms_per_step": 6.0 * k / g, "solo_it_per_s": 1000 / 6.0, "vs_solo_in_all": g}
+                 for k, g in ((1, 1.0), (2, 1.7), (4, 2.6), (8, 3.4))]},
+            {**gru, "amp": True, "cuda_graph": False, "ms_per_iter": 7.0},
+            *[{**c, "amp": a, "cuda_graph": a, "ms_per_iter": ms} for c, a, ms in
+              ((lstm, True, 8.0), (elman, True, 3.0), (lstm, False, 14.0), (elman, False, 5.0))]]
+    report = {"size": "paper", "budget_s": 470, "env": env, "finished": False,
+              "stages": {"factors": {"status": "timed out", "seconds": 150.0, "result": figs}}}
+    gpu_check.write_report(report, tmp_path)
+    table = cost.load_table(tmp_path / "gpu_ms_per_iter.json")
+    gains = cost.load_table(tmp_path / "ensemble_k.json")
+    assert table[:len(cost.load_table())] == cost.load_table() and len(table) == len(cost.load_table()) + 7
+    new = table[len(cost.load_table()):]
+    assert all(r["kind"] == "H200" and r["date"] == "2026-12-01" and r["cuda"] == "13.0" for r in new + gains)
+    assert set(new[0]) == set(cost.load_table()[0])  # the committed rows' keys, no more, no fewer
+    assert [(r["k"], r["gain"]) for r in gains] == [(1, 1.0), (2, 1.7), (4, 2.6), (8, 3.4)]
+    rate = cost.gpu_rate("NVIDIA H200", True, table, ensemble=gains)
+    from posrnn_cli.measure.gpu_model import row_work
+    from dataclasses import replace
+
+    for r in new:
+        rate.model.ms_per_iter(replace(row_work(r), amp=True, cuda_graph=True))
+        rate.model.ms_per_iter(replace(row_work(r), amp=False, cuda_graph=False))
+    rate.model.pack_gain(5)
+    assert rate.model.used == set()
+    figures = {(f["stage"], f["figure"]): f["value"] for f in json.loads((tmp_path / "gpu_check.json").read_text())[
+        "figures"]}
+    assert figures[("factors", "gru under bf16 autocast: autocast dtype, output dtype")] == (
+        "torch.bfloat16, torch.float16")
+    assert figures[("factors", "packing gain, gru V=32, K=8 (amp+cuda_graph)")] == "3.40× solo"

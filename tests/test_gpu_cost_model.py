@@ -5,6 +5,7 @@ whose run cannot fit the device."""
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -117,13 +118,14 @@ def _lm_cfg(data=None, **train):
 
 def test_the_language_model_is_priced_at_its_real_tokens_and_fits_80_gb_with_the_chunked_head():
     """B = 512, T = 1,024, V = 32,768: the head sees the real tokens of the assumed paragraph
-    lengths, the recurrence the padded batch; the step's peak fits in 80 GB with the chunked head
-    and not with the plain one (its logits alone are 68.7 GB)."""
+    lengths, the recurrence the padded batch; the head's FLOPs count its chunks' logits twice
+    (recomputed in backward); the step's peak fits in 80 GB with the chunked head and not with the
+    plain one (its logits alone are 68.7 GB)."""
     cfg = _lm_cfg()
     toks = lm_tokens(None, 1024, 512)
     assert 100 < toks.real_per_paragraph < 300 and toks.padded_steps > 1000 and "assumed" in toks.source
     w = cost.run_work(cfg)
-    assert w.head_flops == pytest.approx(3 * 2 * 512 * 32768 * toks.real_per_paragraph * 512)
+    assert w.head_flops == pytest.approx(4 * 2 * 512 * 32768 * toks.real_per_paragraph * 512)
     assert w.chunked and w.peak_bytes < 80e9
     plain = w.peak_bytes - 12 * 32768 * HEAD_CHUNK_TOKENS + 12 * 32768 * 512 * 1023
     assert plain > 80e9 and 4 * 512 * 1023 * 32768 > 68e9
@@ -156,3 +158,92 @@ def test_the_lm_is_priced_at_the_encoded_corpus_own_lengths_where_it_exists(tmp_
     assert "measured from the encoded corpus" in toks.source
     assert toks.real_per_paragraph == pytest.approx(float((lengths - 1).mean()))
     assert lengths.max() - 1 >= toks.padded_steps > (lengths - 1).mean()
+
+
+# ---- the factors nothing measured yet: priced over their ranges, gone once their rows exist ------
+def _range_line(text: str, name: str) -> list[tuple[float, float]]:
+    start = text.index("  range over them")
+    line = next(ln for ln in text[start:].splitlines() if ln.startswith(f"  {name} "))
+    return [tuple(float(x.replace(",", "")) for x in cell.split("–")) for cell in line.split()[-3:]]
+
+
+def _paper_core_jobs():
+    from posrnn_cli.sweep.plan import plan
+
+    return plan(Path(__file__).resolve().parents[1] / "params.yaml", "paper_core", ["fig2", "dual", "extend", "lm"])
+
+
+def test_the_dry_run_prices_each_unmeasured_factor_over_its_range_and_names_it():
+    from posrnn_cli.measure.gpu_model import FACTORS
+
+    rate = cost.gpu_rate("H100", False, cost.load_table(), ensemble=[])
+    text, _ = cost.summary(_paper_core_jobs(), rate)
+    assert rate.model.used == {"pack_gain", "amp_gain", "lstm_step"}  # no Elman run in paper_core
+    for name in ("pack_gain", "amp_gain", "lstm_step"):
+        f = FACTORS[name]
+        assert f"    {f.words}: {f.low:g}–{f.high:g}, assumed {f.shown or format(f.assumed, 'g')} (" in text
+    assert FACTORS["elman_step"].words not in text
+    central = re.search(r"synthetic tasks +[\d,]+ +([\d,.]+) +([\d,.]+) +([\d,.]+)\n", text).groups()
+    for (lo, hi), mid in zip(_range_line(text, "synthetic tasks"), central):
+        assert lo < float(mid.replace(",", "")) < hi
+    (_, _), (amp_lo, amp_hi), (pk_lo, pk_hi) = _range_line(text, "synthetic tasks")
+    assert pk_lo < amp_lo and pk_hi == amp_hi  # at g = 1 a pack costs its runs alone
+    head = text.splitlines()[0]
+    assert "at the assumed factors," in head and "over their plausible ranges (below)" in head
+
+
+def test_a_factor_drops_out_of_the_range_once_its_row_is_measured():
+    """Rows of the format the GPU check writes (made up here: no GPU) replace the factors: a
+    recurrence-bound GRU row under amp + cuda_graph, LSTM rows and the packing gains."""
+    gru = next(r for r in cost.load_table() if r["model"] == "gru")
+    lstm = {**gru, "model": "lstm", "vocab": 256, "flops_per_iter": 1.2e12, "ms_per_iter": 15.0}
+    rows = cost.load_table() + [{**gru, "amp": True, "cuda_graph": True, "ms_per_iter": 7.0},
+                                {**gru, "amp": True, "ms_per_iter": 8.0}, lstm,
+                                {**lstm, "amp": True, "cuda_graph": True, "ms_per_iter": 9.0}]
+    ens = [{**gru, "amp": True, "cuda_graph": True, "k": k, "gain": g} for k, g in ((1, 0.9), (4, 2.5), (8, 3.0))]
+    rate = cost.gpu_rate("H100", False, rows, ensemble=ens)
+    text, _ = cost.summary(_paper_core_jobs(), rate)
+    assert rate.model.used == set() and "range over them" not in text and "plausible ranges" not in text
+    assert rate.model.pack_gain(5) == pytest.approx(2.5 + 0.5 / 4) and rate.model.pack_gain(1) == 0.9
+    assert rate.model.pack_gain(16) == 3.0 and "packed: the gain measured at K = 1, 4, 8" in text
+    assert "priced by the measured packing gain" in text and "not measured on a GPU" not in text
+    w = row_work(gru)
+    assert rate.model.ms_per_iter(replace(w, amp=True, cuda_graph=True)) == pytest.approx(7.0, rel=0.02)
+    only_amp = cost.gpu_rate("H100", False, rows[:-1], ensemble=ens).model  # no LSTM amp + graph row
+    only_amp.ms_per_iter(replace(row_work(lstm), amp=True, cuda_graph=True))
+    assert only_amp.used == {"lstm_step"}  # the GRU's measured amp + graph step × the LSTM's factor
+
+
+def test_the_factors_ranges_hold_their_assumed_values():
+    from posrnn_cli.measure.gpu_model import FACTORS
+
+    for f in FACTORS.values():
+        assert f.low <= f.assumed <= f.high and f.low < f.high and f.why
+        assert f.end(True) != f.end(False)
+
+
+def test_length_buckets_price_the_lm_at_a_shorter_padded_batch_and_the_same_real_tokens():
+    """Each batch from one of n equal-count length buckets: the recurrence runs to the bucket's
+    longest draw (1,022 steps unbucketed at B = 512; a fifth of that at 16 buckets), the head sees
+    the same real tokens; each bucket holds 1/n of the paragraphs, in order of length."""
+    from posrnn_cli.measure.lm_tokens import assumed_pmf, bucket_pmfs
+
+    plain = lm_tokens(None, 1024, 512)
+    steps = [lm_tokens(None, 1024, 512, n).padded_steps for n in (1, 2, 4, 16, 64)]
+    assert steps[0] == pytest.approx(plain.padded_steps) and plain.padded_steps > 1000
+    assert all(a > b for a, b in zip(steps, steps[1:])) and steps[3] < 250
+    assert lm_tokens(None, 1024, 512, 16).real_per_paragraph == pytest.approx(plain.real_per_paragraph)
+    parts = bucket_pmfs(assumed_pmf(1024), 4)
+    assert all(sum(p) == pytest.approx(1.0) for p in parts)
+    tops = [max(n for n, p in enumerate(part) if p > 0) for part in parts]
+    lows = [min(n for n, p in enumerate(part) if p > 0) for part in parts]
+    assert all(t <= lo for t, lo in zip(tops, lows[1:]))  # buckets in order of length, touching at most
+    assert sum(q / 4 for part in parts for q in part[:200]) == pytest.approx(sum(assumed_pmf(1024)[:200]))
+    tour = " ".join((Path(__file__).resolve().parents[1] / "docs" / "tour.md").read_text().split())
+    assert (f"about {plain.padded_steps:,.0f} recurrence steps for about {plain.real_per_paragraph:,.0f} real tokens"
+            in tour and f"at about {steps[3]:,.0f} padded steps" in tour)
+    cfg = _lm_cfg()
+    bucketed = resolve_config(options={**{k: v for k, v in cfg.flat().items() if k != "train.betas"},
+                                       "task.length_buckets": 16})
+    w, wb = cost.run_work(cfg), cost.run_work(bucketed)
+    assert wb.steps < w.steps / 4 and wb.head_flops == pytest.approx(w.head_flops) and wb.rec_flops < w.rec_flops

@@ -135,3 +135,64 @@ def test_each_process_builds_its_task_for_its_rank_and_the_slices_make_the_whole
     width = full.inputs.shape[1]
     joined = torch.cat([torch.nn.functional.pad(p.inputs, (0, width - p.inputs.shape[1])) for p in parts])
     assert torch.equal(joined, full.inputs)
+
+
+def _lm_task(encoded, **task):
+    from posrnn_cli.tasks import build_task
+
+    meta = LMCorpus(encoded, "train").meta
+    cfg = resolve_config(options={"task.name": "lm", "task.data": str(encoded), "task.vocab_size": meta["vocab_size"],
+                                  "task.length": meta["max_tokens"], **{f"task.{k}": v for k, v in task.items()}})
+    return cfg, build_task(cfg.task)
+
+
+def test_length_buckets_are_off_by_default_and_the_default_batches_are_as_before(encoded):
+    """Off (the default, and in every profile of the papers), a batch is ``n`` paragraphs drawn
+    uniformly with the run's generator, collated as they always were: the draw written out here."""
+    import yaml
+
+    cfg, task = _lm_task(encoded)
+    assert cfg.task.length_buckets is None and task.buckets is None
+    profiles = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert "length_buckets" not in json.dumps(profiles)
+    corpus = LMCorpus(encoded, "train")
+    for seed in (0, 7):
+        got = task.sample(8, torch.Generator().manual_seed(seed), "cpu")
+        idx = torch.randint(len(corpus), (8,), generator=torch.Generator().manual_seed(seed)).tolist()
+        tokens, lengths = corpus.collate(idx, pad_id=0)
+        assert torch.equal(got.inputs, tokens[:, :-1]) and torch.equal(got.lengths, lengths)
+
+
+def test_length_buckets_group_paragraphs_of_similar_length_and_draw_each_as_often(encoded, tmp_path):
+    """With task.length_buckets = 32 each batch comes from one 32nd of the paragraphs in order of
+    length: its lengths lie within one bucket's, batches pad less than unbucketed ones (on the mini
+    corpus 93% of paragraphs reach the 48-token cap, so only the shortest buckets pad less), every
+    paragraph is in one bucket, and the buckets hold equal counts (to one), so each is drawn as often."""
+    from posrnn_cli.common.errors import PosrnnError
+    from posrnn_cli.tasks import build_task
+    from posrnn_cli.common.config import TaskConfig
+
+    _, plain = _lm_task(encoded)
+    _, task = _lm_task(encoded, length_buckets=32)
+    lengths = LMCorpus(encoded, "train").lengths
+    assert sorted(i for b in task.buckets for i in b.tolist()) == list(range(len(lengths)))
+    assert max(map(len, task.buckets)) - min(map(len, task.buckets)) <= 1
+    spans = [(int(lengths[b].min()), int(lengths[b].max())) for b in task.buckets]
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:]))  # in order of length
+    gen, gen_plain = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    padded, padded_plain = 0, 0
+    for _ in range(200):
+        batch = task.sample(8, gen, "cpu")
+        assert any(lo <= int(batch.lengths.min()) and int(batch.lengths.max()) <= hi for lo, hi in spans)
+        padded += batch.inputs.numel()
+        padded_plain += plain.sample(8, gen_plain, "cpu").inputs.numel()
+    assert padded < padded_plain
+    out = tmp_path / "bucketed"  # a run trains with it, and records it in its config
+    r = runner.invoke(app, ["lm", "train", "--data", str(encoded), "--out", str(out), *LM_ARGS, "--set",
+                            "task.length_buckets=32"])
+    assert r.exit_code == 0, r.output
+    assert "length_buckets: 32" in (out / "config.yaml").read_text()
+    with pytest.raises(PosrnnError, match="length_buckets .* not defined for task 'reverse'"):
+        build_task(TaskConfig(length_buckets=4))
+    with pytest.raises(PosrnnError, match="task.length_buckets"):
+        _lm_task(encoded, length_buckets=0)

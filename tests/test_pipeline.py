@@ -132,7 +132,7 @@ def test_dvc_plots_show_loads_every_declared_plot(tmp_path):
 
     repo = tmp_path / "repo"
     (repo / "posrnn_cli" / "analysis").mkdir(parents=True)
-    for name in ("dvc.yaml", ".dvcignore", "posrnn_cli/analysis/training_curves.json"):
+    for name in ("dvc.yaml", "numerics.json", ".dvcignore", "posrnn_cli/analysis/training_curves.json"):
         shutil.copy(ROOT / name, repo / name)
     (repo / "params.yaml").write_text("profile: [p]\nprofiles:\n  p: {}\n")
     figures = repo / "figures" / "p"
@@ -202,7 +202,7 @@ def test_dvc_exp_show_only_changed_fits_120_columns(tmp_path):
 def test_micro_profile_end_to_end_with_dvc(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+    for name in ("dvc.yaml", "numerics.json", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, repo)
     shutil.copytree(ROOT / "posrnn_cli", repo / "posrnn_cli", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "data" / "wikitext-mini", repo / "data" / "wikitext-mini")

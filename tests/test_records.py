@@ -113,4 +113,4 @@ def test_a_manifest_without_cells_does_not_keep_an_old_table(tmp_path):
                                   '{"module": "os", "fingerprint": "x"}', "[1, 2]", '"text"', "{" * 5000, "\xff"])
 def test_a_malformed_code_record_reads_as_unknown_code(tmp_path, text):
     (tmp_path / "code.json").write_text(text, errors="surrogateescape")
-    assert code_state(tmp_path, "posrnn_cli.engine.train") == "unknown"
+    assert code_state(tmp_path, RunConfig(), ("loop",)) == "unknown"

@@ -132,3 +132,13 @@ def test_threads_beyond_the_cores_are_refused_by_the_dry_run(tmp_path, monkeypat
     with pytest.raises(PosrnnError, match=rf"asks for {cores + 1} CPU threads .*beyond the {cores} core"):
         run_sweep(params, "t", ["fig2"], SweepOptions(dry_run=True))
     assert not (tmp_path / "runs").exists()
+
+
+def test_outside_a_repository_the_fix_is_to_change_into_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["status"])
+    assert r.exit_code != 0
+    assert "params file params.yaml does not exist here" in r.output
+    assert "change into the repository (or pass --params FILE)" in r.output
+    r = CliRunner().invoke(app, ["status", "--params", "other.yaml"])
+    assert "pass an existing --params file" in r.output and "change into" not in r.output

@@ -6,8 +6,9 @@
 # What the machine lacks comes from .whl/ (fill it with `make gpu-wheels` where the package
 # registry is reachable): installed with --no-index --no-deps into a scratch folder placed after
 # the source tree on PYTHONPATH, so the package itself always runs from this tree. It writes
-# DIR/gpu_check.json, DIR/gpu_check.md (rewritten after every stage), DIR/loss_curve.csv and
-# DIR/gpu_check.log. PYTHON picks the interpreter (default python3), WHEELS the wheel folder (.whl).
+# DIR/gpu_check.json, DIR/gpu_check.md (rewritten after every stage), DIR/loss_curve.csv,
+# DIR/gpu_check.log, and DIR/gpu_ms_per_iter.json and DIR/ensemble_k.json (the committed rows with
+# this run's measured ones added, ready to replace posrnn_cli/measure/'s and posrnn_cli/sweep/'s). PYTHON picks the interpreter (default python3), WHEELS the wheel folder (.whl).
 set -uo pipefail
 OUT=gpu-check
 args=()

@@ -96,13 +96,20 @@ def _bench_ensemble(cfg, ks_text: str, iters: int, warmup: int, json_out: bool) 
     m, t = cfg.model, cfg.task
     table = Table(title=f"bench --ensemble: {m.name} V={t.vocab_size} L={t.length} H={m.hidden_size} "
                         f"B={cfg.train.batch_size} on {r['device']}, torch {r['torch']}, amp {r['amp']}, cuda_graph "
-                        f"{r['cuda_graph']}; one solo run's peak memory {r['solo_peak_memory_mb']:,.0f} MB")
-    for col in ("K", "ms / step", "it/s per member", "it/s in all", "one solo run's it/s", "× solo", "peak memory MB"):
+                        f"{r['cuda_graph']}; one solo run's peak memory {r['solo_peak_memory_mb']:,.0f} MB",
+                  caption=f"load average (1 min) {r['load']['before'][0]:.2f} before, {r['load']['after'][0]:.2f} "
+                          f"after, on {r['load']['cores']} cores; × solo: in one run, each K timed in alternating "
+                          f"blocks with one solo run")
+    for col in ("K", "ms / step", "it/s per member", "it/s in all", "one solo run's it/s", "× solo", "peak memory MB",
+                "bytes × solo"):
         table.add_column(col, justify="right")
     for row in r["rows"]:
+        if "error" in row:
+            table.add_row(str(row["k"]), row["error"], *[""] * 6)
+            continue
         table.add_row(str(row["k"]), f"{row['ms_per_step']:.2f}", f"{row['it_per_s_per_member']:.2f}",
                       f"{row['it_per_s_in_all']:.2f}", f"{row['solo_it_per_s']:.2f}", f"{row['vs_solo_in_all']:.2f}×",
-                      f"{row['peak_memory_mb']:,.0f}")
+                      f"{row['peak_memory_mb']:,.0f}", f"{row['bytes_per_member_vs_solo']:.2f}×")
     console().print(table)
 
 

@@ -223,7 +223,7 @@ def _print_packing(outcomes: list, verbose: bool, counts: bool = True) -> None:
         p = o.result.get("pack")
         if p is not None and p["runs"][0] not in seen:
             seen.add(p["runs"][0])
-            packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"]))
+            packs.append(Pack([x.job for x in outcomes if x.job.label in p["runs"]], p["solo_reason"], p.get("note")))
     for line in describe(packs, each=verbose) if packs and (verbose or counts) else []:
         _echo_wrapped(line)
 
@@ -469,18 +469,22 @@ def dvc_yaml(
     check: Annotated[bool, typer.Option("--check", help="Compare instead of writing: exit 1 when it differs.")] = False,
 ):
     """Write dvc.yaml from the experiment registry (posrnn_cli/common/experiments.py): each stage's
-    command and outputs, and the aggregate's inputs. --check compares instead (as CI does)."""
+    command and outputs, and the aggregate's inputs; and numerics.json beside it, the declared
+    numerics versions its stages read. --check compares instead (as CI does)."""
     from ..common.io import atomic_write_text
-    from ..common.pipeline_yaml import check_dvc_yaml, dvc_yaml as text
+    from ..common.numerics import check_numerics_table, numerics_table
+    from ..common.pipeline_yaml import NUMERICS_FILE, check_dvc_yaml, dvc_yaml as text
 
+    table = out.parent / NUMERICS_FILE
     if check:
-        why = check_dvc_yaml(out)
+        why = check_dvc_yaml(out) or check_numerics_table(table)
         if why is not None:
             raise PosrnnError(why)
-        typer.echo(f"{out} is what the experiment registry gives")
+        typer.echo(f"{out} and {table} are what the experiment registry and the declared versions give")
         return
     atomic_write_text(out, text())
-    typer.echo(f"wrote {out} from the experiment registry")
+    atomic_write_text(table, numerics_table())
+    typer.echo(f"wrote {out} from the experiment registry and {table} from the declared numerics versions")
 
 
 def register(app: typer.Typer) -> None:
@@ -489,5 +493,5 @@ def register(app: typer.Typer) -> None:
     app.command(short_help="One table per experiment: each seed's value, 95% CIs over seeds.")(cli_errors(aggregate))
     app.command(short_help="Draw the figures from the aggregated tables.")(cli_errors(plot))
     app.command(short_help="Each claim of the papers: what was measured, the verdict.")(cli_errors(scorecard))
-    app.command("dvc-yaml", short_help="Write dvc.yaml from the experiment registry (or --check it).")(
+    app.command("dvc-yaml", short_help="Write dvc.yaml and numerics.json (or --check them).")(
         cli_errors(dvc_yaml))

@@ -5,6 +5,11 @@ heavy, so the help appears without loading torch and the figures are drawn witho
 training code. The behaviour behind each name lives in a registry keyed by the same names
 (``tasks.TASKS``, ``models.CORES``, ``models.PE_FORMS``); each registry checks at import
 that its keys are exactly the ones listed here.
+
+Each entry of a task, core and positional-encoding form also declares the ``version`` of the
+numbers its behaviour computes: bumped by hand in the commit whose change is meant to change
+them (a run records it, ``common.numerics``; tests/test_golden.py fails on a change of numbers
+that bumps none). A core lists the libraries besides torch it computes with (``libraries``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class Entry:
     #: tasks: sequences of an encoded corpus (their lengths vary; the output head sees the real
     #: tokens only, in chunks), not drawn by the task
     corpus: bool = False
+    #: tasks, cores, PE forms: the version of the numbers it computes (bump it when a change is meant to change them)
+    version: int = 1
+    #: cores: the packages besides torch whose code computes it (their versions are part of a run's identity)
+    libraries: tuple[str, ...] = ()
 
 
 TASKS: dict[str, Entry] = {
@@ -46,9 +55,10 @@ CORES: dict[str, Entry] = {
     "gru": Entry("single-layer GRU", "GRU"),
     "lstm": Entry("single-layer LSTM", "LSTM"),
     "s4d": Entry("diagonal SSM S4D (state: model.state_size)", "S4D"),
-    "mamba": Entry("selective SSM Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4),
+    "mamba": Entry("selective SSM Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4,
+                   libraries=("mambapy",)),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
-    "xlstm": Entry("xLSTM[1:1]: mLSTM+sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22"),
+    "xlstm": Entry("xLSTM[1:1]: mLSTM+sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22", libraries=("xlstm",)),
     "rglru": Entry("RG-LRU (Griffin/Hawk): its recurrence alone", "RG-LRU", "#64b5cd"),
     "hawk": Entry("Hawk's block: conv + RG-LRU, GeLU gate branch", "Hawk", "#4c9fa8"),
     "gated_deltanet": Entry("Gated DeltaNet's recurrence alone (--heads)", "Gated DeltaNet", "#ccb974"),

@@ -74,6 +74,9 @@ class TaskConfig:
     n_test: int = bounded(1024, 1, 10**7)  # held-out test sequences (per cell for grids)
     test_seed: int = bounded(1234, 0, 2**63 - 1)  # the test set's own seed, shared by every run of a task
     data: Optional[str] = None  # lm: the encoded corpus directory (posrnn lm encode)
+    # lm: each batch from one of n equal-count groups of the paragraphs sorted by length (less padding; it changes
+    # which paragraphs share a batch, so the papers' profiles leave it off)
+    length_buckets: Optional[int] = bounded(None, 1, 2**20, none="none, every batch drawn from all paragraphs")
 
 
 @dataclass
@@ -497,7 +500,9 @@ def load_yaml(path: Path) -> Any:
     path = Path(path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
-        raise PosrnnError(f"params file {path} {what}; pass an existing --params file")
+        fix = ("change into the repository (or pass --params FILE)" if path == Path("params.yaml")
+               else "pass an existing --params file")
+        raise PosrnnError(f"params file {path} {what} here ({Path.cwd()}); {fix}")
     try:
         text = path.read_text(encoding="utf-8")
         key = hashlib.sha256(text.encode()).digest()

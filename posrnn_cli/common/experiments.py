@@ -40,8 +40,9 @@ class JobKind:
     plan: str  # (params, prof, profile, experiment, runs_root, force) -> list[Job]
     run: str  # (job) -> dict of what was done
     trains: bool  # its jobs train a run directory (config, checkpoints, metrics.jsonl)
-    #: the module whose code (with all it imports) trains the run: its fingerprint is recorded in the run
-    code: Optional[str] = None
+    #: the procedures that make its outputs (``common.numerics.PROCEDURES``): their versions are part of a run's
+    #: identity, and its DVC stage reads them from numerics.json
+    numerics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,15 +86,15 @@ class Experiment:
 
 
 _PLAN, _JOBS, _PLOTS = "posrnn_cli.sweep.plan", "posrnn_cli.sweep.jobs", "posrnn_cli.analysis.plots"
-_TRAIN, _EXTEND = "posrnn_cli.engine.train", "posrnn_cli.engine.extend"  # what trains a run, and an extension
+_TRAIN, _EXTEND = ("loop",), ("loop", "extension")  # what trains a run, and an extension
 
 JOB_KINDS: dict[str, JobKind] = {k.name: k for k in (
-    JobKind("train", f"{_PLAN}.train_jobs", f"{_JOBS}.run_train", trains=True, code=_TRAIN),
-    JobKind("irie", f"{_PLAN}.train_jobs", f"{_JOBS}.run_irie", trains=True, code=_TRAIN),
-    JobKind("stability", f"{_PLAN}.stability_jobs", f"{_JOBS}.run_stability", trains=False),
-    JobKind("extend", f"{_PLAN}.extend_jobs", f"{_JOBS}.run_extend", trains=True, code=_EXTEND),
-    JobKind("lm_data", f"{_PLAN}.lm_data_jobs", f"{_JOBS}.run_lm_data", trains=False),
-    JobKind("lm", f"{_PLAN}.lm_jobs", f"{_JOBS}.run_train", trains=True, code=_TRAIN),
+    JobKind("train", f"{_PLAN}.train_jobs", f"{_JOBS}.run_train", trains=True, numerics=_TRAIN),
+    JobKind("irie", f"{_PLAN}.train_jobs", f"{_JOBS}.run_irie", trains=True, numerics=_TRAIN),
+    JobKind("stability", f"{_PLAN}.stability_jobs", f"{_JOBS}.run_stability", trains=False, numerics=("stability",)),
+    JobKind("extend", f"{_PLAN}.extend_jobs", f"{_JOBS}.run_extend", trains=True, numerics=_EXTEND),
+    JobKind("lm_data", f"{_PLAN}.lm_data_jobs", f"{_JOBS}.run_lm_data", trains=False, numerics=("lm_data",)),
+    JobKind("lm", f"{_PLAN}.lm_jobs", f"{_JOBS}.run_train", trains=True, numerics=_TRAIN),
 )}
 
 _A = "posrnn_cli.analysis.aggregate"

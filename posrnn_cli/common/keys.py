@@ -55,6 +55,7 @@ KEYS: tuple[Key, ...] = (
     Key("task.n_test"),
     Key("task.test_seed"),
     Key("task.data", results=False),
+    Key("task.length_buckets"),
     Key("model.pe_mode", "pe_mode", flags=("pe_mode",)),
     Key("model.pe_dim"),
     Key("model.state_size", "state", "n", flags=("state_size",)),

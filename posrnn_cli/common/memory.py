@@ -62,6 +62,27 @@ def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
     ]
 
 
+def member_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int, d_in: int, gates: int,
+                 head_chunk: Optional[int] = None) -> tuple[int, int]:
+    """(bytes one member of an ensemble of ``cfg``'s seeds needs at its training step's peak, bytes
+    the members share), estimates: the member's ``run_parts`` but the held-out test set (one for all
+    members), with what its step saves for backward, per token of the batch (the encoder's output and
+    its gradient, the core's gates and states, the core output, its gradient and the head's input:
+    ``(2·d_in + (gates + 5)·H)`` floats)."""
+    parts = run_parts(cfg, steps, out_steps, n_inputs, n_outputs, head_chunk)
+    shared = parts[1][0]  # the held-out test set
+    saved = cfg.train.batch_size * steps * (2 * d_in + (gates + 5) * cfg.model.hidden_size) * F32
+    return sum(b for b, _, _ in parts) - shared + saved, shared
+
+
+def members_that_fit(k: int, member: int, shared: int, available: Optional[int]) -> int:
+    """The most members, at most ``k`` and at least 1, whose ``member_parts`` fit in ``available``
+    bytes (None: not known, so ``k``)."""
+    if available is None:
+        return k
+    return max(1, min(k, (available - shared) // max(member, 1)))
+
+
 def check_fits(parts: list[tuple[int, str, str]], what: str, available: Optional[int] = None) -> None:
     """Refuse in one line, before anything is allocated, work whose parts together exceed the
     memory available (``available``, default: the machine's now)."""

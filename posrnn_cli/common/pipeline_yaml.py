@@ -13,13 +13,14 @@ from typing import Optional
 
 from .errors import PosrnnError
 from .experiments import EXPERIMENTS, STAGES, Experiment, Stage
+from .numerics import NAMED
 
-#: the package directories every stage that runs experiments depends on (the CLI layer only parses;
-#: tests/test_house.py checks that they cover every module a stage's command imports)
-RUN_CODE = ("posrnn_cli/__init__.py", "posrnn_cli/common", "posrnn_cli/tasks", "posrnn_cli/models",
-            "posrnn_cli/engine", "posrnn_cli/lm", "posrnn_cli/sweep")
-#: the ones the result stages depend on (no training code)
-RESULT_CODE = ("posrnn_cli/__init__.py", "posrnn_cli/common", "posrnn_cli/analysis")
+#: the file of declared numerics versions (``common.numerics.numerics_table``) the stages that run
+#: experiments read theirs from, in place of the code: a version bumped changes dvc.lock, a refactor does not
+NUMERICS_FILE = "numerics.json"
+#: what the result stages depend on (no training code): the analysis package and every other module it
+#: imports, each by its own path (tests/test_house.py checks that they cover every module a stage's command runs)
+RESULT_PACKAGE = "posrnn_cli.analysis"
 
 HEADER = """\
 # The experiments of the papers as one DVC pipeline, one stage per step, each a `foreach` over
@@ -38,9 +39,10 @@ HEADER = """\
 # (--force: the stage owns its outputs); outputs persist between runs of a stage, so only the
 # cells that changed are trained. Each stage reads the whole profile (a profile holds only the
 # sections of the experiments it runs; a change elsewhere in it re-runs a sweep that finds its
-# runs up to date). Each stage depends on the package directories it runs (the CLI layer,
-# posrnn_cli/cli, only parses); tests/test_house.py checks that the deps cover every module a
-# stage's command imports.
+# runs up to date). A stage that runs experiments reads the declared numerics versions of what it
+# runs from numerics.json (written with this file; bumped by hand when a change is meant to change
+# numbers), not the code: a refactor or a rename re-runs nothing. The result stages depend on the
+# modules they run; tests/test_house.py checks that the deps cover every module their commands import.
 #
 # The outputs that hold checkpoints are `cache: false`: DVC records their hashes (so a change
 # reruns what reads them) but keeps no second copy of the checkpoints in .dvc/cache; the
@@ -97,17 +99,39 @@ def _items(lines: list[str]) -> str:
     return "\n".join(f"        - {x}" for x in lines)
 
 
+def result_code() -> list[str]:
+    """The deps of the result stages: ``posrnn_cli/__init__.py``, the analysis package and each
+    module outside it that the analysis imports, directly or not."""
+    from .sources import ROOT, closure, module_files
+
+    files = module_files()
+    mods = set().union(*(closure(m) for m in files if m == RESULT_PACKAGE or m.startswith(RESULT_PACKAGE + ".")))
+    top = ROOT.parent
+    outside = sorted(files[m].relative_to(top).as_posix() for m in mods
+                     if m != RESULT_PACKAGE and not m.startswith(RESULT_PACKAGE + ".") and m != "posrnn_cli")
+    return ["posrnn_cli/__init__.py", RESULT_PACKAGE.replace(".", "/"), *outside]
+
+
+def stage_numerics(exps: list[Experiment]) -> list[str]:
+    """The keys of numerics.json a stage running ``exps`` reads: the versions of every core, task
+    and form, and those of the procedures its job kinds run."""
+    procedures = dict.fromkeys(p for e in exps for p in e.job_kind.numerics)
+    return [*NAMED, *procedures]
+
+
 def _stage(stage: Stage, exps: list[Experiment]) -> str:
     names = [e.name for e in exps]
     inside = set(names)
     sources = list(dict.fromkeys(f"runs/${{item}}/{e.source}" for e in exps if e.source and e.source not in inside))
     params = (["task", "model", "train"] if stage.shared_config else []) + ["profiles.${item}"]
+    versions = "".join(f"\n            - {k}" for k in stage_numerics(exps))
+    deps = [*stage.inputs, *sources]
     outs = [f"runs/${{item}}/{e.name}: {{persist: true{', cache: false' if e.job_kind.trains else ''}}}" for e in exps]
     return (f"  {stage.name}:\n    foreach: ${{profile}}\n    do:\n"
             f"      cmd: posrnn sweep {' '.join(names)} --profile ${{item}} --force\n"
-            f"      params:\n{_items(params)}\n"
-            f"      deps:\n{_items([*stage.inputs, *sources, *RUN_CODE])}\n"
-            f"      outs:\n{_items(outs)}\n")
+            f"      params:\n{_items(params)}\n        - {NUMERICS_FILE}:{versions}\n"
+            + (f"      deps:\n{_items(deps)}\n" if deps else "")
+            + f"      outs:\n{_items(outs)}\n")
 
 
 def dvc_yaml(experiments: Optional[dict[str, Experiment]] = None, stages: Optional[dict[str, Stage]] = None) -> str:
@@ -120,7 +144,7 @@ def dvc_yaml(experiments: Optional[dict[str, Experiment]] = None, stages: Option
     parts = [_stage(s, [e for e in experiments.values() if e.stage == s.name]) for s in stages.values()]
     parts = [p for s, p in zip(stages.values(), parts) if any(e.stage == s.name for e in experiments.values())]
     runs = [f"runs/${{item}}/{e.name}" for s in stages for e in experiments.values() if e.stage == s and e.table]
-    results = RESULT_STAGES.format(runs=_items(runs), result_code=_items(list(RESULT_CODE)))
+    results = RESULT_STAGES.format(runs=_items(runs), result_code=_items(result_code()))
     return HEADER + "\nstages:\n" + "\n".join(parts) + "\n" + results
 
 

@@ -7,7 +7,7 @@ A run directory holds::
     config.yaml           the resolved config (``read_config``)
     metrics.jsonl         the training log, one JSON object a line (``log_entries``)
     checkpoints/step_NNNNNNN.pt
-    code.json             the fingerprint of the code that trained it
+    code.json             the identity of the code that trained it (common.numerics)
     eval.json, eval_sequences.npz     after ``posrnn eval`` (stamped: ``common.provenance``)
     .posrnn.json          the ownership marker (``common.io.MARKER``)
 """
@@ -26,7 +26,7 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 EVAL_FILE = "eval.json"
 SEQUENCES_FILE = "eval_sequences.npz"
-#: the fingerprint of the code that trained the run (``engine.rundir.record_code``)
+#: the identity of the code that trained the run (``engine.rundir.record_code``, ``common.numerics``)
 CODE_FILE = "code.json"
 CKPT_DIR = "checkpoints"
 STEP_RE = re.compile(r"^step_(\d+)\.pt$")

@@ -1,14 +1,12 @@
 """posrnn's own source code as data: the import graph of the package, read from the AST (every
-``import`` anywhere in a module, function-level ones included), and fingerprints of the code a
-module runs. The tests use the graph to prove there is no import cycle and that each DVC stage
-lists the code it runs; the sweep uses fingerprints to redo derived results when the code that
-made them changed.
+``import`` anywhere in a module, function-level ones included). The tests use it to prove there
+is no import cycle, that the rooms stay layered and that each result stage of DVC lists the code
+it runs. What a run's numbers depend on is declared, not read from here (``common.numerics``).
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -104,35 +102,3 @@ def cycles(root: Path = ROOT) -> list[list[str]]:
         if m not in state:
             visit(m, [m])
     return found
-
-
-def _code_only(source: str, filename: str) -> str:
-    """The module's syntax tree without its docstrings (comments are not in it): what it runs."""
-    tree = ast.parse(source, filename=filename)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-def code_fingerprint(module: str, root: Path = ROOT) -> str:
-    """A hash of the code of every module ``module`` can run, comments and docstrings left out
-    (so an edit of the prose alone does not make runs stale)."""
-    files = module_files(root)
-    h = hashlib.sha256()
-    for m in sorted(closure(module, root)):
-        h.update(m.encode())
-        h.update(_code_only(files[m].read_text(encoding="utf-8"), str(files[m])).encode())
-    return h.hexdigest()[:16]
-
-
-def fingerprint(module: str, root: Path = ROOT) -> str:
-    """A hash of the source of every module ``module`` can run."""
-    files = module_files(root)
-    h = hashlib.sha256()
-    for m in sorted(closure(module, root)):
-        h.update(m.encode())
-        h.update(files[m].read_bytes())
-    return h.hexdigest()[:16]

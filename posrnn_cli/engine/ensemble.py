@@ -25,7 +25,6 @@ autocast; ``graphed.GraphedStep``); NOT MEASURED ON A GPU.
 from __future__ import annotations
 
 import hashlib
-import json
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,11 +34,10 @@ import torch
 
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text, read_marker
-from ..common.rundir import CODE_FILE
+from ..common.io import read_marker
 from ..models import count_parameters
 from ..models.ensemble_model import EnsembleModel, check_ensemble_core
-from ..tasks import Batch, HeldOut
+from ..tasks import Batch, HeldOut, Task
 from .checkpoint import check_belongs, check_resumable, load_checkpoint, non_finite, save_checkpoint
 from ..common.rundir import list_checkpoints
 from .device import check_machine, resolve_device, setup_threads, world
@@ -48,8 +46,6 @@ from .rundir import prune_checkpoints, record_code, run_state
 from .optim import check_fast_paths
 from .train import (Trainer, TrainingStopped, begin_run, build_run, drop_unscheduled, owned_run_dir,
                     refuse_different_run)
-
-MODULE = __name__
 
 
 @dataclass
@@ -77,6 +73,22 @@ def stack_batches(batches: list[Batch]) -> Batch:
 
 def member_batch(batch: Batch, k: int) -> Batch:
     return replace(batch, **{name: v[k] for name, v in batch._tensors().items()})
+
+
+def member_losses(task: Task, out: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Each member's loss (K,) from the ensemble's outputs (K, B, …) and its stacked batch, as its solo
+    run's ``task.loss``. The tasks' mean cross-entropy is one ``cross_entropy`` over every member,
+    averaged member by member (exact: the same terms, and no member's gradient reaches another's);
+    a task with a loss of its own runs it once per member, over ``unbind``'s slices. Indexing a
+    member (``out[k]``) would write, in backward, a zero tensor of all K members' outputs per member."""
+    if type(task).loss is not Task.loss:
+        return torch.stack([task.loss(o, member_batch(batch, k)) for k, o in enumerate(out.unbind(0))])
+    k = out.shape[0]
+    nll = torch.nn.functional.cross_entropy(out.flatten(0, -2), batch.targets.flatten(), reduction="none").view(k, -1)
+    if batch.mask is None:
+        return nll.mean(1)
+    m = batch.mask.reshape(k, -1).to(nll.dtype)
+    return (nll * m).sum(1) / m.sum(1).clamp_min(1)
 
 
 def clip_per_member(params: list[torch.Tensor], clip: float, k: int) -> torch.Tensor:
@@ -136,16 +148,16 @@ class EnsembleTrainer(Trainer):
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Each member's loss (K,) and predictions (K, B, …), from one batched forward."""
-        out = self.model(batch.inputs, batch.out_index, batch.query)
+        out = self.model(batch.inputs, batch.out_index, batch.query, self.task.shared_input_start)
         out = out if out.dtype in (torch.float32, torch.float64) else out.float()
-        losses = [m.task.loss(out[k], member_batch(batch, k)) for k, m in enumerate(self.members)]
-        return torch.stack(losses), torch.stack([m.task.predict(out[k].detach()) for k, m in enumerate(self.members)])
+        return member_losses(self.task, out, batch), self.task.predict(out.detach())
 
     def clip_gradients(self) -> torch.Tensor:
         return clip_per_member(self.params, self.cfg.train.clip, self.k)
 
     def count_correct(self, pred: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        got = [super(EnsembleTrainer, self).count_correct(pred[k], member_batch(batch, k)) for k in range(self.k)]
+        solo = super(EnsembleTrainer, self).count_correct
+        got = [solo(p, member_batch(batch, k)) for k, p in enumerate(pred.unbind(0))]
         return torch.stack([g[0] for g in got]), torch.stack([g[1].to(got[0][0].dtype) for g in got])
 
     def member_state(self, k: int) -> dict:
@@ -325,6 +337,4 @@ def begin_members(tr: EnsembleTrainer, start: Optional[int]) -> None:
     for k, m in enumerate(tr.members):
         m.extra["ensemble"] = ensemble_record(dirs, k)
         if start is None:
-            record_code(m.run_dir, MODULE)
-            rec = json.loads((m.run_dir / CODE_FILE).read_text(encoding="utf-8"))
-            atomic_write_text(m.run_dir / CODE_FILE, json.dumps({**rec, "ensemble": m.extra["ensemble"]}) + "\n")
+            record_code(m.run_dir, m.cfg, ("loop",), tr.device.type, ensemble=m.extra["ensemble"])

@@ -103,7 +103,7 @@ def extend_vocab(
                       "seconds": summary["seconds"]}
             return {**result, **score_extension(out, model, new_cfg, dev, old_before=before_old)}
 
-        return start_and_fit(out, new_cfg, force, resume_from is None, __name__, on_start, work)
+        return start_and_fit(out, new_cfg, force, resume_from is None, ("loop", "extension"), dev.type, on_start, work)
 
 
 def load_finished_run(run: Path):

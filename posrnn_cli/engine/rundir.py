@@ -37,44 +37,52 @@ def prune_checkpoints(run_dir: Path) -> int:
     return max(0, len(ckpts) - 1)
 
 
-def record_code(run_dir: Path, module: str) -> None:
-    """Record which code trains the run from step 0: ``module`` and the fingerprint of every module
-    it can run (``common.sources.code_fingerprint``). A resumed run keeps the record of its start."""
-    from ..common.sources import code_fingerprint
+def record_code(run_dir: Path, cfg: RunConfig, procedures: tuple[str, ...], device: str, **extra) -> None:
+    """Record the identity of the run from step 0 (``common.numerics.identity``: its config digest,
+    the declared versions of its core, task, form and ``procedures``, the libraries and the device
+    type), with ``extra`` fields beside it. A resumed run keeps the record of its start."""
+    from ..common.numerics import identity
 
-    atomic_write_text(Path(run_dir) / CODE_FILE,
-                      json.dumps({"module": module, "fingerprint": code_fingerprint(module)}) + "\n")
+    atomic_write_text(Path(run_dir) / CODE_FILE, json.dumps({**identity(cfg, procedures, device), **extra}) + "\n")
 
 
-def code_record(run_dir: Path, module: str) -> Optional[tuple[str, str]]:
-    """(module, fingerprint) that ``code.json`` records, or None when it records none that can be
-    used: missing, unreadable, nested without bound, or naming no module of this package (a
-    record is data: an integer or a foreign name is no module)."""
-    from ..common.io import loads_bounded, read_bounded
-    from ..common.sources import module_files
+def restamp_config(run_dir: Path, cfg: RunConfig) -> None:
+    """A run resumed to more iterations (its only config change) records the digest of its new
+    config; the rest of its record stays that of its start."""
+    from ..common.numerics import FORMAT
+    from ..common.provenance import config_digest
+
+    rec = read_code(run_dir)
+    digest = config_digest(cfg.to_dict())
+    if isinstance(rec, dict) and rec.get("format") == FORMAT and rec.get("config_digest") != digest:
+        atomic_write_text(Path(run_dir) / CODE_FILE, json.dumps({**rec, "config_digest": digest}) + "\n")
+
+
+def read_code(run_dir: Path):
+    """What ``code.json`` holds, or None when it is missing, unreadable or nested without bound."""
+    from ..common.io import read_bounded
 
     path = Path(run_dir) / CODE_FILE
     try:
-        rec = loads_bounded(read_bounded(path, "code record").decode("utf-8"), path)
+        return loads_bounded(read_bounded(path, "code record").decode("utf-8"), path)
     except (OSError, ValueError, PosrnnError):
         return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("fingerprint"), str):
-        return None
-    named = rec.get("module") or module
-    if not isinstance(named, str) or named not in module_files():
-        return None
-    return named, rec["fingerprint"]
 
 
-def code_state(run_dir: Path, module: str) -> str:
-    """``current`` when the run was trained by this code, ``other`` when by other code, ``unknown``
-    when it records none (trained before runs recorded it, or its record is unreadable)."""
-    from ..common.sources import code_fingerprint
+def code_differences(run_dir: Path, cfg: RunConfig, procedures: tuple[str, ...]) -> Optional[list[str]]:
+    """What differs between the identity the run records and the one this code would record for
+    ``cfg`` here (``common.numerics.differences``); None when it records none."""
+    from ..common.numerics import differences, identity
 
-    rec = code_record(run_dir, module)
-    if rec is None:
-        return "unknown"
-    return "current" if rec[1] == code_fingerprint(rec[0]) else "other"
+    return differences(read_code(run_dir), identity(cfg, procedures, cfg.train.device))
+
+
+def code_state(run_dir: Path, cfg: RunConfig, procedures: tuple[str, ...]) -> str:
+    """``current`` when the run was trained with the numerics this code computes for ``cfg`` here,
+    ``other`` when not (a version, a library or the device differs), ``unknown`` when it records
+    none (trained before runs recorded it, or its record is unreadable)."""
+    diff = code_differences(run_dir, cfg, procedures)
+    return "unknown" if diff is None else "other" if diff else "current"
 
 
 #: the config saved in a run directory, or None (``common.rundir.read_config``)

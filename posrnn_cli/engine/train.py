@@ -47,7 +47,8 @@ from .device import (check_machine, join_process_group, local_device,
 from .graphed import GraphedStep, graph_lr
 from .optim import check_fast_paths, check_train_config, make_optimizer, make_scheduler
 from .progress_bar import ProgressBar
-from .rundir import Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, run_state, truncate_log
+from .rundir import (Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, restamp_config,
+                     run_state, truncate_log)
 from .replace import REPLACED, Replacement
 from .lock import run_lock
 
@@ -459,18 +460,21 @@ def train(
         ckpt, res = open_run(out_dir, cfg, resume, force)
         trainer = _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints)
         announce = (lambda: on_start(header)) if on_start is not None else None
-        return start_and_fit(out_dir, cfg, force, ckpt is None, __name__, announce, lambda: fit(trainer))
+        return start_and_fit(out_dir, cfg, force, ckpt is None, ("loop",), device.type, announce, lambda: fit(trainer))
 
 
-def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, module: str,
+def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, procedures: tuple[str, ...], device: str,
                   on_start: Optional[Callable[[], None]], work: Callable[[], dict]) -> dict:
     """The rest of a run's life once every check has passed, the same for ``train`` and
     ``extend-vocab``: config.yaml is written now (an old run moved aside under ``--force``), a run
-    trained from step 0 records the code (``module``) that trains it, ``on_start`` announces it,
-    ``work`` trains (and scores) it, and the old run is then dropped, or brought back on failure."""
+    trained from step 0 records its identity (made by ``procedures`` on the ``device`` type;
+    ``engine.rundir.record_code``), ``on_start`` announces it, ``work`` trains (and scores) it, and
+    the old run is then dropped, or brought back on failure."""
     replacing = begin_run(out_dir, cfg, force)
     if fresh:
-        record_code(out_dir, module)
+        record_code(out_dir, cfg, procedures, device)
+    else:
+        restamp_config(out_dir, cfg)
     if on_start is not None:
         on_start()
     try:

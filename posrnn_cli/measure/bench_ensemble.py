@@ -6,12 +6,15 @@ Each K's ensemble holds the seeds ``seed … seed + K − 1`` of the benched con
 whole loop body a sweep runs (each member's batch drawn outside the held-out set, the update,
 clipping and Adam). Iteration times are medians of the timed steps (CUDA synchronised around
 each). Peak memory: the CUDA allocator's peak of one step; on a CPU the process's max RSS so far
-(it only grows, so later K include earlier ones). The ensemble's figures on a GPU have NOT BEEN
-MEASURED in this repository: no GPU was available when it was written.
+(it only grows, so later K include earlier ones). Bytes per member: what a member's forward +
+backward writes over a solo run's, counted on the ``meta`` device (``traffic.ensemble_traffic``).
+The load average before and after says how busy the machine was. The ensemble's figures on a GPU
+have NOT BEEN MEASURED in this repository: no GPU was available when it was written.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 import torch
 
 from .bench import fast_loop, peak_memory_mb, sync, timed_side_by_side
+from .traffic import ensemble_traffic
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..engine.device import resolve_device, setup_threads
@@ -59,8 +63,10 @@ def _one_k(cfg: RunConfig, k: int, solo_step, device: torch.device, iters: int, 
     peak = _warm(step, device, warmup)
     ens, solo = timed_side_by_side(step, solo_step, device, iters, 0)  # alternating: both see one load
     s, solo_s = statistics.median(ens), statistics.median(solo)
+    traffic = ensemble_traffic(cfg, k)
     return {"k": k, "ms_per_step": 1000 * s, "it_per_s_per_member": 1 / s, "it_per_s_in_all": k / s,
-            "solo_it_per_s": 1 / solo_s, "vs_solo_in_all": solo_s * k / s, "peak_memory_mb": peak}
+            "solo_it_per_s": 1 / solo_s, "vs_solo_in_all": solo_s * k / s, "peak_memory_mb": peak,
+            "bytes_per_member_vs_solo": traffic.ratio}
 
 
 def ensemble_speed(cfg: RunConfig, ks: tuple[int, ...], iters: int = 20, warmup: int = 5) -> dict:
@@ -73,6 +79,7 @@ def ensemble_speed(cfg: RunConfig, ks: tuple[int, ...], iters: int = 20, warmup:
         raise PosrnnError("--iters must be ≥ 1 and --warmup-iters ≥ 0")
     device = resolve_device(cfg.train.device)
     setup_threads(cfg.train.threads)
+    load_before = list(os.getloadavg())
     task = build_task(cfg.task)
     _, solo_step = fast_loop(cfg, task, HeldOut(task.test_set(device)), device)
     solo_peak = _warm(solo_step, device, warmup)
@@ -88,5 +95,6 @@ def ensemble_speed(cfg: RunConfig, ks: tuple[int, ...], iters: int = 20, warmup:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__,
+            "torch": torch.__version__, "load": {"before": load_before, "after": list(os.getloadavg()),
+                                                 "cores": os.cpu_count()},
             "amp": cfg.train.amp, "cuda_graph": cfg.train.cuda_graph, "solo_peak_memory_mb": solo_peak, "rows": rows}

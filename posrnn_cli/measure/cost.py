@@ -24,9 +24,11 @@ The rate that turns FLOPs into time:
   per-step floor per core; stated assumptions where no row reaches (module ``gpu_model``). The
   dry run prints each experiment's GPU-hours in fp32, under ``amp`` + ``cuda_graph``, and with
   runs that differ only in their seed packed into one batched model (the sweep's own packs,
-  ``packing.pack``; the speed-up an assumption, not measured on a GPU), and the peak memory of the largest run against
-  the device's, refusing a plan whose run cannot fit. The language model is priced at its real
-  token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
+  ``packing.pack``, at the measured packing gain, else an assumed one), and the peak memory of the
+  largest run against the device's, refusing a plan whose run cannot fit. Where a price rests on a
+  factor not measured on a GPU (``gpu_model.FACTORS``), the totals are priced again at each end of
+  its plausible range and printed as a range beside the factors. The language model is priced at
+  its real token counts (``lm_tokens``). The device kind is the visible GPU's, else ``ASSUMED_GPU``.
 """
 
 from __future__ import annotations
@@ -42,15 +44,21 @@ from ..common.config import RunConfig
 from ..common.experiments import trains
 from ..common.memory import human
 from ..models.head import HEAD_CHUNK_TOKENS
-from .gpu_model import ASSUMED_PEAK_SHARE, GpuModel, Work
-from .gpu_plan import (PACK_K, PACK_NOTE, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
-                       peak_bytes,
-                       priced_packs)
+from .gpu_model import ASSUMED_PEAK_SHARE, FACTORS, GpuModel, Work
+from .gpu_plan import (PACK_K, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
+                       pack_note, peak_bytes, priced_packs, range_lines)
 from ..common.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
+from ..sweep.packing import TABLE as PACKING_TABLE
 from ..sweep.plan import Job
 
 TABLE = Path(__file__).with_name("gpu_ms_per_iter.json")
+#: the chunked head's matrix products per token in units of its forward: forward, the two of backward,
+#: and the forward once more, recomputed in backward (``models/head.py``: torch.utils.checkpoint)
+CHUNKED_HEAD_PASSES = 4.0
+#: measured packing gains, one row per device kind, cell and K (the GPU check's ``factors`` stage writes them;
+#: the sweep's default K reads the same rows, ``packing.default_k``)
+ENSEMBLE_TABLE = PACKING_TABLE
 
 
 
@@ -83,14 +91,18 @@ def load_table(path: Path = TABLE) -> list[dict]:
     return json.loads(Path(path).read_text())["rows"] if Path(path).is_file() else []
 
 
-def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
+def gpu_rate(kind: str, seen: bool, table: list[dict], ensemble: Optional[list[dict]] = None) -> Rate:
+    """The rate of a GPU kind: ``table``'s rows of that kind (``gpu_ms_per_iter.json``) and its measured
+    packing gains (``ensemble``, default ``ensemble_k.json``'s)."""
     from .bench import PEAKS
 
     where = kind if seen else f"{kind} (assumed: no GPU visible here)"
     rows = tuple(r for r in table if r["kind"] in kind)
+    gains = [r for r in (load_table(ENSEMBLE_TABLE) if ensemble is None else ensemble)
+             if r["kind"] in kind and "gain" in r]  # a row naming a best K alone has no gain to price
     peak = next((p for key, p in PEAKS if key in kind), dict(PEAKS)[ASSUMED_GPU])
     rates = (ASSUMED_PEAK_SHARE * peak["fp32"] * 1e12, ASSUMED_PEAK_SHARE * peak["bf16"] * 1e12)
-    model = GpuModel(list(rows), peak)
+    model = GpuModel(list(rows), peak, ensemble=gains)
     if rows:
         src = (f"ms/iteration measured on {rows[0]['device']} ({rows[0]['date']}, torch {rows[0]['torch']}): "
                f"recurrence and output head priced apart from the rows that match each "
@@ -103,7 +115,8 @@ def gpu_rate(kind: str, seen: bool, table: list[dict]) -> Rate:
 
 def run_work(cfg: RunConfig) -> Work:
     """What one training iteration of ``cfg`` does: its sequential steps and the FLOPs of its
-    recurrence and of its output head (the language model's at its real tokens, ``lm_tokens``)."""
+    recurrence and of its output head (the language model's at its real tokens, ``lm_tokens``, its
+    chunks' logits recomputed in backward: ``CHUNKED_HEAD_PASSES``)."""
     import torch
 
     from ..models import build_model
@@ -113,12 +126,14 @@ def run_work(cfg: RunConfig) -> Work:
     with torch.device("meta"):
         model = build_model(cfg, task)
     T, K, B, H = task.max_steps, cfg.task.length, cfg.train.batch_size, cfg.model.hidden_size
-    if catalog.TASKS[cfg.task.name].corpus:
+    chunk = HEAD_CHUNK_TOKENS if catalog.TASKS[cfg.task.name].corpus else None
+    if chunk:
         from .lm_tokens import lm_tokens
 
-        toks = lm_tokens(cfg.task.data, cfg.task.length, B)
+        toks = lm_tokens(cfg.task.data, cfg.task.length, B, cfg.task.length_buckets)
         T, K = toks.padded_steps, toks.real_per_paragraph
-    head = 3.0 * 2 * H * task.n_outputs * K * B
+    # forward, the two products of backward, and the chunked head's forward again in backward
+    head = (CHUNKED_HEAD_PASSES if chunk else 3.0) * 2 * H * task.n_outputs * K * B
     t, name = cfg.train, cfg.model.name
     if hasattr(model.core, "forward_flops"):
         rec = 3.0 * model.core.forward_flops(T) * B
@@ -127,7 +142,6 @@ def run_work(cfg: RunConfig) -> Work:
         embed = sum(p.numel() for n, p in model.named_parameters() if "embed" in n)
         work = Work(name, round(T), 0.0, head, 6.0 * (sum(p.numel() for p in model.parameters()) - embed) * T * B,
                     t.amp, t.cuda_graph)
-    chunk = HEAD_CHUNK_TOKENS if catalog.TASKS[cfg.task.name].corpus else None
     peak = peak_bytes(work, B, model.encoder.out_dim, H, task.n_outputs, K * B,
                       sum(p.numel() for p in model.parameters()), chunk)
     return replace(work, peak_bytes=peak, chunked=chunk is not None)
@@ -248,8 +262,11 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
         per_exp.setdefault(job.experiment, []).append(per_run[label])
     total = sum(sum(v) for v in per_exp.values())
     today = datetime.date.today().isoformat()
+    ends = run_total_ends(works, rate.model) if rate.model is not None else None
+    span = (f" at the assumed factors, {amount(ends[0] / scale)}–{amount(ends[1] / scale)} over their plausible "
+            f"ranges (below)" if ends else "")
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
-             f"{amount(total / scale)} {rate.unit}", f"  device: {rate.device}; date: {today}",
+             f"{amount(total / scale)} {rate.unit}{span}", f"  device: {rate.device}; date: {today}",
              f"  source: {rate.source}"]
     if rate.model is None:
         for exp, secs in per_exp.items():
@@ -259,6 +276,24 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
     else:
         lines += gpu_lines(works, rate, ensemble if ensemble and ensemble > 1 else PACK_K)
     return "\n".join(lines), per_run
+
+
+def end_model(model: GpuModel, cheap: bool) -> GpuModel:
+    """``model`` with each factor it used (``FACTORS``) at the end of its range that prices lowest
+    (``cheap``) or highest."""
+    ends = {n: f.end(cheap) for n, f in FACTORS.items() if n in model.used}
+    return GpuModel(model.rows, model.peak, factors={**model.factors, **ends}, ensemble=model.ensemble)
+
+
+def run_total_ends(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel) -> Optional[tuple[float, float]]:
+    """Seconds of every run at its own switches, with the factors the price used at the cheap end, then
+    the dear end; None where the price used none."""
+    for _, _, w in works.values():
+        model.ms_per_iter(w)
+    if not model.used:
+        return None
+    return tuple(sum(cfg.train.iterations * m.ms_per_iter(w) / 1000 for _, cfg, w in works.values())
+                 for m in (end_model(model, True), end_model(model, False)))
 
 
 def variant_seconds(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuModel, packs: list
@@ -287,14 +322,19 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
         runs[job.experiment] = runs.get(job.experiment, 0) + 1
     src = "measured rows" if rate.measured else "no measured row"
     corpus = {job.experiment for job, cfg, _ in works.values() if catalog.TASKS[cfg.task.name].corpus}
-    lines = experiment_lines(per_exp, runs, src, corpus=corpus) + pack_lines(packs, k)
-    lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {PACK_NOTE}"]
+    gain = "the measured packing gain" if rate.model.ensemble else "an assumption, not measured on a GPU"
+    lines = experiment_lines(per_exp, runs, src, corpus=corpus, packed=gain) + pack_lines(packs, k)
+    lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {pack_note(rate.model)}"]
+    used = [n for n in FACTORS if n in rate.model.used]
+    if used:
+        ends = [variant_seconds(works, end_model(rate.model, cheap), packs) for cheap in (True, False)]
+        lines += range_lines(used, ends, runs, corpus)
     lm = [(cfg, w) for job, cfg, w in works.values() if catalog.TASKS[cfg.task.name].corpus]
     if lm:
         from .lm_tokens import lm_tokens
 
         cfg, w = max(lm, key=lambda cw: cw[1].peak_bytes)
-        toks = lm_tokens(cfg.task.data, cfg.task.length, cfg.train.batch_size)
+        toks = lm_tokens(cfg.task.data, cfg.task.length, cfg.train.batch_size, cfg.task.length_buckets)
         lines.append(f"  language model: {toks.real_per_paragraph:,.0f} real tokens a paragraph through the head, "
                      f"{toks.padded_steps:,.0f} padded steps a batch through the recurrence ({toks.source}); "
                      f"a step's peak memory about {human(w.peak_bytes)} with the chunked head (an estimate, fp32)")

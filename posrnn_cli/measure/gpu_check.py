@@ -4,6 +4,12 @@ about posrnn's GPU paths, in one unattended command, most important first.
 Stages, in order, each in its own process under its own time box (so a hang or a cut-off
 loses that stage only), the JSON and the markdown rewritten (atomically) after each:
 
+0. ``factors`` (``gpu_check_factors``): what the dry run's GPU price assumes until it is measured:
+   each recurrent core's dtype under autocast, fig2's GRU at V = 32 in fp32, ``amp`` and ``amp`` +
+   ``cuda_graph`` (α), the packing gain g at K = 1, 2, 4, 8, an LSTM at V = 256 and an Elman RNN;
+   written, with the bench stages' rows, as ``gpu_ms_per_iter.json`` and ``ensemble_k.json`` in the
+   committed format (copied over posrnn_cli/measure/'s and posrnn_cli/sweep/'s, the cost model and
+   the sweep's default K read them with no code edit);
 1. ``tests``: ``pytest -m gpu tests/test_gpu.py tests/test_lm_head.py`` (each test skips with one
    line off CUDA);
 2. ``ensemble``: the ensemble path's CUDA equivalence tests and ``posrnn bench --ensemble`` for
@@ -43,6 +49,7 @@ from typing import Optional
 
 from ..common.io import atomic_write_json, atomic_write_text
 from .gpu_check_ensemble import ensemble_figures, stage_ensemble
+from .gpu_check_factors import ENSEMBLE_NAME, GPU_NAME, factor_figures, factor_rows, stage_factors, write_tables
 
 PAPER_CELL = ["--model", "lstm", "--vocab-size", "16384", "--length", "64", "--hidden-size", "512", "--batch-size",
               "512"]
@@ -56,8 +63,8 @@ SIZES = {
         "concurrent": ({"model.name": "gru", "task.vocab_size": 32, "task.length": 64, "model.hidden_size": 512,
                         "train.batch_size": 512}, [1, 2, 4, 8], 20, 3),
         # seconds: each stage's box, most important first; 470 s in all
-        "boxes": {"tests": 70, "ensemble": 130, "bench_eager": 40, "bench_amp": 25, "bench_amp_graph": 25, "train": 65,
-                  "concurrent": 25, "lm_step": 40, "cost_cells": 50},
+        "boxes": {"factors": 150, "tests": 50, "ensemble": 70, "bench_eager": 30, "bench_amp": 20,
+                  "bench_amp_graph": 20, "train": 45, "concurrent": 20, "lm_step": 30, "cost_cells": 35},
     },
     "micro": {
         "bench": ["--model", "gru", "--vocab-size", "8", "--length", "5", "--hidden-size", "8", "--batch-size", "16",
@@ -68,7 +75,8 @@ SIZES = {
                   "--log-every", "20", "--checkpoint-every", "60"],
         "concurrent": ({"model.name": "gru", "task.vocab_size": 8, "task.length": 5, "model.hidden_size": 8,
                         "train.batch_size": 16, "task.n_test": 64, "train.threads": 1}, [1, 2], 3, 1),
-        "boxes": {"tests": 120, "ensemble": 120, "bench_eager": 60, "bench_amp": 60, "bench_amp_graph": 60, "train": 60,
+        "boxes": {"factors": 120, "tests": 120, "ensemble": 120, "bench_eager": 60, "bench_amp": 60,
+                  "bench_amp_graph": 60, "train": 60,
                   "concurrent": 90, "lm_step": 60, "cost_cells": 90},
     },
 }
@@ -268,7 +276,7 @@ def _fmt(v, spec: str) -> str:
 
 def figures(stages: dict) -> list[tuple[str, str, str]]:
     """(stage, figure, value) rows of every stage that ran, in the order they ran."""
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, str]] = factor_figures(stages.get("factors"))
     for t in stages.get("tests", {}).get("tests", []):
         rows.append(("tests", t["test"], t["outcome"] + (f": {t['reason']}" if t["reason"] else "")))
     if "tests" in stages and stages["tests"]["status"] != "passed":
@@ -314,18 +322,22 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def table_rows(report: dict) -> list[dict]:
-    """The bench stages' ms/iteration, and one run's in the concurrent stage (a small model: the
-    latency floor), as rows of ``sweep/gpu_ms_per_iter.json`` (the dry run's compute estimate),
-    for a CUDA device only."""
+def device_kind(env: dict) -> str:
     from .bench import PEAKS
 
+    return next((key for key, _ in PEAKS if key in env["device"]), env["device"])
+
+
+def table_rows(report: dict) -> list[dict]:
+    """The factors stage's and the bench stages' ms/iteration, and one run's in the concurrent stage
+    (a small model: the latency floor), as rows of ``measure/gpu_ms_per_iter.json`` (the dry run's
+    compute estimate), for a CUDA device only."""
     e = report["env"]
     if e["cuda"] is None:
         return []
-    kind = next((key for key, _ in PEAKS if key in e["device"]), e["device"])
+    kind = device_kind(e)
     stamp = {"kind": kind, "device": e["device"], "date": e["date"][:10], "torch": e["torch"], "cuda": e["cuda"]}
-    rows = []
+    rows = factor_rows(report["stages"].get("factors"), e, kind)[0]
     for name in BENCH_VARIANTS:
         res = (report["stages"].get(name) or {}).get("result")
         if not res or "train_ms_per_iter" not in res:
@@ -352,9 +364,14 @@ def table_rows(report: dict) -> list[dict]:
 
 
 def write_report(report: dict, out: Path) -> None:
+    from .gpu_check_factors import ROW_KEY, merged
+
+    rows = merged([], table_rows(report), ROW_KEY)
+    ens = factor_rows(report["stages"].get("factors"), report["env"], device_kind(report["env"]))[1]
     report = {**report, "figures": [{"stage": s, "figure": f, "value": v, **{k: report["env"][k] for k in
                                       ("device", "torch", "cuda", "date")}} for s, f, v in figures(report["stages"])],
-              "gpu_ms_per_iter_rows": table_rows(report)}
+              "gpu_ms_per_iter_rows": rows, "ensemble_k_rows": ens}
+    write_tables(out, rows, ens, report["env"])
     atomic_write_json(out / JSON_NAME, report)
     atomic_write_text(out / MD_NAME, markdown(report))
 
@@ -367,7 +384,8 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
     report = {"size": size, "budget_s": budget, "env": environment(device), "stages": {}, "finished": False}
     write_report(report, out)
     with tempfile.TemporaryDirectory(prefix="posrnn-gpu-check-") as tmp:
-        runs = [("tests", lambda b: stage_tests(device, b, root)),
+        runs = [("factors", lambda b: stage_factors(device, size, b, sys.modules[__name__])),
+                ("tests", lambda b: stage_tests(device, b, root)),
                 ("ensemble", lambda b: stage_ensemble(device, size, b, root, sys.modules[__name__])),
                 *[(n, (lambda n: lambda b: stage_bench(n, device, spec, b))(n)) for n in BENCH_VARIANTS],
                 ("train", lambda b: stage_train(device, spec, b, Path(tmp), out)),
@@ -387,7 +405,7 @@ def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
 
 
 #: what the check writes into its --out (the log by tools/gpu_check.sh)
-OUT_NAMES = (JSON_NAME, MD_NAME, CURVE_NAME, "gpu_check.log")
+OUT_NAMES = (JSON_NAME, MD_NAME, CURVE_NAME, "gpu_check.log", GPU_NAME, ENSEMBLE_NAME)
 #: the shortest --budget: every stage its minimum
 MIN_BUDGET_S = 6 * MIN_STAGE_S
 

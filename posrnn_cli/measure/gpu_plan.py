@@ -3,7 +3,8 @@
 device's, and the one-line refusal of a plan whose run cannot fit.
 
 Packing (an ensemble of same-shape runs trained as one batched model) has not been measured on
-a GPU: its price here is an assumption, labelled so. The packs priced are the sweep's own:
+a GPU: its price here rests on the packing gain g (``gpu_model.FACTORS``), whose plausible range the
+dry run prices, until ``ensemble_k.json`` holds the device's measured gains. The packs priced are the sweep's own:
 ``packing.pack`` groups the runs exactly as ``posrnn sweep --ensemble K`` would train them, and a
 run whose core has no ensemble path is priced solo, its reason counted in ``pack_lines``.
 """
@@ -15,15 +16,20 @@ from typing import Optional
 
 from ..common.errors import PosrnnError
 from ..common.memory import human
-from .gpu_model import GATES, GpuModel, Work
+from .gpu_model import FACTORS, GATES, GpuModel, Work
 
 #: members a pack holds: the papers' 5 seeds a cell
 PACK_K = 5
-#: a pack's recurrence over one run's: n members cost n / min(n, this) runs' recurrence. The low end
-#: of the 3.3–6× estimated for 8 GRU members at V = 32 in bf16 inside one CUDA graph; an assumption
-PACK_RECURRENCE_SPEEDUP = 3.3
-PACK_NOTE = (f"packed: under amp + cuda_graph, a pack's recurrence costs n / min(n, {PACK_RECURRENCE_SPEEDUP:g}) "
-             f"runs', its head n runs' (assumption, not measured on a GPU)")
+
+
+def pack_note(model: GpuModel) -> str:
+    """How a pack is priced: a pack's recurrence costs n / min(n, g) runs', g the measured gain
+    (``ensemble_k.json``) or, until it is measured, ``FACTORS["pack_gain"]``: an assumption."""
+    g = ("g measured (above)" if model.ensemble else
+         f"g = {FACTORS['pack_gain'].assumed:g}, its range below (assumption, not measured on a GPU)")
+    return f"packed: under amp + cuda_graph, a pack's recurrence costs n / min(n, g) runs', its head n runs', {g}"
+
+
 SWITCHES = {"fp32": (False, False), "amp + cuda_graph": (True, True)}
 
 
@@ -56,7 +62,7 @@ def pack_ms(model: GpuModel, work: Work, n: int) -> float:
     rec = model.recurrence_ms(w) if w.core in GATES else None
     if rec is None:
         return n * total
-    return n * (total - rec) + rec * n / min(n, PACK_RECURRENCE_SPEEDUP)
+    return n * (total - rec) + rec * n / model.pack_gain(n)
 
 
 def peak_bytes(work: Work, batch: int, d_in: int, hidden: int, vocab: int, head_tokens: float, n_params: int,
@@ -83,7 +89,8 @@ def check_fits(label: str, need: float, have: float, chunked: bool) -> None:
 
 
 def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int], source: str = "measured rows",
-                     unit_s: float = 3600.0, corpus: frozenset = frozenset()) -> list[str]:
+                     unit_s: float = 3600.0, corpus: frozenset = frozenset(),
+                     packed: str = "an assumption, not measured on a GPU") -> list[str]:
     """One line per experiment: its runs and GPU-hours in fp32, amp + cuda_graph, and packed; the
     synthetic tasks, the language model (the experiments in ``corpus``, whose runs read an encoded
     corpus) and all of them apart; then what each column rests on."""
@@ -101,4 +108,27 @@ def experiment_lines(per_exp: dict[str, dict[str, float]], runs: dict[str, int],
         if by:
             lines.append(f"  {name:<18} {n[name]:>6,} " + " ".join(f"{amount(by[k] / unit_s):>10}" for k in cols))
     return lines + [f"  fp32, amp+graph: each run alone, priced from the {source} (source above) and the assumptions "
-                    f"below; packed: the sweep's packs (below), priced by an assumption, not measured on a GPU"]
+                    f"below; packed: the sweep's packs (below), priced by {packed}"]
+
+
+def range_lines(used: list[str], ends: list[dict[str, dict[str, float]]], runs: dict[str, int],
+                corpus=frozenset(), unit_s: float = 3600.0) -> list[str]:
+    """The factors ``used`` that nothing measured yet (``FACTORS``), each with its plausible range and
+    where it comes from, then the synthetic tasks', the language model's and all GPU-hours in each
+    column with every one of them at its cheap end, then at its dear end (``ends``: the two
+    ``variant_seconds``)."""
+    lines = ["  factors not measured on a GPU (the figures above take each at its assumed value):"]
+    for n in used:
+        f = FACTORS[n]
+        lines.append(f"    {f.words}: {f.low:g}–{f.high:g}, assumed {f.shown or format(f.assumed, 'g')} ({f.why})")
+    lines.append(f"  {'range over them':<18} {'runs':>6} {'fp32':>15} {'amp+graph':>15} {'packed':>15}   (GPU-hours, "
+                 f"low–high)")
+    for name, pick in (("synthetic tasks", lambda e: e not in corpus), ("language model", lambda e: e in corpus),
+                       ("all", lambda e: True)):
+        exps = [e for e in runs if pick(e)]
+        if not exps:
+            continue
+        cells = [f"{amount(sum(ends[0][e][c] for e in exps) / unit_s)}–"
+                 f"{amount(sum(ends[1][e][c] for e in exps) / unit_s)}" for c in ("fp32", "amp", "packed")]
+        lines.append(f"  {name:<18} {sum(runs[e] for e in exps):>6,} " + " ".join(f"{c:>15}" for c in cells))
+    return lines

@@ -9,6 +9,12 @@ assumption, not a measurement: the raw WikiText-103 files are not in this reposi
 chosen to agree with the corpus's published size (103 M word tokens in 28,475 articles,
 Merity et al. 2016) at a few tens of paragraphs an article and about 1.3 SentencePiece pieces a
 word. The GPU check draws its synthetic corpus from the same distribution and says so.
+
+With ``task.length_buckets`` = n (the lm task's length-bucketed batches: each batch drawn from one
+of n equal-count groups of the paragraphs sorted by length), a batch's padded length is its
+bucket's longest draw: the expected maximum of ``batch`` draws from each n-quantile of the
+distribution, averaged over the buckets, which are equally likely. The real tokens are the same:
+each paragraph is drawn as often as unbucketed.
 """
 
 from __future__ import annotations
@@ -47,18 +53,43 @@ def assumed_pmf(max_tokens: int) -> list[float]:
     return pmf
 
 
-def _from_pmf(pmf: Sequence[float], batch: int, source: str) -> LMTokens:
-    mean = sum(n * p for n, p in enumerate(pmf))
+def _cdf(pmf: Sequence[float]) -> list[float]:
     cdf, acc = [], 0.0
     for p in pmf:
         acc += p
         cdf.append(min(acc, 1.0))
-    longest = sum(1.0 - c ** batch for c in cdf[:-1])  # E[max of `batch` draws] = Σ P(max > n)
+    return cdf
+
+
+def _longest(pmf: Sequence[float], batch: int) -> float:
+    """E[max of ``batch`` draws] = Σ P(max > n)."""
+    return sum(1.0 - c ** batch for c in _cdf(pmf)[:-1])
+
+
+def bucket_pmfs(pmf: Sequence[float], buckets: int) -> list[list[float]]:
+    """The length distribution of each of ``buckets`` equal-mass groups of lengths in order (a
+    length on a boundary split between the two groups, as equal-count groups of a corpus split it)."""
+    cdf, out = _cdf(pmf), []
+    for b in range(buckets):
+        lo, hi = b / buckets, (b + 1) / buckets
+        part = [max(0.0, min(c, hi) - max(c - p, lo)) * buckets for p, c in zip(pmf, cdf)]
+        out.append(part)
+    return out
+
+
+def _from_pmf(pmf: Sequence[float], batch: int, source: str, buckets: Optional[int] = None) -> LMTokens:
+    mean = sum(n * p for n, p in enumerate(pmf))
+    if buckets:
+        longest = sum(_longest(part, batch) for part in bucket_pmfs(pmf, buckets)) / buckets
+        source += f"; batches drawn from {buckets} length buckets"
+    else:
+        longest = _longest(pmf, batch)
     return LMTokens(mean - 1, longest - 1, source)
 
 
-def lm_tokens(data: Optional[str], max_tokens: int, batch: int) -> LMTokens:
-    """The batch's tokens: from the encoded corpus at ``data`` when it exists, else assumed."""
+def lm_tokens(data: Optional[str], max_tokens: int, batch: int, buckets: Optional[int] = None) -> LMTokens:
+    """The batch's tokens: from the encoded corpus at ``data`` when it exists, else assumed; with
+    ``buckets``, each batch drawn from one of that many length buckets (``task.length_buckets``)."""
     if data and (Path(data) / "meta.json").is_file():
         import numpy as np
 
@@ -67,8 +98,9 @@ def lm_tokens(data: Optional[str], max_tokens: int, batch: int) -> LMTokens:
         lengths = np.asarray(LMCorpus(data, "train").lengths)
         counts = np.bincount(np.minimum(lengths, max_tokens), minlength=max_tokens + 1)
         return _from_pmf((counts / counts.sum()).tolist(), batch,
-                         f"paragraph lengths measured from the encoded corpus {data} ({len(lengths):,} paragraphs)")
-    return _from_pmf(assumed_pmf(max_tokens), batch, ASSUMED_SOURCE)
+                         f"paragraph lengths measured from the encoded corpus {data} ({len(lengths):,} paragraphs)",
+                         buckets)
+    return _from_pmf(assumed_pmf(max_tokens), batch, ASSUMED_SOURCE, buckets)
 
 
 def sample_lengths(n: int, max_tokens: int, seed: int = 0) -> list[int]:

@@ -26,32 +26,44 @@ from ..common.errors import PosrnnError
 from .rnn import RecurrentCore
 
 
-def batched_recurrence(kind: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor) -> Tensor:
+def batched_recurrence(kind: str, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor,
+                       shared: Optional[Tensor] = None) -> Tensor:
     """K members' one-layer Elman/GRU/LSTM over (K, B, T, D) inputs → all hidden states (K, B, T, H),
-    from a zero state. Weights are ``nn.RNN``'s, stacked: w_ih (K, G·H, D), w_hh (K, G·H, H), biases (K, G·H)."""
+    from a zero state. Weights are ``nn.RNN``'s, stacked: w_ih (K, G·H, D), w_hh (K, G·H, H), biases (K, G·H).
+    ``shared`` (K, 1, S, D): S more steps whose input is the same in every sequence (the output phase's
+    query at its positions), projected once and broadcast over the batch; the states then run T + S steps.
+
+    Backward stays linear in T: each step's input projection comes from one ``unbind`` over time and
+    each gate from one ``split`` or ``chunk``, whose backward is one ``stack`` or ``cat``. Indexing instead
+    (``xp[:, :, t]``, ``g[..., :H]``) makes autograd write a zero tensor the size of the whole
+    input at every step, a cost that grows with T² (``tests/test_ensemble_traffic.py`` counts it)."""
     K, B, T, D = x.shape
     H = w_hh.shape[-1]
-    xp = torch.baddbmm(b_ih[:, None], x.reshape(K, B * T, D), w_ih.transpose(1, 2)).view(K, B, T, -1)  # (K B T GH)
-    w_hh_t, b_hh = w_hh.transpose(1, 2), b_hh[:, None]
+    # the weights transposed once, contiguous (a strided operand slows the CPU's bmm about 2×)
+    w_ih_t, w_hh_t, b_hh = w_ih.transpose(1, 2).contiguous(), w_hh.transpose(1, 2).contiguous(), b_hh[:, None]
+    xp = torch.baddbmm(b_ih[:, None], x.reshape(K, B * T, D), w_ih_t).view(K, B, T, -1)  # (K B T GH)
+    steps = xp.unbind(2)
+    if shared is not None:  # (K 1 S D) → (K B S GH), one row's projection seen by every sequence
+        S = shared.shape[2]
+        tail = torch.baddbmm(b_ih[:, None], shared.reshape(K, S, D), w_ih_t).view(K, 1, S, -1)
+        steps = steps + tail.expand(K, B, S, -1).unbind(2)
     h = xp.new_zeros(K, B, H)
     c = xp.new_zeros(K, B, H) if kind == "lstm" else None
     outs = []
-    for t in range(T):
+    for gi in steps:  # gi (K B GH): W_ih x_t + b_ih
         hp = torch.baddbmm(b_hh, h, w_hh_t)  # (K B GH): W_hh h + b_hh
-        gi = xp[:, :, t]
         if kind == "elman":
             h = torch.tanh(gi + hp)
         elif kind == "gru":  # ATen's GRU cell: n = tanh(gi_n + r ⊙ (W_hn h + b_hn)), h' = (h − n) ⊙ z + n
-            r = torch.sigmoid(gi[..., :H] + hp[..., :H])
-            z = torch.sigmoid(gi[..., H:2 * H] + hp[..., H:2 * H])
-            n = torch.tanh(gi[..., 2 * H:] + r * hp[..., 2 * H:])
+            (i_rz, i_n), (h_rz, h_n) = gi.split([2 * H, H], -1), hp.split([2 * H, H], -1)
+            r, z = torch.sigmoid(i_rz + h_rz).chunk(2, -1)  # (K B H) each
+            n = torch.tanh(i_n + r * h_n)
             h = (h - n) * z + n
         else:  # lstm, gates i f g o
-            g = gi + hp
-            i, f = torch.sigmoid(g[..., :H]), torch.sigmoid(g[..., H:2 * H])
-            cell, o = torch.tanh(g[..., 2 * H:3 * H]), torch.sigmoid(g[..., 3 * H:])
-            c = f * c + i * cell
-            h = o * torch.tanh(c)
+            i_f, cell, o = (gi + hp).split([2 * H, H, H], -1)
+            i, f = torch.sigmoid(i_f).chunk(2, -1)
+            c = f * c + i * torch.tanh(cell)
+            h = torch.sigmoid(o) * torch.tanh(c)
         outs.append(h)
     return torch.stack(outs, dim=2)  # (K B T H)
 
@@ -110,15 +122,22 @@ class EnsembleModel(nn.Module):
         run = lambda w, i, q: functional_call(enc, w, (i, q))
         return vmap(run, in_dims=(0, 0, None if query is None else 0))(self._part("encoder."), inputs, query)
 
-    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None) -> Tensor:
-        x = self.encode(inputs, query)
+    def forward(self, inputs: Tensor, out_index: Optional[Tensor] = None, query: Optional[Tensor] = None,
+                shared_from: Optional[int] = None) -> Tensor:
+        """(K, B, T) inputs → (K, B, K_out, V) outputs. ``shared_from``: the step from which every
+        sequence is fed the same id (``Task.shared_input_start``); those steps' inputs are encoded and
+        projected once, from the first sequence (exact: the encoder reads an id and its position)."""
         w = [self.stacked(f"core.rnn.{n}_l0") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        h = batched_recurrence(self.kind, x, *w)  # (K B T H)
+        if shared_from is None or query is not None or not 0 < shared_from < inputs.shape[2]:
+            h = batched_recurrence(self.kind, self.encode(inputs, query), *w)  # (K B T H)
+        else:
+            one = self.encode(inputs[:, :1])[:, :, shared_from:]  # (K 1 S D): the first sequence's shared steps
+            h = batched_recurrence(self.kind, self.encode(inputs[:, :, :shared_from]), *w, shared=one)  # (K B T H)
         if out_index is not None:
             h = h.gather(2, out_index[..., None].expand(-1, -1, -1, h.shape[-1]))  # (K B K_out H)
         K, B, S, H = h.shape
         W, b = self.stacked("head.weight"), self.stacked("head.bias")
-        return torch.baddbmm(b[:, None], h.reshape(K, B * S, H), W.transpose(1, 2)).view(K, B, S, -1)
+        return torch.baddbmm(b[:, None], h.reshape(K, B * S, H), W.transpose(1, 2).contiguous()).view(K, B, S, -1)
 
     def member_state_dict(self, k: int) -> dict[str, Tensor]:
         """Member ``k``'s weights in its solo run's format (copies: a view would save all K)."""

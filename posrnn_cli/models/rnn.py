@@ -6,14 +6,31 @@ as explicit tensor code over the module's own weights: ``initial_state`` gives `
 state after the first input; ``[h; c]`` for an LSTM), ``state_after`` the state after any
 prefix, and ``output_from_state`` the last hidden state from a state and the inputs after it —
 the same interface as ``S4DCore``.
+
+Under ``train.amp`` the core runs in bf16, the dtype the training loop's autocast asks for, on
+every device: with autocast off around it, on inputs and weights cast explicitly. Autocast's own
+rule would differ by device: on CUDA it runs cuDNN's RNNs in fp16 whatever dtype was asked
+(``aten/src/ATen/cudnn/AutocastRNN.cpp`` casts to ``kHalf``; the loop keeps no GradScaler, so fp16
+gradients could underflow), on a CPU it runs the GRU in fp32 and the LSTM in bf16. NOT MEASURED ON
+A GPU: the GPU check reads the core's dtype there.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
+
+def autocast_dtype(device_type: str) -> Optional[torch.dtype]:
+    """The dtype autocast casts to on ``device_type`` where it is on there, else None (also for a
+    device autocast does not know, such as ``meta``)."""
+    try:
+        return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+    except RuntimeError:
+        return None
+
 
 RNN_CLASSES = {"elman": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 GATES = {"elman": 1, "gru": 3, "lstm": 4}
@@ -28,7 +45,16 @@ class RecurrentCore(nn.Module):
         self.rnn = RNN_CLASSES[kind](in_dim, hidden_size, batch_first=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        h, _ = self.rnn(x)  # (B T H)
+        dtype = autocast_dtype(x.device.type)
+        if dtype is None:
+            h, _ = self.rnn(x)  # (B T H)
+            return h
+        # Under autocast the core runs in the dtype the loop asked for (bf16), explicitly: autocast's
+        # own rule would run cuDNN's RNNs in fp16 whatever dtype was asked (ATen's cudnn/AutocastRNN.cpp
+        # casts to kHalf, and without a GradScaler fp16 gradients can underflow) and the CPU's GRU in fp32.
+        with torch.autocast(x.device.type, enabled=False):
+            weights = {n: p.to(dtype) for n, p in self.rnn.named_parameters()}  # fp32 master weights get the grads
+            h, _ = functional_call(self.rnn, weights, (x.to(dtype),))  # (B T H)
         return h
 
     def forward_flops(self, T: int) -> float:

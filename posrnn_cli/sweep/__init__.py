@@ -65,11 +65,12 @@ def parse_duration(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) * {"s": 1, "m": 60, "": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-def code_status(job: Job) -> Optional[str]:
-    """Which code trained the job's run, for a run that has begun: current, other or unknown."""
+def code_status(job: Job, state: Optional[str] = None) -> Optional[str]:
+    """Which code trained the job's run, for a run that has begun: current, other or unknown
+    (``state``: the job's ``status``, when known)."""
     from .jobs import code_of
 
-    if not trains(job.kind) or status(job) not in ("resume", "done"):
+    if not trains(job.kind) or (state or status(job)) not in ("resume", "done"):
         return None
     return code_of(job)
 
@@ -128,7 +129,7 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
 
     k = ensemble_k(prof, opts.ensemble, profile)
     if opts.dry_run:
-        return _dry_run(jobs, executor, settings, opts, runs_root, out, k)
+        return _dry_run(jobs, executor, settings, opts, runs_root, out, k, prof)
     if k > 1 and executor != "local":
         raise PosrnnError(f"ensembles (ensemble {k}) pack runs for the local executor only; pass --ensemble 1 or "
                           f"--executor local")
@@ -196,17 +197,20 @@ def _executor(prof: dict, profile: str, opts: SweepOptions) -> tuple[str, dict, 
 
 
 def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions, runs_root: Path,
-             out: TextIO, k: int = 1) -> list[JobOutcome]:
+             out: TextIO, k: int = 1, prof: Optional[dict] = None) -> list[JobOutcome]:
     """What would happen to each job (and, with --test-only, what ``sbatch --test-only`` says);
     with ``k`` > 1 each training job's result says its pack (``packing.pack``)."""
     from .packing import pack
+    from .storage import member_fit, sweep_memory
 
-    packs = {id(j): p for p in (pack([j for j in jobs if trains(j.kind)], k) if k > 1 else []) for j in p.jobs}
-    outcomes = [JobOutcome(j, status(j), 0.0, result={"code": code_status(j)}) for j in jobs]
+    fit = member_fit(*sweep_memory(prof or {})) if k > 1 else None
+    packs = {id(j): p for p in (pack([j for j in jobs if trains(j.kind)], k, fit) if k > 1 else []) for j in p.jobs}
+    states = [status(j) for j in jobs]
+    outcomes = [JobOutcome(j, s, 0.0, result={"code": code_status(j, s)}) for j, s in zip(jobs, states)]
     for o in outcomes:
         if id(o.job) in packs:
             p = packs[id(o.job)]
-            o.result["pack"] = {"runs": [j.label for j in p.jobs], "solo_reason": p.reason}
+            o.result["pack"] = {"runs": [j.label for j in p.jobs], "solo_reason": p.reason, "note": p.note}
     if executor == "slurm":
         from .slurm import mark_in_flight
 
@@ -329,6 +333,7 @@ class Pool:
     runs_per_gpu: int
     threads: int  # per run, when the profile leaves it open
     ensemble: int = 1  # most same-shape runs trained as one ensemble (packing)
+    memory: tuple = (None, "")  # (bytes, where) the runs train in (storage.sweep_memory), for packing
 
 
 def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
@@ -349,6 +354,10 @@ def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
     per_gpu = opts.runs_per_gpu if opts.runs_per_gpu is not None else ex.get("runs_per_gpu", 1)
     if not isinstance(per_gpu, int) or isinstance(per_gpu, bool) or per_gpu < 1:
         raise PosrnnError(f"--runs-per-gpu must be a positive number, got {per_gpu!r}")
+    if ensemble > 1:
+        from .storage import sweep_memory
+
+        return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers), ensemble, sweep_memory(prof))
     return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers), ensemble)
 
 
@@ -361,7 +370,10 @@ def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[Jo
         for j in jobs:  # one single-threaded run per core unless the profile says otherwise
             if j.config and j.config["train"]["threads"] is None:
                 j.config["train"]["threads"] = pool.threads
-    jobs = pack_jobs(jobs, pool.ensemble) if pool.ensemble > 1 else jobs
+    if pool.ensemble > 1:
+        from .storage import member_fit
+
+        jobs = pack_jobs(jobs, pool.ensemble, member_fit(*pool.memory))
     slots = pool.gpus * pool.runs_per_gpu if pool.gpus else pool.workers
     where = f"{pool.gpus} GPU(s) × {pool.runs_per_gpu} runs" if pool.gpus else f"CPU × {slots}"
     progress = Progress(order(jobs), slots, where, out)

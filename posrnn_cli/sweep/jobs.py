@@ -5,8 +5,9 @@
   holding a different config is refused unless the job is forced. Training is bit-exact
   across interruptions on CPU, so a sweep killed at any point and started again ends with the
   same files as one that was never interrupted.
-* Each run records the fingerprint of the code that trained it (``engine.rundir.record_code``);
-  a run trained by other code is kept and reported, and retrained from step 0 only under
+* Each run records its identity (``engine.rundir.record_code``: its config digest, the declared
+  numerics versions, the libraries and the device type, ``common.numerics``); a run trained by
+  other code (one of them differs) is kept and reported, and retrained from step 0 only under
   ``--retrain-stale`` (option ``retrain_stale``). A run that records none is reported as
   trained by unknown code and never retrained for it.
 * Only the checkpoints the experiment's ``keep_checkpoints`` names are kept.
@@ -14,7 +15,7 @@
   run's latest checkpoint has changed.
 * Evaluation (and the other cheap derived files) are recomputed every time; the stability
   values are recomputed when their checkpoints, settings or the code that computes them
-  changed (a fingerprint of that code is kept beside them).
+  changed (their declared versions, libraries and device type are kept beside them).
 * A lock file in each run directory keeps two processes from writing one run.
 """
 
@@ -31,7 +32,8 @@ from ..common.experiments import JOB_KINDS, resolve
 from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
 from ..common.signals import Stopped, stop_requests
 from ..common.provenance import Proof, file_sha256, stamped
-from ..common.sources import fingerprint
+from ..common.numerics import BASELINE, PROCEDURES, analysis_current, analysis_identity, library_version
+from ..common.rundir import read_config
 from .plan import Job
 
 
@@ -51,7 +53,7 @@ def code_of(job: Job) -> str:
     """The code that trained the job's run, against this one: current, other or unknown."""
     from ..engine.rundir import code_state
 
-    return code_state(Path(job.run_dir), JOB_KINDS[job.kind].code)
+    return code_state(Path(job.run_dir), job.run_config(), JOB_KINDS[job.kind].numerics)
 
 
 def run_action(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
@@ -135,14 +137,15 @@ def run_stability(job: Job) -> dict:
         raise PosrnnError(f"{src} has no checkpoints; run its sweep first (posrnn sweep {Path(src).parent.name})")
     meta = {"source": str(src), "checkpoints": [[s, p.stat().st_size, _digest(p)] for s, p in ckpts],
             "triplets": o["triplets"], "chunk_size": o["chunk_size"], "seed": o["seed"],
-            "target_position": o.get("target_position", 1), "code": fingerprint("posrnn_cli.engine.stability")}
+            "target_position": o.get("target_position", 1),
+            "code": analysis_identity(read_run_config(src), "stability", o.get("device", "cpu"))}
     meta_path, npz = out / "stability_meta.json", out / "stability_values.npz"
     remove_stale_temps(out)
     if npz.is_file() and meta_path.is_file() and _stamped_as(read_json(meta_path), meta, npz):
         return {"stability": "skipped (up to date)"}
     # stopped on a signal (a SLURM requeue or preemption), it keeps the checkpoints done so far and goes on from there
     part, part_meta = out / "stability_partial.npz", out / "stability_partial_meta.json"
-    values = read_npz(part) if part.is_file() and part_meta.is_file() and read_json(part_meta) == meta else {}
+    values = read_npz(part) if part.is_file() and part_meta.is_file() and _same_meta(read_json(part_meta), meta) else {}
     done = {int(k.split("|", 1)[0]) for k in values}
 
     def after(step: int, _seconds: float) -> None:
@@ -169,8 +172,28 @@ def run_stability(job: Job) -> dict:
 def _stamped_as(stored, meta: dict, npz: Path) -> bool:
     """Whether a stored record is ``meta`` with the stamps of ``npz`` (a record from before the
     stamps is not: its values are computed again, and then stamped)."""
-    return (isinstance(stored, dict) and {k: v for k, v in stored.items() if k not in ("keys", "values_sha256")} == meta
-            and stored.get("values_sha256") == file_sha256(npz))
+    if not isinstance(stored, dict):
+        return False
+    settings = {k: v for k, v in stored.items() if k not in ("keys", "values_sha256")}
+    return _same_meta(settings, meta) and stored.get("values_sha256") == file_sha256(npz)
+
+
+def _same_meta(stored, meta: dict) -> bool:
+    """Whether a stored stability record is ``meta``: its settings equal, its code identity the
+    same (a code fingerprint from before identities counts as the baseline versions,
+    ``common.numerics.analysis_current``)."""
+    if not isinstance(stored, dict) or "code" not in stored:
+        return False
+    rest = {k: v for k, v in stored.items() if k != "code"}
+    return rest == {k: v for k, v in meta.items() if k != "code"} and analysis_current(stored["code"], meta["code"])
+
+
+def read_run_config(run: Path) -> RunConfig:
+    """The config a run directory holds (a one-line error when it holds none)."""
+    cfg = read_config(run)
+    if cfg is None:
+        raise PosrnnError(f"{run} holds no config.yaml; run its sweep first (posrnn sweep {Path(run).parent.name})")
+    return cfg
 
 
 def _digest(path: Path) -> str:
@@ -224,7 +247,8 @@ def _latest_digest(run: Path) -> Optional[str]:
 
 
 def run_lm_data(job: Job) -> dict:
-    """Paragraphs → tokenizer → encoded ids, redone only when the corpus or settings changed."""
+    """Paragraphs → tokenizer → encoded ids, redone only when the corpus, settings, the declared
+    version of the LM data preparation or sentencepiece's version changed."""
     from ..lm import data as lm_data
     from ..lm.encode import encode
     from ..lm.tokenizer import MODEL_NAME, train_tokenizer
@@ -235,9 +259,13 @@ def run_lm_data(job: Job) -> dict:
         raise PosrnnError(f"lm_data.data_dir {data_dir} does not exist; point it at WikiText-103's raw files "
                           f"(wiki.{{train,valid,test}}.raw) or at data/wikitext-mini")
     files = sorted(p for p in data_dir.rglob("*") if p.is_file())
-    meta = {"options": o, "corpus": {str(p.relative_to(data_dir)): _digest(p) for p in files}}
+    code = {"lm_data": PROCEDURES["lm_data"].version, "sentencepiece": library_version("sentencepiece")}
+    meta = {"options": o, "corpus": {str(p.relative_to(data_dir)): _digest(p) for p in files}, "code": code}
     meta_path = out / "lm_data_meta.json"
-    if meta_path.is_file() and read_json(meta_path) == meta and (out / "encoded" / "meta.json").is_file():
+    stored = read_json(meta_path) if meta_path.is_file() else None
+    if isinstance(stored, dict) and "code" not in stored and code["lm_data"] == BASELINE:
+        stored = {**stored, "code": code}  # written before the record of its code: made under the first version
+    if stored == meta and (out / "encoded" / "meta.json").is_file():
         return {"lm_data": "skipped (up to date)"}
     text, tok, enc = out / "text", out / "tokenizer", out / "encoded"
     lm_data.prepare(text, data_dir=data_dir)

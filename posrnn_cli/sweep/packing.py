@@ -2,11 +2,13 @@
 configs differ only in ``train.seed`` (the seeds of one cell) train in one process as one
 batched model, each member writing its own run directory exactly as its solo run would.
 
-``pack(jobs, k)`` is pure (no torch, no disk): the packs in job order, each with the reason a
-run of one stays solo. K comes from ``--ensemble K``, else the profile's ``ensemble:`` key, else
-``default_k``: the K measured best on the GPU kind (``ensemble_k.json``; none has been measured
-yet, so 1: no packing), and 1 on a CPU, where a step is compute-bound and batching seeds buys
-nothing.
+``pack(jobs, k, fit)`` is pure but for ``fit`` (no torch, no disk): the packs in job order, each
+with the reason a run of one stays solo, and with ``fit`` (the most members of a shape the device's
+memory holds) no pack larger than fits. K comes from ``--ensemble K``, else the profile's
+``ensemble:`` key, else ``default_k``: the K measured best on the GPU kind (``ensemble_k.json``;
+none has been measured yet, so 1: no packing), and 1 on a CPU, where a member equals its solo run
+only within float rounding, so a profile opts in (``ensemble: K``; ``posrnn bench --ensemble``
+measures what it buys there).
 Packing is for the local executor; a run whose core has no ensemble path runs solo in the
 same sweep. Torch-free: the CLI's dry run reads it. A pack's job is run by ``jobs.run_pack``.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..common import catalog
 from ..common.errors import PosrnnError
@@ -34,6 +36,7 @@ class Pack:
 
     jobs: list[Job]
     reason: Optional[str] = None
+    note: Optional[str] = None  # why the pack holds fewer runs than K (its members' memory)
 
     @property
     def solo(self) -> bool:
@@ -62,9 +65,15 @@ def shape_key(job: Job) -> tuple:
             tuple((s, tuple(sorted(sec.items()))) for s, sec in sorted(cfg.items())))
 
 
-def pack(jobs: list[Job], k: int) -> list[Pack]:
+#: ``fit(job) -> (n, why)``: the most runs of ``job``'s shape one ensemble may hold on the device, and why
+Fit = Callable[[Job], tuple[int, str]]
+
+
+def pack(jobs: list[Job], k: int, fit: Optional[Fit] = None) -> list[Pack]:
     """``jobs`` as packs of up to ``k`` same-shape runs (in job order), each run of one solo with the
-    reason: its kind or core has no ensemble path, no other run shares its shape, or k = 1."""
+    reason: its kind or core has no ensemble path, no other run shares its shape, or k = 1. With
+    ``fit``, a shape whose ``k`` members would not fit the device's memory is packed by the most
+    that do, each such pack noting why."""
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise PosrnnError(f"--ensemble takes the most runs per ensemble, a positive number; got {k!r}")
     groups: dict[tuple, list[Job]] = {}
@@ -76,10 +85,13 @@ def pack(jobs: list[Job], k: int) -> list[Pack]:
         else:
             groups.setdefault(shape_key(job), []).append(job)
     for same in groups.values():
-        for i in range(0, len(same), k):
-            chunk = same[i:i + k]
-            alone = "--ensemble 1 (no packing)" if k == 1 else "no other run of its shape is left to pack with"
-            out.append(Pack(chunk, alone if len(chunk) == 1 else None))
+        n, note = (k, None) if fit is None or k == 1 or len(same) == 1 else fit(same[0])
+        n, note = (k, None) if n >= k else (max(1, n), note)
+        for i in range(0, len(same), n):
+            chunk = same[i:i + n]
+            alone = ("--ensemble 1 (no packing)" if k == 1 else note if n == 1 and note
+                     else "no other run of its shape is left to pack with")
+            out.append(Pack(chunk, alone if len(chunk) == 1 else None, note))
     place = {id(j): n for n, j in enumerate(jobs)}
     return sorted(out, key=lambda p: place[id(p.jobs[0])])
 
@@ -94,13 +106,28 @@ def measured_rows(path: Path = TABLE) -> list[dict]:
 
 
 def default_k(device: str, rows: Optional[list[dict]] = None, kind: str = "") -> int:
-    """The ensemble size a sweep uses unless told: 1 on a CPU (a compute-bound step gains nothing);
+    """The ensemble size a sweep uses unless told: 1 on a CPU (a profile opts in with ``ensemble:``);
     on a GPU the smallest K measured best for that GPU kind over its cells (``rows``), 1 where
     nothing was measured."""
     if device == "cpu":
         return 1
-    ks = [int(r["k"]) for r in (rows or []) if r["kind"] and r["kind"] in kind]
+    ks = best_ks([r for r in (rows or []) if r["kind"] and r["kind"] in kind])
     return min(ks) if ks else 1
+
+
+def best_ks(rows: list[dict]) -> list[int]:
+    """Each cell's best K: a row's ``k``, or where rows hold the ``gain`` measured at each K (as the
+    GPU check writes them: K members' iterations in all over one solo run's), the K of the
+    highest gain of each cell (the smaller K on a tie)."""
+    cells: dict[tuple, list[tuple[float, int]]] = {}
+    out = []
+    for r in rows:
+        if "gain" not in r:
+            out.append(int(r["k"]))
+            continue
+        cell = tuple(r.get(key) for key in ("model", "vocab", "length", "hidden", "batch", "amp", "cuda_graph"))
+        cells.setdefault(cell, []).append((float(r["gain"]), -int(r["k"])))
+    return out + [-max(gains)[1] for gains in cells.values()]
 
 
 def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
@@ -119,10 +146,10 @@ def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
     return k
 
 
-def pack_jobs(jobs: list[Job], k: int) -> list[Job]:
+def pack_jobs(jobs: list[Job], k: int, fit: Optional[Fit] = None) -> list[Job]:
     """The jobs a local sweep runs: each pack of several runs as one ``PACK_KIND`` job."""
     out = []
-    for p in pack(jobs, k):
+    for p in pack(jobs, k, fit):
         if p.solo:
             out.append(p.jobs[0])
             continue
@@ -157,6 +184,11 @@ def describe(packs: list[Pack], each: bool = False) -> list[str]:
     lines = [f"packing: {sum(len(p.jobs) for p in ens):,} run(s) in {len(ens):,} ensemble(s), "
              f"{len(packs) - len(ens):,} run(s) solo"]
     lines += [f"  solo, {n:,} run(s): {reason}" for reason, n in sorted(why.items(), key=lambda rn: (-rn[1], rn[0]))]
+    notes: dict[str, int] = {}
+    for p in ens:
+        if p.note:
+            notes[p.note] = notes.get(p.note, 0) + 1
+    lines += [f"  smaller ensembles, {n:,}: {note}" for note, n in sorted(notes.items())]
     if each:
         lines += [f"  ensemble of {len(p.jobs)}: {', '.join(j.label for j in p.jobs)}" for p in ens]
         lines += [f"  solo: {p.jobs[0].label} ({p.reason})" for p in packs if p.solo]

@@ -34,6 +34,7 @@ from typing import Optional
 from ..common import keys
 from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
 from ..common.machine import fit_state_size
+from ..common.numerics import device_type
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve, trains
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
@@ -197,16 +198,6 @@ def _check_fixed(cfg: RunConfig, exp: Experiment, where: str) -> None:
         if flat[key] != value:
             raise PosrnnError(f"{where}: every {exp.name} run has {key} = {value!r}, but the profile sets "
                               f"{flat[key]!r}; drop that key from the section or cell")
-
-
-def device_type(device: str) -> str:
-    """"cpu" or "cuda" for a config's ``train.device`` ("auto": what this machine has; torch is
-    imported only then)."""
-    if device != "auto":
-        return device.split(":")[0]
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def train_jobs(params: Path, prof: dict, profile: str, exp: Experiment, runs_root: Path, force: bool) -> list[Job]:

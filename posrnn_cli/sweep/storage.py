@@ -76,6 +76,53 @@ def checkpoint_bytes(cfg: RunConfig) -> int:
     return data + BASE_BYTES + PER_TENSOR_BYTES * (len(state) + 3 * len(params))
 
 
+def member_bytes(cfg: RunConfig) -> tuple[int, int]:
+    """(bytes, shared bytes) of one member of an ensemble of ``cfg``'s seeds at its training step's
+    peak (``common.memory.member_parts``), from its model built on the ``meta`` device."""
+    import torch
+
+    from ..common.memory import member_parts
+    from ..models import build_model
+    from ..models.rnn import GATES
+
+    task = task_shape(cfg)
+    with torch.device("meta"):
+        model = build_model(cfg, task)
+    out_steps = task.max_steps - (task.output_start or 0)
+    return member_parts(cfg, task.max_steps, out_steps, task.n_input_ids, task.n_outputs, model.encoder.out_dim,
+                        GATES[model.core.kind], getattr(task, "head_chunk", None))
+
+
+def member_fit(available: Optional[int], where: str):
+    """``packing.Fit`` for a device with ``available`` bytes (``where`` names it): the most members of
+    a job's shape whose training steps fit (``member_bytes``), and why. None where the memory is not known."""
+    if available is None:
+        return None
+    from ..common.memory import human
+
+    def fit(job: Job) -> tuple[int, str]:
+        member, shared = member_bytes(job.run_config())
+        n = max(1, (available - shared) // max(member, 1))
+        return n, (f"a member of {job.experiment}'s shape needs about {human(member)} at its step's peak (an estimate) "
+                   f"and {where} has {human(available)}: {n} fit")
+    return fit
+
+
+def sweep_memory(prof: dict) -> tuple[Optional[int], str]:
+    """The memory the sweep's runs train in, where this machine can tell: the visible GPU's, or the
+    memory available now for a CPU sweep; (None, why) for a GPU profile seen from a machine without one."""
+    from ..common.memory import available_bytes
+
+    device = str(prof.get("device", "auto"))
+    import torch
+
+    if torch.cuda.is_available() and device != "cpu":
+        return int(torch.cuda.get_device_properties(0).total_memory), f"the GPU ({torch.cuda.get_device_name(0)})"
+    if device.startswith("cuda"):
+        return None, "no GPU here"
+    return available_bytes(), "this machine (memory available now)"
+
+
 def estimate(jobs: list[Job]) -> dict[str, Optional[RunStorage]]:
     """run label → its storage (None for jobs that keep no checkpoint: stability, lm_data)."""
     sizes: dict[str, int] = {}

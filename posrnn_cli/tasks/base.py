@@ -179,6 +179,13 @@ class Task(abc.ABC):
         (the ``phase`` encoding marks steps ≥ it as output phase)."""
         return None
 
+    @property
+    def shared_input_start(self) -> Optional[int]:
+        """The step from which every sequence is fed the same id at the same positions (the output
+        phase's query), so a model may encode those steps once for the whole batch; None where the
+        inputs differ to the end."""
+        return None
+
     def space_size(self) -> float:
         """How many distinct samples the task can draw (for the held-out check)."""
         return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
@@ -209,6 +216,9 @@ class Task(abc.ABC):
             raise PosrnnError(f"--pairs (key-value pairs) is not defined for task {self.name!r}; drop it")
         if c.filler != "random" and not self.supports_filler:
             raise PosrnnError(f"--filler is not defined for task {self.name!r}; drop it")
+        if c.length_buckets is not None and self.name != "lm":
+            raise PosrnnError(f"task.length_buckets (length-bucketed batches) is not defined for task {self.name!r}; "
+                              f"drop it")
         space = self.space_size()
         if space < 2 * c.n_test:
             raise PosrnnError(

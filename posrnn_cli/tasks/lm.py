@@ -7,6 +7,12 @@ at the paragraph's first token: inputs ``t_0 … t_{n−2}``, targets ``t_1 … 
 right-padded, padding masked out of the loss and never fed to the output head, which
 takes the real tokens in chunks (``models/head.py``): no (B, T−1, V) tensor is made.
 
+With ``task.length_buckets`` = n, each batch is drawn from one of n equal-count groups of the
+paragraphs sorted by length (the group drawn first, then the batch within it, both with the run's
+generator): the batch pads to its group's longest draw, not the corpus's (at B = 512 about 1,022
+steps unbucketed). Each paragraph is still drawn equally often, but which paragraphs share a batch
+changes, so the papers' profiles leave it off; off, sampling is as it always was.
+
 Evaluation reads the whole test split in order; ``infer`` returns per-token NLL instead of
 predictions, and the report gives perplexity = exp(mean token NLL) and NLL per position.
 """
@@ -40,6 +46,13 @@ def lm_config(data: Path, options: dict, params: Path | None = None, sets: list[
     return cfg
 
 
+def length_buckets(lengths, n: int) -> list[np.ndarray]:
+    """The paragraph indices in ``n`` groups of equal count (to one), in order of length (ties by
+    index), none empty: at most as many groups as paragraphs."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [part for part in np.array_split(order, min(n, len(order))) if len(part)]
+
+
 class LMTask(Task):
     """Next-token prediction over paragraphs of an encoded corpus (``task.data``)."""
 
@@ -56,6 +69,7 @@ class LMTask(Task):
             raise PosrnnError(f"encoded corpus {cfg.data} does not exist; run `posrnn lm encode` first or fix --data")
         self.train_split = LMCorpus(cfg.data, "train")  # all paragraphs; ranks slice each global batch
         super().__init__(cfg, rank, world_size)
+        self.buckets = length_buckets(self.train_split.lengths, cfg.length_buckets) if cfg.length_buckets else None
 
     @property
     def root(self) -> Path:
@@ -101,8 +115,19 @@ class LMTask(Task):
         """``n`` random paragraphs per rank. Every rank draws the same global batch of
         ``n × world_size`` paragraphs and keeps its own slice, so a data-parallel step equals
         one process with the whole batch (up to float reduction order)."""
+        if self.buckets is not None:
+            return self._bucketed(n, gen, device)
         idx = torch.randint(len(self.train_split), (n * self.world_size,), generator=gen, device=gen.device)
         idx = idx[self.rank * n : (self.rank + 1) * n].tolist()
+        tokens, lengths = self.train_split.collate(idx, pad_id=0)
+        return self._batch(tokens.to(device), lengths.to(device))
+
+    def _bucketed(self, n: int, gen: torch.Generator, device) -> Batch:
+        """``sample`` under ``task.length_buckets``: a bucket drawn, then the global batch within it."""
+        b = int(torch.randint(len(self.buckets), (1,), generator=gen, device=gen.device))
+        rows = self.buckets[b]
+        pos = torch.randint(len(rows), (n * self.world_size,), generator=gen, device=gen.device)
+        idx = rows[pos[self.rank * n : (self.rank + 1) * n].cpu().numpy()].tolist()
         tokens, lengths = self.train_split.collate(idx, pad_id=0)
         return self._batch(tokens.to(device), lengths.to(device))
 

@@ -46,6 +46,11 @@ class ReverseTask(Task):
     def output_start(self) -> Optional[int]:
         return self.L
 
+    @property
+    def shared_input_start(self) -> Optional[int]:
+        """Without autoregression, every output step of every sequence is fed the query id."""
+        return self.L if self.fixed_reverse_layout else None
+
     # ---- drawing -------------------------------------------------------------------
     def tokens(self, n: int, gen: torch.Generator, device) -> Tensor:
         """(n, L) training tokens, i.i.d. uniform over V."""

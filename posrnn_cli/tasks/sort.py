@@ -20,6 +20,10 @@ class SortTask(ReverseTask):
     fixed_reverse_layout = False  # not reverse ordering: no stability triplets, no extension
     extendable = False
 
+    @property
+    def shared_input_start(self) -> Optional[int]:
+        return None if self.cfg.autoregressive else self.L
+
     def target_of(self, x: Tensor, lengths: Optional[Tensor]) -> Tensor:
         return x.sort(dim=1).values
 
