@@ -23,8 +23,8 @@ PE_ORDER = list(catalog.PE_FORMS)
 MODEL_ORDER = tuple(catalog.CORES)
 #: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
 MAX_COLUMNS = 4
-#: the tasks whose token-accuracy axes carry their floor lines (``common.floors``: chance, and
-#: what position alone reaches where the task has such a line)
+#: the tasks whose token-accuracy axes carry their floor lines (``common.floors``: chance, and the
+#: highest line a baseline model reaches: recall-last, order-blind, order statistics, position)
 CHANCE_TASKS = ("reverse", "sort", "mqar", "predecessor")
 _DPI = 110
 _FIX = "re-run `posrnn aggregate` to rewrite the tables"
@@ -215,8 +215,8 @@ def sweep_axis(ax, xs: list, log2: bool = True) -> None:
 
 
 def chance_level(r: dict) -> Optional[float]:
-    """The chance line of a row's token accuracy (``common.floors``: 1/V for reverse and sort,
-    1/P for MQAR); None where no line is drawn."""
+    """The chance line of a row's token accuracy (``common.floors``: 1/V for reverse, sort and the
+    predecessor query, 1/P for MQAR); None where no line is drawn."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
         return None
