@@ -263,7 +263,8 @@ def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
 
 def _mean_lines(fig):
     """The lines of means (error bars' caps and the chance line are not in the legend)."""
-    return [ln for ax in fig.axes for ln in ax.lines if ln.get_gid() != "chance" and not ln.get_label().startswith("_")]
+    return [ln for ax in fig.axes for ln in ax.lines
+            if ln.get_gid() not in ("chance", "baseline") and not ln.get_label().startswith("_")]
 
 
 @pytest.mark.parametrize("what", ["length", "fig2"])
@@ -436,3 +437,22 @@ def test_equal_stability_lines_and_values_one_by_construction_are_said(kept, tmp
     assert sum("by construction" in n for n in notes) == 2 and sum("F/F = F/R = R/F = R/R" in n for n in notes) == 2
     plots.fig_stability(stability_rows([("gru", "none")]), tmp_path / "t.png")
     assert _notes(kept["t.png"]) == []
+
+
+def test_the_baseline_line_a_reader_would_name_is_drawn_and_named(kept, tmp_path):
+    """Beside chance, each token-accuracy axis draws the highest line a baseline model reaches
+    (``common.floors``), named: recall-last for reversal (a curve over V), order-blind for the
+    predecessor query."""
+    from posrnn_cli.common import floors
+
+    rows = [acc_row("gru", pe, _vals(p + j), V=V) for p, pe in enumerate(("none", "sinusoidal"))
+            for j, V in enumerate((16, 64))]
+    plots.fig_vocab(rows, tmp_path / "v.png")
+    drawn = [(ln.get_label(), list(ln.get_ydata())) for ax in kept["v.png"].axes for ln in ax.lines
+             if ln.get_gid() == "baseline"]
+    L = rows[0]["length"]
+    want = [floors.recall_last_line(floors.Cell("reverse", V, L)) for V in (16, 64)]
+    assert drawn and all(label == "recall-last" and ys == pytest.approx(want) for label, ys in drawn)
+    pred = [acc_row("lstm", pe, _vals(p), task="predecessor") for p, pe in enumerate(("none", "sinusoidal"))]
+    assert figkit.baseline_level(pred[0]).name == "order-blind"
+    assert figkit.baseline_level(pred[0]).value == pytest.approx(1 / (L - 1))

@@ -235,9 +235,12 @@ def dual_block(model, vff, vfr, pff, pfr, V=64):
 def test_gap_contrast(tmp_path):
     rows = dual_block("gru", 0.95, 0.6, 0.99, 0.97) + dual_block("lstm", 0.95, 0.7, 0.99, 0.97, V=1024)
     assert at(score(tmp_path, "dual_vanilla_fails_fr", dual=rows)) == R
-    # vanilla does not fail F/R: its gap is not shown
-    rows = dual_block("gru", 0.95, 0.95, 0.99, 0.97) + dual_block("lstm", 0.95, 0.7, 0.99, 0.97, V=1024)
+    # vanilla does not fail F/R: its gap is not shown, nor is it shown smaller than PE's: open
+    rows = dual_block("gru", 0.95, 0.95, 0.99, 0.99) + dual_block("lstm", 0.95, 0.7, 0.99, 0.97, V=1024)
     assert at(score(tmp_path, "dual_vanilla_fails_fr", dual=rows)) == INC
+    # the refutation route: gap a not shown, but shown smaller than gap b, goes against the hypothesis
+    rows = dual_block("gru", 0.95, 0.95, 0.99, 0.97) + dual_block("lstm", 0.95, 0.7, 0.99, 0.97, V=1024)
+    assert at(score(tmp_path, "dual_vanilla_fails_fr", dual=rows)) == NR
     # PE fails more than vanilla
     rows = dual_block("gru", 0.95, 0.8, 0.99, 0.5) + dual_block("lstm", 0.95, 0.7, 0.99, 0.97, V=1024)
     assert at(score(tmp_path, "dual_vanilla_fails_fr", dual=rows)) == NR
@@ -344,11 +347,11 @@ def test_delayed_addition_and_the_predecessor_query_read_their_own_tables(tmp_pa
 
 
 def test_the_pattern_count_orders_the_lead_along_the_diagonal(tmp_path):
-    def rows(leads):  # (K, L) with K^L fixed, PE's lead at each
+    def rows(leads):  # (K, L) with K^L fixed, PE's lead at each; above recall-last (0.501 at K = 2)
         out = []
         for (k, L), lead in zip(((2, 768), (8, 256), (4096, 64)), leads):
             at_kl = {"length": L, "hidden_size": 512}
-            out += [ev("lstm", "sinusoidal", k, 0.5 + lead, at=at_kl), ev("lstm", "none", k, 0.5, at=at_kl)]
+            out += [ev("lstm", "sinusoidal", k, 0.6 + lead, at=at_kl), ev("lstm", "none", k, 0.6, at=at_kl)]
         return out
     row = score(tmp_path, "pattern_count_vocab_over_length", patterns=rows((0.0, 0.1, 0.3)))
     assert at(row) == R and "V=2, length=768" in row["at_regime"]["measured"]

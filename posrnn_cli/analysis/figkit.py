@@ -23,9 +23,9 @@ PE_ORDER = list(catalog.PE_FORMS)
 MODEL_ORDER = tuple(catalog.CORES)
 #: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
 MAX_COLUMNS = 4
-#: the tasks whose token-accuracy axes carry their floor lines (``common.floors``: chance, and
-#: what position alone reaches where the task has such a line)
-CHANCE_TASKS = ("reverse", "sort", "mqar")
+#: the tasks whose token-accuracy axes carry their floor lines (``common.floors``: chance, and the
+#: highest line a baseline model reaches: recall-last, order-blind, order statistics, position)
+CHANCE_TASKS = ("reverse", "sort", "mqar", "predecessor")
 _DPI = 110
 _FIX = "re-run `posrnn aggregate` to rewrite the tables"
 
@@ -215,30 +215,34 @@ def sweep_axis(ax, xs: list, log2: bool = True) -> None:
 
 
 def chance_level(r: dict) -> Optional[float]:
-    """The chance line of a row's token accuracy (``common.floors``: 1/V for reverse and sort,
-    1/P for MQAR); None where no line is drawn."""
+    """The chance line of a row's token accuracy (``common.floors``: 1/V for reverse, sort and the
+    predecessor query, 1/P for MQAR); None where no line is drawn."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
         return None
     return floors.chance_line(r["task"], v, r.get("length"), r.get("pairs"))
 
 
-def position_level(r: dict) -> Optional[float]:
-    """What position alone reaches (``common.floors``), where the row's task has such a line."""
+def baseline_level(r: dict) -> Optional[floors.Line]:
+    """The highest line above chance a baseline model reaches at a row's cell (``common.floors``:
+    recall-last, order-blind, order statistics, position), where its task declares one."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
         return None
-    return floors.position_line(r["task"], v, r.get("length"), r.get("pairs"), r.get("filler") or "random")
+    cell = floors.Cell.from_row(r)
+    return floors.informed(cell) if cell else None
 
 
 def draw_floors(ax, xs: list, rows: list[dict], half: float = 0.4) -> None:
-    """The floor lines of each row at ``xs``: chance (dashed, gid "chance") and what position
-    alone reaches (dotted, gid "position"): one horizontal line when all rows share it, short
-    segments over each x otherwise, a curve when ``half`` is None (x = V)."""
+    """The floor lines of each row at ``xs``: chance (dashed, gid "chance") and the highest line a
+    baseline model reaches (dotted, gid "baseline", named: recall-last, order-blind, from position
+    alone): one horizontal line when all rows share it, short segments over each x otherwise, a
+    curve when ``half`` is None (x = V)."""
     rule = next((floors.CHANCE_LABEL[r["task"]] for r in rows if r.get("task") in floors.CHANCE_LABEL),
                 "1/V (uniform guess)")
+    base = next((b.name for b in map(baseline_level, rows) if b is not None), "baseline")
     for level, gid, ls, name in ((chance_level, "chance", "--", f"chance {rule}"),
-                                 (position_level, "position", ":", "from position alone")):
+                                 (lambda r: getattr(baseline_level(r), "value", None), "baseline", ":", base)):
         pts = sorted({(x, level(r)) for x, r in zip(xs, rows) if level(r) is not None})
         if not pts:
             continue

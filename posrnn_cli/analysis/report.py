@@ -19,7 +19,7 @@ from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
-                        VERDICTS, claim_group, count_lines, seeds_text, summarize)
+                        VERDICTS, at_ceiling, claim_group, count_lines, seeds_text, summarize)
 
 #: how the seeds table and the README name the two scopes
 SCOPE_SHORT = {"at_regime": "at regime", "indication": "indication"}
@@ -301,12 +301,20 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
 
 
 # ---- across profiles: each claim's verdict in every profile ------------------------------------------
-#: the verdicts that decide a claim, and whether each says the claim as stated holds: two profiles
-#: disagree when one says it holds and another that it does not ("direction only" and "not
-#: reproduced" agree that the stated size is not shown)
-DECIDED = {REPRODUCED: True, DIRECTION_ONLY: False, NOT_REPRODUCED: False}
+#: the verdicts that decide a claim, and what each says of it: two profiles disagree when they say
+#: different things. "Direction only" says the direction is shown and the stated size is not; for a
+#: threshold claim (the claim *is* a stated size: "reaches 95%") it agrees with "not reproduced"
+#: that the claim as stated does not hold, and for every other kind it stands apart from both
+DECIDED = {REPRODUCED: "holds", DIRECTION_ONLY: "direction only", NOT_REPRODUCED: "does not hold"}
+#: the claim kinds whose "direction only" reads as "does not hold" (``DECIDED``)
+SIZE_KINDS = ("threshold",)
 #: the name of the results page's block that holds the table across profiles
 ACROSS = "across"
+
+
+def stance(word: str, kind: str) -> str:
+    """What a decided verdict says of a claim of ``kind`` (``DECIDED``, narrowed by ``SIZE_KINDS``)."""
+    return DECIDED[NOT_REPRODUCED] if word == DIRECTION_ONLY and kind in SIZE_KINDS else DECIDED[word]
 
 
 def _shown(r: dict) -> tuple[str, Optional[str]]:
@@ -322,7 +330,7 @@ def _shown(r: dict) -> tuple[str, Optional[str]]:
 
 def across(scored: dict[str, list[dict]]) -> list[dict]:
     """One entry a claim measured in any profile: ``cells`` (profile → what it says), and
-    ``disagree`` (True where two profiles decide it differently)."""
+    ``disagree`` (True where two profiles decide it differently, ``stance``)."""
     ids = list(dict.fromkeys(r["id"] for rows in scored.values() for r in rows))
     by_profile = {p: {r["id"]: r for r in rows} for p, rows in scored.items()}
     out = []
@@ -332,7 +340,7 @@ def across(scored: dict[str, list[dict]]) -> list[dict]:
             text, word = _shown(rows[cid]) if cid in rows else ("—", None)
             cells[p] = text
             if word:
-                decided.add(DECIDED[word])
+                decided.add(stance(word, rows[cid].get("kind", "")))
         if any(c != "—" for c in cells.values()):
             out.append({"id": cid, "cells": cells, "disagree": len(decided) > 1})
     return out
@@ -464,9 +472,64 @@ def answer_block(scored: dict[str, list[dict]]) -> str:
                       f"{cpu} {paper}{beyond}", f"<!-- /results:{ANSWER} -->"])
 
 
+# ---- the README's count: the papers' claims the CPU profiles decide, with its qualifiers -------------
+#: the name of the README's block that counts them
+COUNT = "count"
+#: the profiles at CPU scale the count reads
+CPU_PROFILES = ("lite", "lite_extra", "lite_seeds", "lite_round2")
+
+
+def decided_count(scored: dict[str, list[dict]]) -> dict:
+    """The papers' claims the CPU profiles decide (reproduced, direction only or not reproduced,
+    at either scope, in any of ``CPU_PROFILES``), with the qualifiers a reader needs: those
+    decided only by a partial result, the implementation checks, those decided both ways (two
+    profiles' readings disagree, ``across``), the strict count without all three, and the claims
+    read "not testable" at the ceiling somewhere (not decided, counted apart)."""
+    cpu = {p: [r for r in rows if r["section"] == "papers"] for p, rows in scored.items() if p in CPU_PROFILES}
+    ids = list(dict.fromkeys(r["id"] for rows in cpu.values() for r in rows))
+    found: dict[str, list[dict]] = {i: [] for i in ids}
+    impl, ceiling = set(), set()
+    for rows in cpu.values():
+        for r in rows:
+            impl |= {r["id"]} if r.get("implementation") else set()
+            for scope in SCOPES:
+                x = r[scope]
+                if x["verdict"] in DECIDED:
+                    found[r["id"]].append(x)
+                ceiling |= {r["id"]} if at_ceiling(x) else set()
+    decided = [i for i in ids if found[i]]
+    partial = [i for i in decided if all(x.get("partial") for x in found[i])]
+    both = [e["id"] for e in across(cpu) if e["disagree"] and e["id"] in decided]
+    checks = [i for i in decided if i in impl]
+    strict = [i for i in decided if i not in partial + both + checks]
+    return {"profiles": list(cpu), "claims": len(ids), "decided": decided, "partial": partial,
+            "implementation": checks, "both_ways": both, "strict": strict,
+            "ceiling": [i for i in ids if i in ceiling and i not in decided]}
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(f"`{i}`" for i in ids)
+
+
+def count_block(scored: dict[str, list[dict]]) -> str:
+    """The README's count line (``decided_count``), generated."""
+    c = decided_count(scored)
+    n = len
+    text = (f"The CPU profiles ({', '.join(f'`{p}`' for p in c['profiles'])}) decide {n(c['decided'])} of the papers' "
+            f"{c['claims']} claims; strictly "
+            f"{n(c['strict'])}, without the {n(c['partial'])} decided only by a partial result, the "
+            f"{n(c['implementation'])} implementation checks and the {n(c['both_ways'])} decided both ways "
+            f"({_ids(c['both_ways']) or 'none'}). {n(c['ceiling'])} read not testable at the ceiling "
+            f"({_ids(c['ceiling']) or 'none'}), counted apart.")
+    return "\n".join([f"<!-- results:{COUNT} -->",
+                      "*Generated from the committed scorecards by `posrnn scorecard --across --page README.md`; "
+                      "a test fails when this block differs from them.*", "", text, f"<!-- /results:{COUNT} -->"])
+
+
 def across_blocks(scored: dict[str, list[dict]]) -> dict[str, str]:
-    """Every block built from all the committed scorecards: the table across profiles, the answer."""
-    return {ACROSS: across_markdown(scored), ANSWER: answer_block(scored)}
+    """Every block built from all the committed scorecards: the table across profiles, the answer,
+    the count."""
+    return {ACROSS: across_markdown(scored), ANSWER: answer_block(scored), COUNT: count_block(scored)}
 
 
 def update_across_page(page: Path, scored: dict[str, list[dict]]) -> list[str]:

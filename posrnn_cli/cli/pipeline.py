@@ -370,7 +370,7 @@ ClaimOpt = Annotated[Optional[list[str]], typer.Option(
 AcrossOpt = Annotated[bool, typer.Option(
     "--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, "
                      "disagreements marked (with --page: the page's blocks built across profiles, the across "
-                     "table and the README's answer).")]
+                     "table, the README's answer and its count line).")]
 
 
 def scorecard(

@@ -27,6 +27,10 @@ How a claim is scored:
   A contrast claim is scored only where its baseline effect is shown; a null claim needs an
   equivalence margin and a power guard (the reference learned something, and the interval is
   narrower than the margin); a decay speed needs at least 5 checkpoints, the first at step 0.
+- **Floors and ceiling.** A token-accuracy comparison with any compared arm not shown above its
+  floor (``common.floors``: chance and the baselines a reader would name) reads ``not testable``,
+  naming the line; so does one whose every arm's mean is at or above ``score.CEILING`` (0.98),
+  counted apart as a ceiling read.
 
 Everything here reads CSV files only: no torch, no training code, so the pipeline stage that
 writes the scorecard depends on the result tables alone.
@@ -52,7 +56,7 @@ from .core import (DIRECTION_ONLY, EVAL_TABLES, INCONCLUSIVE, MIN_SEEDS, NOT_MEA
 from .exact import check_permutation_invariant, check_permutation_sensitive
 from .kinds import check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend
 from .render import count_lines, count_text, scorecard_markdown, scorecard_rich_table, seeds_text, write_scorecard
-from .score import evaluate_claim, holm_rejected, scorecard, summarize
+from .score import at_ceiling, evaluate_claim, holm_rejected, scorecard, summarize
 from .result_tables import Table, TableSet, load_table
 
 __all__ = [
@@ -65,6 +69,6 @@ __all__ = [
     "check_permutation_invariant", "check_permutation_sensitive", "check_ahead", "check_decline",
     "check_lm_no_gain", "check_no_gain", "check_threshold", "check_trend", "scorecard_markdown",
     "scorecard_rich_table", "seeds_text", "count_lines", "count_text", "write_scorecard", "evaluate_claim",
-    "holm_rejected", "scorecard", "summarize", "Table",
+    "holm_rejected", "scorecard", "summarize", "at_ceiling", "Table",
     "TableSet", "load_table",
 ]

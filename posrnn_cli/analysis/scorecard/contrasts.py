@@ -69,20 +69,26 @@ def _paired_gaps(claim: dict, ts: TableSet, rd: Reading) -> tuple[list, set]:
 def check_gap_contrast(claim: dict, ts: TableSet, rd: Reading) -> Outcome:
     """A difference of differences on the same seeds: side ``a``'s gap (plus − minus) is shown
     (interval above 0) and exceeds side ``b``'s gap at the same cell (the interval of gap a −
-    gap b above 0)."""
+    gap b above 0). The gate: a cell's difference counts toward "reproduced" only where gap a is
+    itself shown. The refutation route: a cell where gap a is shown negative, or gap a − gap b
+    has its interval below 0 (whether or not gap a is shown), goes against the hypothesis and
+    reads "not reproduced" (which must then survive Holm's step-down, as every such verdict)."""
     p = claim["params"]
     comps, filt_cols = _paired_gaps(claim, ts, rd)
     out, sds = [], []
     for (ka, ga, row), (kb, gb, _) in comps:
         diff = ga - gb
         shown = rd.side(ga)
-        v = (NOT_REPRODUCED if shown == "below" else INCONCLUSIVE if shown == "across" else by_interval(rd, diff))
+        if shown == "above":
+            v = by_interval(rd, diff)
+        else:
+            v = NOT_REPRODUCED if shown == "below" or rd.side(diff) == "below" else INCONCLUSIVE
         out.append((cell_label(row, skip=filt_cols), ga, gb, diff, v))
         sds += [ga, gb, diff]
     verdict = worst_of(x[-1] for x in out)
     reason = {REPRODUCED: "gap a shown and larger than gap b, the interval of the difference above 0",
               INCONCLUSIVE: "gap a not shown, or the interval of gap a − gap b crosses 0, in some cell",
-              NOT_REPRODUCED: "gap a negative, or smaller than gap b, in some cell"}[verdict]
+              NOT_REPRODUCED: "gap a negative, or smaller than gap b (shown or not), in some cell"}[verdict]
     la, lb = p["a"].get("label", "a"), p["b"].get("label", "b")
     parts = [f"{cell}: {la} {fmt_sd(ga, sign=True)}; {lb} {fmt_sd(gb, sign=True)}; difference "
              f"{fmt_sd(diff, sign=True)}" for cell, ga, gb, diff, _ in out]

@@ -8,10 +8,10 @@ from typing import Any, Optional
 
 from posrnn_cli.common.io import atomic_write_json, atomic_write_text
 
-from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, SCOPES,
-                   TOO_FEW_SEEDS, VERDICTS)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
+                   SCOPES, TOO_FEW_SEEDS, VERDICTS)
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group
-from .score import scorecard, summarize
+from .score import CEILING, scorecard, summarize
 
 
 #: how the scorecard introduces the partial claims' counts (the results page says it shorter)
@@ -21,7 +21,8 @@ PARTIAL = "partial (a named model not measured), counted apart"
 def count_text(c: dict, partial: str = PARTIAL) -> str:
     """One scope's counts of a section (``summarize``): "3 reproduced, 1 inconclusive", then the
     partial claims' counts after ``partial``; "none" when there are none."""
-    text = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v))
+    text = ", ".join(f"{c[v]} {v}" + (f" ({c['ceiling']} at the ceiling)" if v == NOT_TESTABLE and c.get("ceiling")
+                                       else "") for v in VERDICTS if c.get(v))
     if c.get("partial"):
         text += f"; {partial}: " + ", ".join(f"{n} {v}" for v, n in c["partial"].items())
     return text or "none"
@@ -54,7 +55,9 @@ def scorecard_markdown(rows: list[dict], title: str = "Reproduction scorecard") 
              "decide: a null claim's interval too wide for its margin, or an open result of a claim to which the "
              "profile's design (its `power:` in params.yaml, stated before the runs) gives fewer seeds than its "
              "pilot says the claim needs. *Not testable*: the measure starts at its ceiling before "
-             "training, or every compared arm scores at or below its floor (chance, or what position alone reaches). "
+             "training; or some compared arm is not shown above its floor (its interval reaches the highest line of "
+             "chance and the baselines a reader would name: recall-last, order-blind, order statistics, position); "
+             f"or every compared arm's token accuracy is at or above {CEILING:g} (*ceiling*, counted apart). "
              "*Not measured*: no data. For an open verdict (inconclusive, underpowered) each cell gives the seeds to "
              "reproduce and the seeds to reject, each under the claim's multiplicity rule, if the effects and spreads "
              "stayed as observed, with the seeds for 80% power, and which way the data point (seeds.md lists them "

@@ -11,11 +11,11 @@ import numpy as np
 
 from posrnn_cli.common import floors
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.tables import is_number
+from posrnn_cli.common.stats import t_interval
 
-from .core import (INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome, SCOPES,
-                   TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, NotMeasured, Reading, Settled,
-                   describe_filter, row_matches, sort_key, worst_of)
+from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome,
+                   SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, NotMeasured, Reading, Settled,
+                   describe_filter, float_list, row_matches, sort_key, worst_of)
 from .result_tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
 from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim, validate_power
@@ -91,39 +91,85 @@ def _seeds_needed(claim: dict, ts: TableSet, trace: list, verdict: str) -> Optio
     return seeds_both_ways(lambda tr, force: _test(claim, ts, tr, force=force).verdict, trace)
 
 
-def _row_floor(row: dict) -> Optional[float]:
-    task, V = row.get("task"), row.get("vocab_size")
-    if not isinstance(task, str) or not is_number(V):
+#: the ceiling guard's threshold: an arm *sits at the ceiling* when its mean token accuracy over
+#: seeds is at or above this; a comparison whose every arm sits there could not show a difference
+#: either way. (The floor guard reads the interval instead: an arm sits at its floor when its
+#: seed-level 95% interval reaches down to its floor line, i.e. it is not shown above the baseline.)
+CEILING = 0.98
+
+
+def _bounds(r: dict) -> Optional[tuple[float, float, float]]:
+    """A row's token accuracy: its mean over seeds and the bounds of its seed-level 95% interval
+    (the mean itself with one seed); None without per-seed values."""
+    vals = float_list(r.get("token_accuracy_by_seed"))
+    if not vals:
         return None
-    num = (lambda c: int(row[c]) if is_number(row.get(c)) else None)
-    return floors.floor_line(task, int(V), num("length"), num("pairs"), row.get("filler") or "random")
+    m, lo, hi = t_interval(vals)
+    return m, (m if math.isnan(lo) else lo), (m if math.isnan(hi) else hi)
+
+
+def _compared_rows(out: Outcome, trace: list) -> list[dict]:
+    """The table rows a token-accuracy test compared (through its traced comparisons). A gate's
+    rows are not among them: a gate is a baseline effect a cell needs, and a baseline that falls
+    to its floor shows that effect rather than hiding one."""
+    if (out.details or {}).get("metric") != "token_accuracy":
+        return []
+    return list({id(r): r for e in trace if e[0] == "side" for r in e[1].rows}.values())
+
+
+def _arm_name(r: dict) -> str:
+    conv = {True: "conv", False: "no conv"}.get(r.get("conv"))
+    return " ".join(str(x) for x in (r.get("model"), r.get("pe"), conv, f"V={r.get('vocab_size')}", r.get("condition"),
+                                     r.get("half") if r.get("half") not in (None, "all") else None) if x)
 
 
 def _at_floor(out: Outcome, trace: list) -> Optional[Outcome]:
-    """``not testable`` when every arm a token-accuracy test compared scores (its mean over
-    seeds) at or below its floor line (``common.floors``: chance, or what position alone
-    reaches): no difference between such arms shows anything the task asks for."""
-    if (out.details or {}).get("metric") != "token_accuracy":
-        return None
-    rows = list({id(r): r for e in trace if e[0] in ("side", "gate") for r in e[1].rows}.values())
-    if not rows:
-        return None
+    """``not testable`` when any arm a token-accuracy test compared sits at its floor: the
+    seed-level 95% interval of its token accuracy reaches down to the highest line its task
+    declares (``common.floors``: chance, and the baseline a reader would name: recall-last,
+    order-blind, order statistics, position), so the arm is not shown to beat that baseline and a
+    difference involving it may be the baseline's, not anything the task asks for."""
     found = []
-    for r in rows:
-        line, acc = _row_floor(r), r.get("token_accuracy")
-        if line is None or not is_number(acc) or acc > line:
-            return None
-        found.append((r, acc, line))
-    cells = dict.fromkeys(f"{r.get('task')} {r.get('model')} {r.get('pe')} V={r.get('vocab_size')}: {acc:.3f} against "
-                          f"{line:.3f}" for r, acc, line in found)
-    r0 = found[0][0]
-    words = floors.floor_words(r0["task"], int(r0["vocab_size"]), *(int(r0[c]) if is_number(r0.get(c)) else None
-                                                                    for c in ("length", "pairs")))
-    reason = (f"every compared arm's token accuracy is at or below its floor ({words}): "
-              + "; ".join(cells) + ": no arm shows what the task asks for, so no comparison of them can")
+    for r in _compared_rows(out, trace):
+        cell, b = floors.Cell.from_row(r), _bounds(r)
+        top = floors.highest(cell) if cell else None
+        if top is not None and b is not None and b[1] <= top.value:
+            found.append((r, b, top, cell))
+    if not found:
+        return None
+    cells = dict.fromkeys(f"{r.get('task')} {_arm_name(r)}: {m:.3f} (interval from {lo:.3f}), not above its "
+                          f"{top.name} line {top.value:.3f}" for r, (m, lo, _), top, _ in found)
+    reason = (f"an arm sits at its floor ({floors.floor_words(found[0][3])}): " + "; ".join(cells)
+              + ": a difference involving it may be the baseline's, so the comparison shows nothing the task asks for")
     return Outcome(NOT_TESTABLE, out.measured, reason, {**out.details, "floor": [
-        {"row": f"{r.get('model')} {r.get('pe')} V={r.get('vocab_size')}", "token_accuracy": acc, "floor": line}
-        for r, acc, line in found]}, out.n_seeds)
+        {"row": _arm_name(r), "token_accuracy": m, "ci_low": lo, "floor": top.value, "line": top.name}
+        for r, (m, lo, _), top, _ in found]}, out.n_seeds)
+
+
+def _at_ceiling(out: Outcome, trace: list) -> Optional[Outcome]:
+    """``not testable`` (ceiling) when every arm a token-accuracy test compared sits at the
+    ceiling, its mean over seeds at or above ``CEILING``: neither a gain nor a loss could show."""
+    found = []
+    for r in _compared_rows(out, trace):
+        b = _bounds(r)
+        if b is None or b[0] < CEILING:
+            return None
+        found.append((r, b))
+    if not found:
+        return None
+    cells = dict.fromkeys(f"{r.get('task')} {_arm_name(r)}: {m:.3f}" for r, (m, _, _) in found)
+    reason = (f"ceiling: every compared arm's token accuracy is at or above {CEILING:g} ("
+              + "; ".join(cells) + "): no arm has room to show an effect")
+    return Outcome(NOT_TESTABLE, out.measured, reason, {**out.details, "ceiling": CEILING, "at_ceiling": [
+        {"row": _arm_name(r), "token_accuracy": m} for r, (m, _, _) in found]}, out.n_seeds)
+
+
+def _guarded(claim: dict, out: Outcome) -> bool:
+    """Whether the floor and ceiling guards read this outcome: every comparison of arms, but not a
+    threshold claim's level against the paper's stated figure ("reaches 95%" can be met at the
+    ceiling and missed at the floor), unless its verdict rests on the arms' comparison (direction
+    only: ahead of the baseline, short of the figure)."""
+    return claim.get("kind") != "threshold" or out.verdict == DIRECTION_ONLY
 
 
 def _run(claim: dict, ts: TableSet) -> dict:
@@ -132,7 +178,8 @@ def _run(claim: dict, ts: TableSet) -> dict:
     trace: list = []
     try:
         out = _test(claim, ts, trace)
-        out = _at_floor(out, trace) or _holm(claim, ts, out, trace)
+        guarded = _guarded(claim, out)
+        out = (guarded and (_at_floor(out, trace) or _at_ceiling(out, trace))) or _holm(claim, ts, out, trace)
     except NotMeasured as e:
         return {"verdict": NOT_MEASURED, "measured": "—", "reason": str(e), "details": {}, "n_seeds": 0,
                 "seeds_needed": None}
@@ -266,8 +313,16 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def at_ceiling(x: dict) -> bool:
+    """Whether a scope's result is a ceiling read: "not testable" with a measured model's arms
+    all at the ceiling (``_at_ceiling``)."""
+    return x["verdict"] == NOT_TESTABLE and any("at_ceiling" in (m.get("details") or {})
+                                                for m in (x.get("models") or {}).values())
+
+
 def _counts(rs: list[dict], scope: str) -> dict:
     full = [r[scope]["verdict"] for r in rs if not r[scope]["partial"]]
     part = [r[scope]["verdict"] for r in rs if r[scope]["partial"]]
     return {"claims": len(rs), **{v: full.count(v) for v in VERDICTS},
-            "partial": {v: part.count(v) for v in VERDICTS if part.count(v)}}
+            "partial": {v: part.count(v) for v in VERDICTS if part.count(v)},
+            "ceiling": sum(at_ceiling(r[scope]) for r in rs)}
