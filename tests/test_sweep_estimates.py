@@ -42,7 +42,7 @@ def test_every_measured_repro_is_estimated_within_30_percent_and_the_estimate_is
     assert set(est["rate"].cores) == trained, "the record times every core of the profile"
     assert est["rate"].overheads and est["minutes"] > est["training_minutes"]
     assert repro.get("estimate_minutes") == round(est["minutes"], 1), (
-        "the recorded estimate is stale: run python -m posrnn_cli.measure.calibrate --estimates")
+        "the recorded estimate is stale: run python -m posrnn_cli.measure.cost")
     assert abs(est["minutes"] / repro["wall_minutes"] - 1) <= 0.30, (repro, est["minutes"])
 
 
@@ -160,3 +160,17 @@ def test_a_core_that_cannot_be_timed_here_falls_back_on_configuration_a_and_says
     _, secs = cost.summary(jobs, rate)
     lstm = next(j for j in jobs if j.config["model"]["name"] == "lstm")
     assert secs[lstm.label] == pytest.approx(500 * cost.flops_per_iteration(lstm.run_config()) / 2e9)
+
+
+def test_docs_state_the_recorded_start_up_and_each_repro_s_estimate():
+    """docs/bench.md's figures are the records': the start-up and, per repro, its estimate, wall and error."""
+    flat = lambda name: " ".join((ROOT / "docs" / name).read_text(encoding="utf-8").split())
+    bench, perf = flat("bench.md"), flat("performance.md")
+    o = calibrate.load_record()["overheads"]
+    said = (f"{o['run_s']:.2f} s a job, {o['stage_s']:.2f} s a sweep stage and {o['skip_s']:.2f} s a run found up to "
+            f"date at a {o['calibration_ms']:.2f} ms step")
+    assert said in bench and calibrate.RECORD_COMMAND.split("calibrate ")[1] in bench
+    assert f"{o['stage_s']:.2f} s a sweep stage" in perf and f"{o['run_s']:.2f} s a run" in perf
+    for r in REPROS:
+        err = f"{round(100 * (r['estimate_minutes'] / r['wall_minutes'] - 1)):+d}%".replace("-", "−")
+        assert re.search(rf"{r['estimate_minutes']}( min)? against {r['wall']} \({err}\)", bench), (r, err)

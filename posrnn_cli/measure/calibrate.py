@@ -12,8 +12,8 @@ Two committed records:
   calibration step of ``posrnn bench``'s configuration A measured right before, the machine's
   cores, the machine, the date), the figures docs/results.md states, and beside each the wall
   minutes the current estimate gives it (``estimate_minutes``: priced from ``cpu_core_ms.json``
-  at the repro's calibration step, ``cost.repro_estimate``; ``python -m posrnn_cli.measure.calibrate
-  --estimates`` rewrites them, a test recomputes them). The dry run states its error against the
+  at the repro's calibration step, ``cost.repro_estimate``; ``python -m posrnn_cli.measure.cost``
+  rewrites them, a test recomputes them). The dry run states its error against the
   last one of its profile, scaled to this machine's calibration step.
 * ``cpu_core_ms.json``: each core's step at its representative size in the profiles with a
   measured repro, with configuration A's step timed alternately beside it (``calibration_ms`` of
@@ -38,6 +38,8 @@ from ..common.config import RunConfig
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
 RECORD_COMMAND = "python -m posrnn_cli.measure.calibrate lite lite_extra beyond2 beyond_map"
+#: rewrites ``estimate_minutes`` in ``measured_repros.json`` from the record (``cost.write_estimates``)
+ESTIMATES_COMMAND = "python -m posrnn_cli.measure.cost"
 _CACHE: dict[tuple[str, int], float] = {}
 #: ``posrnn bench``'s configuration A, the CPU calibration
 CALIBRATION = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64,
@@ -217,24 +219,10 @@ def time_overheads(params: Path = Path("params.yaml"), small: int = 1, large: in
             "calibration_ms": round((before + after) / 2, 3), "runs": counts}
 
 
-def write_estimates(path: Path = REPROS) -> list[dict]:
-    """Each measured repro with the wall minutes the current estimate gives it (``cost.repro_estimate``)."""
-    from .cost import repro_estimate
-
-    data = json.loads(Path(path).read_text())
-    for r in data["repros"]:
-        r["estimate_minutes"] = round(repro_estimate(r)["minutes"], 1)
-    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    return data["repros"]
-
-
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--estimates"]:
-        out = record(sys.argv[1:])
-        RECORD.write_text(json.dumps(out, indent=1) + "\n")
-        print(json.dumps({k: v for k, v in out.items() if k != "cores"}, indent=1))
-        for name, c in out["cores"].items():
-            print(f"{name:<24} {c['ms_per_iter']:8.2f} ms/iter  {c['flops_per_iter'] / 1e9:8.3f} GFLOP/iter")
-    for r in write_estimates():
-        print(f"{r['profile']:<12} {r['date']}  measured {r['wall_minutes']:6.1f} min, estimated "
-              f"{r['estimate_minutes']:6.1f} ({r['estimate_minutes'] / r['wall_minutes'] - 1:+.0%})")
+    out = record(sys.argv[1:])
+    RECORD.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in out.items() if k != "cores"}, indent=1))
+    for name, c in out["cores"].items():
+        print(f"{name:<24} {c['ms_per_iter']:8.2f} ms/iter  {c['flops_per_iter'] / 1e9:8.3f} GFLOP/iter")
+    print(f"then {ESTIMATES_COMMAND}: the estimate beside each measured repro, from this record")

@@ -440,3 +440,21 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
         lines.append(f"  peak memory of the largest run: {label}, about {human(w.peak_bytes)} (an estimate, fp32) "
                      f"of the device's {human(have)}")
     return lines
+
+
+def write_estimates(path: Optional[Path] = None) -> list[dict]:
+    """Each measured repro with the wall minutes the current estimate gives it (``cost.repro_estimate``)."""
+    from .calibrate import REPROS
+
+    path = REPROS if path is None else path
+    data = json.loads(Path(path).read_text())
+    for r in data["repros"]:
+        r["estimate_minutes"] = round(repro_estimate(r)["minutes"], 1)
+    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return data["repros"]
+
+
+if __name__ == "__main__":
+    for r in write_estimates():
+        print(f"{r['profile']:<12} {r['date']}  measured {r['wall_minutes']:6.1f} min, estimated "
+              f"{r['estimate_minutes']:6.1f} ({r['estimate_minutes'] / r['wall_minutes'] - 1:+.0%})")
