@@ -360,6 +360,8 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
     ends = run_total_ends(works, rate.model) if rate.model is not None else None
     span = (f" at the assumed factors, {amount(ends[0] / scale)}–{amount(ends[1] / scale)} over their plausible "
             f"ranges (below)" if ends else "")
+    if rate.model is None and rate.overheads and jobs:
+        span = f", {amount((total + sum(startup_seconds(jobs, rate.overheads))) / scale)} with start-up (below)"
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
              f"{amount(total / scale)} {rate.unit}{span}", f"  device: {rate.device}; date: {today}",
              f"  source: {rate.source}"]
