@@ -117,6 +117,25 @@ def dvc(repo: Path, *args: str, timeout: int = 900) -> str:
     return r.stdout
 
 
+def documented_trial() -> list[str]:
+    """The commands docs/pipeline.md gives to try another profile against its own baseline, in order."""
+    text = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    block = next(b.split("```")[0] for b in text.split("```bash")[1:] if "git switch -c" in b.split("```")[0])
+    return [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.split("  #")[0].strip()]
+
+
+def test_the_documented_trial_of_a_profile_commits_its_baseline_before_its_experiment():
+    """`dvc exp show --only-changed` sets an experiment beside the commit it started from: the documented
+    steps commit micro's own results, on a branch, before the one-value experiment the slow test runs."""
+    cmds = documented_trial()
+    steps = ("git switch -c ", "posrnn profile use micro && dvc repro", "git add -A && git commit",
+             "dvc exp run -S profiles.micro.", "dvc exp show --only-changed")
+    at = [next((i for i, c in enumerate(cmds) if c.startswith(step)), None) for step in steps]
+    assert None not in at and at == sorted(at), cmds
+    exp = cmds[at[3]].split()
+    assert len(exp) == 5 and exp[4].count("=") == 1, exp  # one value: the slow test runs this command
+
+
 def posrnn(repo: Path, *args: str) -> str:
     r = subprocess.run([sys.executable, "-m", "posrnn_cli", *args], cwd=repo, env=ENV, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -279,11 +298,13 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
 
     # one value changed as an experiment: params.yaml stays valid, only that profile's value moves
     git("add", "-A")
-    git("commit", "-qm", "micro results")
+    git("commit", "-qm", "micro results")  # the baseline docs/pipeline.md commits before trying a value
     # a one-value change of an experiment no other inherits from: `dvc exp show --only-changed` at 120 columns shows its
     # numbers, named. (A value other experiments inherit, fig2's through `like: fig2`, changes their columns
     # too: docs/pipeline.md says how to narrow the view.)
-    dvc(repo, "exp", "run", "-S", "profiles.micro.length.iterations=24")
+    trial = next(c for c in documented_trial() if c.startswith("dvc exp run -S "))
+    assert trial == "dvc exp run -S profiles.micro.length.iterations=24", trial  # the view checked below is length's
+    dvc(repo, *trial.split()[1:])
     view = subprocess.run([DVC, "exp", "show", "--only-changed", "--no-pager"], cwd=repo, env={**ENV, "COLUMNS": "120"},
                           capture_output=True, text=True, timeout=300)
     assert view.returncode == 0 and max(len(ln) for ln in view.stdout.splitlines()) <= 120, view.stdout + view.stderr

@@ -56,9 +56,11 @@ def test_cpu_estimate_scales_the_calibration_by_each_runs_flops(tmp_path):
     for j in jobs:
         assert secs[j.label] == pytest.approx(500 * _flops(j.name, jobs) / 2e9)
     total = sum(secs.values())
-    head, dev, src, line = text.splitlines()
+    head, dev, src, line, start, *warned = text.splitlines()  # a warning follows on a busy machine
+    assert start.startswith("  start-up, beside the training: 4 job(s)") and len(warned) <= 1
+    with_start = total + sum(cost.startup_seconds(jobs, rate.overheads))
     assert head == ("estimated compute to train every run from step 0 (an estimate, not a measurement): "
-                    f"{cost.amount(total / 60)} CPU-minutes")
+                    f"{cost.amount(total / 60)} CPU-minutes, {cost.amount(with_start / 60)} with start-up (below)")
     assert dev.startswith("  device: ") and "1 thread(s) per run" in dev and datetime.date.today().isoformat() in dev
     assert "calibrated here just now" in src and "10.0 ms/iteration" in src and "2.00 GFLOP/s" in src
     assert line.split()[:3] == ["fig2", "4", "run(s),"]

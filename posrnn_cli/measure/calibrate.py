@@ -10,18 +10,24 @@ Two committed records:
 
 * ``measured_repros.json``: each measured ``dvc repro`` of a profile (wall minutes, the
   calibration step of ``posrnn bench``'s configuration A measured right before, the machine's
-  cores, the machine, the date), the figures docs/results.md states. The estimate states its
-  error against the last one of its profile, scaled to this machine's calibration step.
-* ``cpu_core_ms.json``: each core's step at its representative size in lite and beyond2, with
-  configuration A's step timed alternately beside it, on one stated machine and date
-  (``python -m posrnn_cli.measure.calibrate lite beyond2`` wrote it). Tests price lite's and
-  beyond2's plans from it, scaled to a measured repro's calibration step, without timing anything.
+  cores, the machine, the date), the figures docs/results.md states, and beside each the wall
+  minutes the current estimate gives it (``estimate_minutes``: priced from ``cpu_core_ms.json``
+  at the repro's calibration step, ``cost.repro_estimate``; ``python -m posrnn_cli.measure.cost``
+  rewrites them, a test recomputes them). The dry run states its error against the
+  last one of its profile, scaled to this machine's calibration step.
+* ``cpu_core_ms.json``: each core's step at its representative size in the profiles with a
+  measured repro, with configuration A's step timed alternately beside it (``calibration_ms`` of
+  each core: its own rounds' A), and the start-up every run and every sweep pays (``overheads``,
+  ``time_overheads``), on one stated machine and date (``RECORD_COMMAND`` wrote it). Tests price
+  those profiles' plans from it, scaled to a measured repro's calibration step, without timing.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -31,7 +37,9 @@ from ..common.config import RunConfig
 
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
-RECORD_COMMAND = "python -m posrnn_cli.measure.calibrate lite beyond2"
+RECORD_COMMAND = "python -m posrnn_cli.measure.calibrate lite lite_extra beyond2 beyond_map"
+#: rewrites ``estimate_minutes`` in ``measured_repros.json`` from the record (``cost.write_estimates``)
+ESTIMATES_COMMAND = "python -m posrnn_cli.measure.cost"
 _CACHE: dict[tuple[str, int], float] = {}
 #: ``posrnn bench``'s configuration A, the CPU calibration
 CALIBRATION = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "model.hidden_size": 64,
@@ -123,7 +131,8 @@ def load_record(path: Path = RECORD) -> dict:
 
 def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: float = 3.0, rounds: int = 3) -> dict:
     """Time each core of the profiles' plans at its representative size, configuration A timed
-    alternately beside it (``rounds`` times each, medians), on one thread."""
+    alternately beside it (``rounds`` times each, medians; each core keeps its own rounds' A), on
+    one thread, and the start-up a run and a sweep pay (``time_overheads``)."""
     import datetime
 
     from ..common.config import resolve_config
@@ -139,24 +148,81 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
         for core, cfg in representatives(cfgs, flops_per_iteration).items():
             cfg = on_cpu(cfg, 1)
             key = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
-            if any(c["config"] == json.loads(key) for c in cores.values() if c["core"] == core):
+            same = next((c for c in cores.values() if c["core"] == core and c["config"] == json.loads(key)), None)
+            if same is not None:  # timed for an earlier profile: the same entry under this one's name too
+                cores[f"{prof}:{core}"] = same
                 continue
-            times = []
+            times, beside = [], []
             for _ in range(rounds):
                 _CACHE.clear()
-                a_ms.append(time_step(a_cfg, seconds))
+                beside.append(time_step(a_cfg, seconds))
                 times.append(time_step(cfg, seconds))
+            a_ms += beside
             cores[f"{prof}:{core}"] = {"core": core, "ms_per_iter": statistics.median(times),
+                                       "calibration_ms": statistics.median(beside),
                                        "flops_per_iter": flops_per_iteration(cfg), "config": json.loads(key)}
     return {"command": RECORD_COMMAND, "machine": machine(), "date": datetime.date.today().isoformat(),
-            "calibration_ms": statistics.median(a_ms), "cores": cores}
+            "calibration_ms": statistics.median(a_ms), "cores": cores, "overheads": time_overheads(params)}
+
+
+def scratch_profile(params: Path, out: Path, seeds: list[int]) -> Path:
+    """A params file whose one profile ``t`` is lite's fig2 grid on ``seeds`` at two iterations, one worker."""
+    import yaml
+
+    base = yaml.safe_load(Path(params).read_text())
+    fig2 = {**base["profiles"]["lite"]["fig2"], "iterations": 2, "warmup": 1, "seeds": seeds}
+    prof = {"device": "cpu", "threads": 1, "n_test": base["profiles"]["lite"].get("n_test", 1024),
+            "executor": {"kind": "local", "workers": 1}, "fig2": fig2}
+    out.write_text(yaml.safe_dump({k: base[k] for k in ("task", "model", "train")}
+                                  | {"profile": ["t"], "profiles": {"t": prof}}, sort_keys=False))
+    return out
+
+
+def timed_sweep(params: Path, cwd: Path) -> float:
+    """Wall seconds of ``posrnn sweep fig2`` of profile ``t`` of ``params``, run in ``cwd``."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "posrnn_cli", "sweep", "fig2", "--params", str(params), "--profile", "t"],
+                   cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def time_overheads(params: Path = Path("params.yaml"), small: int = 1, large: int = 3) -> dict:
+    """The start-up of a CPU sweep, in wall seconds on one worker, with configuration A's step timed
+    before and after (``calibration_ms``, their mean): ``stage_s``, a sweep's own (its process, torch
+    imported, the plan, the worker pool started with torch imported again); ``run_s``, each run's (its
+    process, task and model built, two steps, the final evaluation, its files); ``skip_s``, each run's
+    that the sweep finds up to date (a process still starts for it). From sweeps of lite's fig2 grid at
+    two iterations on ``small`` and on ``large`` seeds (the difference prices a run), and the large one
+    again, every run then up to date."""
+    import tempfile
+
+    from ..common.config import resolve_config
+    from ..sweep.plan import plan
+
+    a_cfg = resolve_config(options={**CALIBRATION, "train.threads": 1})
+    _CACHE.clear()
+    before = time_step(a_cfg)
+    with tempfile.TemporaryDirectory() as tmp:
+        counts, walls = [], []
+        for i, n in enumerate((small, large)):
+            p = scratch_profile(params, Path(tmp) / f"params{i}.yaml", list(range(1, n + 1)))
+            counts.append(len(plan(p, "t", ["fig2"], Path(tmp) / f"w{i}" / "runs" / "t")))
+            (Path(tmp) / f"w{i}").mkdir()
+            walls.append(timed_sweep(p, Path(tmp) / f"w{i}"))
+        skipped = timed_sweep(p, Path(tmp) / "w1")
+    _CACHE.clear()
+    after = time_step(a_cfg)
+    run_s = max(0.0, (walls[1] - walls[0]) / (counts[1] - counts[0]))
+    stage_s = max(0.0, walls[0] - counts[0] * run_s)
+    return {"stage_s": round(stage_s, 3), "run_s": round(run_s, 3),
+            "skip_s": round(max(0.0, (skipped - stage_s) / counts[1]), 3),
+            "calibration_ms": round((before + after) / 2, 3), "runs": counts}
 
 
 if __name__ == "__main__":
-    import sys
-
     out = record(sys.argv[1:])
     RECORD.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "cores"}, indent=1))
     for name, c in out["cores"].items():
         print(f"{name:<24} {c['ms_per_iter']:8.2f} ms/iter  {c['flops_per_iter'] / 1e9:8.3f} GFLOP/iter")
+    print(f"then {ESTIMATES_COMMAND}: the estimate beside each measured repro, from this record")

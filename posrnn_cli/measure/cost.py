@@ -18,7 +18,14 @@ The rate that turns FLOPs into time:
   L = 8, H = E = 64, B = 128) is timed too: it is the calibration step docs/results.md states
   beside every measured repro, and the estimate states its error against the last one of its
   profile (``measured_repros.json``) at this machine's step. Without a plan, A's FLOP rate prices
-  every run (the old, FLOP-proportional model).
+  every run (the old, FLOP-proportional model). Start-up is priced beside the training: every job
+  of the plan is a process that builds its task and model, evaluates and writes its files
+  (``run_s``), every sweep stage a process that imports torch and starts its worker pool
+  (``stage_s``), and a run found up to date still starts a process (``skip_s``): the record's
+  ``overheads`` (``calibrate.time_overheads``) scaled to this machine's calibration step. The wall
+  time on the repro's cores is (training + runs' start-up) over the cores, plus the stages' start-up
+  one after another. The calibration reads the 1-minute load average; above the cores, the dry run
+  warns that every figure it scaled reads slow.
 * **GPU**: ``gpu_model.GpuModel``: the recurrence and the output head priced apart, each from
   the measured rows of ``gpu_ms_per_iter.json`` that match it under the same switches, with a
   per-step floor per core; stated assumptions where no row reaches (module ``gpu_model``). The
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -49,6 +57,7 @@ from .gpu_plan import (PACK_K, SWITCHES, amount, check_fits, experiment_lines, p
                        pack_note, peak_bytes, priced_packs, range_lines)
 from ..common.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
+from ..sweep.local import cpu_count
 from ..sweep.packing import TABLE as PACKING_TABLE
 from ..sweep.plan import Job
 
@@ -74,6 +83,8 @@ class Rate:
     model: Optional[GpuModel] = None  # a GPU's: the measured rows and the assumptions priced from them
     cores: dict = field(default_factory=dict)  # a CPU's: core → (ms per iteration, FLOPs per iteration) as timed
     step_ms: Optional[float] = None  # a CPU's: configuration A's step here (the calibration step)
+    overheads: Optional[dict] = None  # a CPU's: start-up seconds (stage_s, run_s, skip_s) at this step
+    load: Optional[tuple[float, int]] = None  # a CPU's: (1-minute load average, cores) when it calibrated
 
 
 def calibrate_cpu(threads: int, seconds: float = 2.0) -> tuple[float, float]:
@@ -184,13 +195,15 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
         kind, seen = gpu_kind()
         return gpu_rate(kind, seen, load_table() if table is None else table)
     threads = int(prof.get("threads") or 1)
+    load = (os.getloadavg()[0], cpu_count())
     ms, flops = (calibrate or calibrate_cpu)(threads)
     where = f"{machine()}, {threads} thread(s) per run"
     cores = core_rates(jobs or [], threads, time_core)
+    extra = {"step_ms": ms, "overheads": recorded_overheads(ms), "load": load}
     if not cores:
         src = (f"calibrated here just now: posrnn bench's configuration A at {ms:.1f} ms/iteration on {threads} "
                f"thread(s) ({flops / 1e9:.2f} GFLOP/s), scaled to each run by its FLOP count")
-        return Rate(where, "CPU-minutes", src, flops, flops, step_ms=ms)
+        return Rate(where, "CPU-minutes", src, flops, flops, **extra)
     each = ", ".join(f"{core} {c_ms:.1f} ms" for core, (c_ms, _) in cores.items())
     untimed = sorted({j.config["model"]["name"] for j in jobs if trains(j.kind) and j.config} - set(cores))
     rest = (f"; {', '.join(untimed)} could not be timed here (its task could not be built): priced by configuration "
@@ -198,7 +211,7 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
     src = (f"calibrated here just now: each core's training step at a representative size of its runs ({each}; "
            f"{threads} thread(s)), scaled within a core by each run's FLOPs; calibration step (configuration A) "
            f"{ms:.1f} ms{rest}")
-    return Rate(where, "CPU-minutes", src, flops, flops, cores=cores, step_ms=ms)
+    return Rate(where, "CPU-minutes", src, flops, flops, cores=cores, **extra)
 
 
 def core_rates(jobs: list[Job], threads: int, time_core: Optional[Callable[[RunConfig], float]] = None
@@ -220,20 +233,102 @@ def core_rates(jobs: list[Job], threads: int, time_core: Optional[Callable[[RunC
     return out
 
 
-def repro_lines(cpu_seconds: float, rate: Rate, profile: Optional[str]) -> list[str]:
-    """The estimate as wall time on the measured machine's cores, and its error against the last
-    measured repro of ``profile`` scaled to this machine's calibration step (``measured_repros.json``)."""
+def recorded_overheads(step_ms: float, rec: Optional[dict] = None) -> Optional[dict]:
+    """The record's start-up seconds (``stage_s``, ``run_s``, ``skip_s``) scaled to a calibration step of
+    ``step_ms``; None where the record holds none."""
+    from .calibrate import load_record
+
+    o = (load_record() if rec is None else rec).get("overheads")
+    if not o:
+        return None
+    return {k: o[k] * step_ms / o["calibration_ms"] for k in ("stage_s", "run_s", "skip_s")}
+
+
+def startup_seconds(jobs: list[Job], overheads: Optional[dict]) -> tuple[float, float]:
+    """(the runs' start-up summed over every job of the plan, the start-up of each sweep stage the plan
+    spans, one after another), in seconds; (0, 0) without a record of them."""
+    from ..common.experiments import EXPERIMENTS
+
+    if not overheads or not jobs:
+        return 0.0, 0.0
+    stages = {EXPERIMENTS[j.experiment].stage if j.experiment in EXPERIMENTS else j.experiment for j in jobs}
+    return len(jobs) * overheads["run_s"], len(stages) * overheads["stage_s"]
+
+
+def wall_minutes(train_s: float, startup: tuple[float, float], cores: int) -> float:
+    """Wall minutes on ``cores`` cores, one run per core: the training and the runs' start-up shared
+    out, the stages' start-up one after another."""
+    return ((train_s + startup[0]) / cores + startup[1]) / 60
+
+
+def startup_lines(jobs: list[Job], rate: Rate) -> list[str]:
+    """The start-up the total leaves out, and a warning when the calibration ran on a busy machine."""
+    lines = []
+    o = rate.overheads
+    if o:
+        runs_s, stages_s = startup_seconds(jobs, o)
+        n_stages = round(stages_s / o["stage_s"]) if o["stage_s"] else 0
+        lines.append(f"  start-up, beside the training: {len(jobs):,} job(s) × {o['run_s']:.1f} s (each a process "
+                     f"that builds its task and model, evaluates and writes its files) and {n_stages} sweep stage(s) "
+                     f"× {o['stage_s']:.1f} s (torch imported, the worker pool started): "
+                     f"{amount((runs_s + stages_s) / 60)} CPU-minutes; a run found up to date still costs "
+                     f"{o['skip_s']:.1f} s (its process starts); recorded in posrnn_cli/measure/cpu_core_ms.json, "
+                     f"scaled to this machine's {rate.step_ms:.1f} ms step")
+    if rate.load and rate.load[0] > rate.load[1]:
+        lines.append(f"  warning: the 1-minute load average was {rate.load[0]:.1f} on {rate.load[1]} core(s) when "
+                     f"this calibrated: other work shared the CPU, so the {rate.step_ms:.1f} ms calibration step and "
+                     f"every figure scaled from it read slow; run the dry run again on an idle machine")
+    return lines
+
+
+def repro_lines(cpu_seconds: float, rate: Rate, profile: Optional[str], jobs: Optional[list[Job]] = None
+                ) -> list[str]:
+    """The estimate as wall time on the measured machine's cores (training and start-up), and its
+    error against the last measured repro of ``profile`` scaled to this machine's calibration step
+    (``measured_repros.json``)."""
     from .calibrate import last_repro
 
     r = last_repro(profile) if profile and rate.step_ms else None
     if r is None:
         return [f"  no measured repro of {profile} is recorded to check this estimate against"] if profile else []
-    est = cpu_seconds / 60 / r["cores"]
+    est = wall_minutes(cpu_seconds, startup_seconds(jobs or [], rate.overheads), r["cores"])
     scaled = r["wall_minutes"] * rate.step_ms / r["calibration_ms"]
-    return [f"  on {r['cores']} cores, one run per core: about {est:,.0f} min of wall time for training",
+    what = "training and start-up" if rate.overheads and jobs else "training"
+    return [f"  on {r['cores']} cores, one run per core: about {est:,.0f} min of wall time for {what}",
             f"  last measured repro of {profile}: {r['wall']} at a {r['calibration_ms']:.2f} ms calibration step "
             f"({r['machine']}, {r['date']}), {scaled:,.0f} min at this machine's {rate.step_ms:.1f} ms; this "
             f"estimate is {est / scaled - 1:+.0%} of it"]
+
+
+def recorded_rate(profile: str, step_ms: float, rec: Optional[dict] = None) -> Rate:
+    """The rate the committed record (``cpu_core_ms.json``) gives ``profile``'s cores and start-up at a
+    calibration step of ``step_ms``: each core's step scaled by ``step_ms`` over the configuration A
+    timed beside it; a core the record lacks priced at A's FLOP rate."""
+    from ..common.config import resolve_config
+    from .calibrate import load_record
+
+    rec = load_record() if rec is None else rec
+    cores = {c["core"]: (c["ms_per_iter"] * step_ms / c.get("calibration_ms", rec["calibration_ms"]),
+                         c["flops_per_iter"]) for name, c in rec["cores"].items() if name.startswith(f"{profile}:")}
+    flops = flops_per_iteration(resolve_config(options={**CALIBRATION, "train.threads": 1})) / step_ms * 1000
+    return Rate(f"{rec['machine']}, the record of {rec['date']}", "CPU-minutes", "cpu_core_ms.json", flops, flops,
+                cores=cores, step_ms=step_ms, overheads=recorded_overheads(step_ms, rec))
+
+
+def repro_estimate(repro: dict, params: Path = Path("params.yaml"), rec: Optional[dict] = None) -> dict:
+    """The wall minutes the estimate gives a measured repro (a row of ``measured_repros.json``): its
+    profile's plan priced from the record at the repro's calibration step, on its cores."""
+    from ..common.experiments import EXPERIMENTS
+    from ..sweep.plan import plan
+
+    name = repro["profile"]
+    jobs = plan(params, name, list(EXPERIMENTS), Path("runs") / name)
+    rate = recorded_rate(name, repro["calibration_ms"], rec)
+    _, secs = summary(jobs, rate)
+    train = sum(s for s in secs.values() if s)
+    startup = startup_seconds(jobs, rate.overheads)
+    return {"minutes": wall_minutes(train, startup, repro["cores"]), "training_minutes": train / 60 / repro["cores"],
+            "rate": rate, "jobs": jobs}
 
 
 def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble: Optional[int] = None
@@ -265,6 +360,8 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
     ends = run_total_ends(works, rate.model) if rate.model is not None else None
     span = (f" at the assumed factors, {amount(ends[0] / scale)}–{amount(ends[1] / scale)} over their plausible "
             f"ranges (below)" if ends else "")
+    if rate.model is None and rate.overheads and jobs:
+        span = f", {amount((total + sum(startup_seconds(jobs, rate.overheads))) / scale)} with start-up (below)"
     lines = [f"estimated compute to train every run from step 0 (an estimate, not a measurement): "
              f"{amount(total / scale)} {rate.unit}{span}", f"  device: {rate.device}; date: {today}",
              f"  source: {rate.source}"]
@@ -272,7 +369,7 @@ def summary(jobs: list[Job], rate: Rate, profile: Optional[str] = None, ensemble
         for exp, secs in per_exp.items():
             lines.append(f"  {exp:<10} {len(secs):>4} run(s), {amount(sum(secs) / scale):>12} {rate.unit} "
                          f"(longest run {amount(max(secs) / scale)})")
-        lines += repro_lines(total, rate, profile)
+        lines += startup_lines(jobs, rate) + repro_lines(total, rate, profile, jobs)
     else:
         lines += gpu_lines(works, rate, ensemble if ensemble and ensemble > 1 else PACK_K)
     return "\n".join(lines), per_run
@@ -345,3 +442,21 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
         lines.append(f"  peak memory of the largest run: {label}, about {human(w.peak_bytes)} (an estimate, fp32) "
                      f"of the device's {human(have)}")
     return lines
+
+
+def write_estimates(path: Optional[Path] = None) -> list[dict]:
+    """Each measured repro with the wall minutes the current estimate gives it (``cost.repro_estimate``)."""
+    from .calibrate import REPROS
+
+    path = REPROS if path is None else path
+    data = json.loads(Path(path).read_text())
+    for r in data["repros"]:
+        r["estimate_minutes"] = round(repro_estimate(r)["minutes"], 1)
+    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return data["repros"]
+
+
+if __name__ == "__main__":
+    for r in write_estimates():
+        print(f"{r['profile']:<12} {r['date']}  measured {r['wall_minutes']:6.1f} min, estimated "
+              f"{r['estimate_minutes']:6.1f} ({r['estimate_minutes'] / r['wall_minutes'] - 1:+.0%})")
