@@ -34,6 +34,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from ..common.errors import PosrnnError
 from ..common.io import temp_beside
@@ -97,6 +98,16 @@ def _check_inputs(train_txt: Path, vocab_size: int, input_sentence_size: int, se
     return n_bytes
 
 
+def make_parents(path: Path) -> Optional[Path]:
+    """Make ``path``'s missing parent folders; returns the topmost one it made (None: all existed),
+    so that a failure can remove what it made."""
+    made = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
+    new_top = None if path.parent.exists() else next(q for q in [path.parent, *path.parent.parents]
+                                                       if q.parent == made)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return new_top
+
+
 def train_tokenizer(
     train_txt: str | os.PathLike,
     model_prefix: str | os.PathLike,
@@ -121,10 +132,7 @@ def train_tokenizer(
     train_txt = Path(train_txt)
     n_bytes = _check_inputs(train_txt, vocab_size, input_sentence_size, seed)
     prefix = Path(model_prefix)
-    made = next((p for p in [prefix.parent, *prefix.parent.parents] if p.exists()), None)
-    new_top = None if prefix.parent.exists() else next(q for q in [prefix.parent, *prefix.parent.parents]
-                                                         if q.parent == made)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
+    new_top = make_parents(prefix)
     tmp = temp_beside(prefix)  # SentencePiece appends .model / .vocab to it
     finals = {ext: prefix.with_name(prefix.name + ext) for ext in (".model", ".vocab", ".log")}
     temps = {ext: tmp.with_name(tmp.name + ext) for ext in finals}

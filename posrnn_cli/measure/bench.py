@@ -227,12 +227,9 @@ def check_bench_config(cfg: RunConfig, task) -> None:
         raise PosrnnError("posrnn bench measures the paper's fixed-length reverse task; drop the other task options")
 
 
-def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = True, stability_triplets: int = 8,
-          chunk_size: int = 64, parts: tuple[str, ...] = PARTS, concurrent: tuple[int, ...] = ()) -> dict:
-    """Measure ``cfg``'s training step, sampler, stability analysis (and the reference loop
-    beside the first two); with ``concurrent``, the aggregate throughput of k training
-    processes at once for each k. Returns one flat dict of figures."""
-    task = build_task(cfg.task)
+def check_bench(cfg: RunConfig, task, iters: int, warmup: int, parts: tuple[str, ...],
+                concurrent: tuple[int, ...]) -> torch.device:
+    """Refuse, in one line and before anything runs, a bench that cannot run as asked; returns its device."""
     check_bench_config(cfg, task)
     if iters < 1 or warmup < 0:
         raise PosrnnError("--iters must be ≥ 1 and --warmup-iters ≥ 0")
@@ -242,6 +239,16 @@ def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = Tr
     device = resolve_device(cfg.train.device)
     check_concurrent(concurrent, device)
     check_fast_paths(cfg.train, device)
+    return device
+
+
+def bench(cfg: RunConfig, iters: int = 20, warmup: int = 5, reference: bool = True, stability_triplets: int = 8,
+          chunk_size: int = 64, parts: tuple[str, ...] = PARTS, concurrent: tuple[int, ...] = ()) -> dict:
+    """Measure ``cfg``'s training step, sampler, stability analysis (and the reference loop
+    beside the first two); with ``concurrent``, the aggregate throughput of k training
+    processes at once for each k. Returns one flat dict of figures."""
+    task = build_task(cfg.task)
+    device = check_bench(cfg, task, iters, warmup, parts, concurrent)
     setup_threads(cfg.train.threads)
     test = task.test_set(device)
     held = HeldOut(test)

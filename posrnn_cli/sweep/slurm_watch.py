@@ -108,6 +108,37 @@ class Timeout(PosrnnError):
     exit_code = 124
 
 
+def _settle(t: Task, unanswered: bool, st: Optional[str], now: float, t0: float, lost_after_s: float,
+            on_event: Callable[[str, Task, Any], None]) -> Optional[JobOutcome]:
+    """How task ``t`` ended, or None while it runs (a state change is reported as it is seen).
+    ``unanswered``: SLURM did not answer this time, so only a result file tells; ``st``: the state
+    SLURM lists it in (None: not listed)."""
+    if unanswered:
+        return _outcome(t, t0)
+    if st in IN_FLIGHT:
+        t.missing_since = None
+        if st != t.state:
+            on_event("state", t, st)
+            t.state = st
+        return None
+    out = _outcome(t, t0)
+    if out is None and st is not None:  # SLURM says it ended, and it left no result
+        if st.startswith("CANCELLED"):
+            return JobOutcome(t.job, "cancelled", time.perf_counter() - t0, error="cancelled (scancel)",
+                              log=str(t.log))
+        if st != "COMPLETED":
+            return JobOutcome(t.job, "failed", time.perf_counter() - t0, error=f"SLURM ended the task {st}",
+                              log=str(t.log))
+    if out is None:  # neither SLURM nor a result knows it (yet): lost after a grace period
+        if t.missing_since is None:
+            t.missing_since = now
+        if now - t.missing_since >= lost_after_s:
+            return JobOutcome(t.job, "lost", time.perf_counter() - t0,
+                              error=f"lost: SLURM has not listed the task for {now - t.missing_since:.0f} s and it "
+                                    f"left no result", log=str(t.log))
+    return out
+
+
 def watch(tasks: list[Task], query: Callable[[list[str]], Optional[dict]], on_event: Callable[[str, Task, Any], None],
           poll_s: float = 10.0, deadline: Optional[float] = None, lost_after_s: float = LOST_AFTER_S,
           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[JobOutcome]:
@@ -121,33 +152,8 @@ def watch(tasks: list[Task], query: Callable[[list[str]], Optional[dict]], on_ev
         states = query([t.job_id for t in left])
         now = clock()
         for t in list(left):
-            if states is None:  # SLURM did not answer this time: only a result file tells
-                st, out = None, _outcome(t, t0)
-                if out is None:
-                    continue
-            else:
-                st = states.get(t.job_id)
-                if st in IN_FLIGHT:
-                    t.missing_since = None
-                    if st != t.state:
-                        on_event("state", t, st)
-                        t.state = st
-                    continue
-                out = _outcome(t, t0)
-            if out is None and st is not None:  # SLURM says it ended, and it left no result
-                if st.startswith("CANCELLED"):
-                    out = JobOutcome(t.job, "cancelled", time.perf_counter() - t0, error="cancelled (scancel)",
-                                     log=str(t.log))
-                elif st != "COMPLETED":
-                    out = JobOutcome(t.job, "failed", time.perf_counter() - t0,
-                                     error=f"SLURM ended the task {st}", log=str(t.log))
-            if out is None:  # neither SLURM nor a result knows it (yet): lost after a grace period
-                if t.missing_since is None:
-                    t.missing_since = now
-                if now - t.missing_since >= lost_after_s:
-                    out = JobOutcome(t.job, "lost", time.perf_counter() - t0,
-                                     error=f"lost: SLURM has not listed the task for {now - t.missing_since:.0f} s "
-                                           f"and it left no result", log=str(t.log))
+            st = None if states is None else states.get(t.job_id)
+            out = _settle(t, states is None, st, now, t0, lost_after_s, on_event)
             if out is not None:
                 if st is not None and st != t.state:
                     t.state = st
