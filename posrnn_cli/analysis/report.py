@@ -18,6 +18,7 @@ from typing import Optional
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
+from .answer import lead_lines, open_claims, standing
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
                         VERDICTS, at_ceiling, claim_group, count_lines, seeds_text, summarize)
 
@@ -448,28 +449,31 @@ def _joined(parts: list[str]) -> str:
 
 
 def answer_block(scored: dict[str, list[dict]]) -> str:
-    """The README's answer, from every committed scorecard: Morita's claims about the GRU and LSTM
-    at CPU scale (per profile, the claims measured and their verdicts, all off the papers'
-    regime), then at the papers' regime, then the project's hypotheses about other cores."""
+    """The README's answer, from every committed scorecard: per recurrent core, PE against vanilla
+    in words with its effect, interval and seeds (``answer.lead_lines``); what is open; Morita's
+    claims at the papers' regime; the project's hypotheses about other cores."""
     def rnn(r: dict) -> bool:
         return claim_group(r) == "morita" and bool(set(r.get("models") or []) & set(ANSWER_MODELS))
     first = next(iter(scored.values()))
     n_rnn, n_morita = sum(map(rnn, first)), sum(claim_group(r) == "morita" for r in first)
-    off = _per_profile(scored, rnn, "indication")
+    leads = lead_lines(scored)
+    n_open = len(open_claims(scored, ANSWER_MODELS))
     at = _per_profile(scored, lambda r: claim_group(r) == "morita", "at_regime")
     hyp = _per_profile(scored, lambda r: claim_group(r) == "hypotheses", "at_regime")
-    cpu = (f"At CPU scale, off the papers' regime (indications only), the committed profiles read Morita's "
-           f"{n_rnn} claims about the GRU and LSTM: {_joined(off)}."
-           if off else f"No committed profile measures Morita's {n_rnn} claims about the GRU and LSTM.")
+    cpu = ("What the CPU profiles indicate of PE against vanilla, in token accuracy (per core, the reading at the "
+           "largest vocabulary, then with the most seeds: the rule in `posrnn_cli/analysis/answer.py`):\n\n" +
+           "\n".join(leads) if leads else "No committed profile compares PE with vanilla on a recurrent core.")
+    opened = (f"{standing(scored)} Open: {n_open} of Morita's {n_rnn} claims about the GRU and LSTM are measured "
+              "but decided nowhere (inconclusive, underpowered or not testable wherever read).").lstrip()
     paper = (f"At the papers' regime, Morita's claims measured: {_joined(at)}." if at else
              f"At the papers' regime none of Morita's {n_morita} claims is measured in any committed profile; "
              f"`paper_core`, below, prices its headline questions on one GPU.")
-    beyond = (f" Beyond the papers, the project's hypotheses about other cores, at their own regime: {_joined(hyp)}."
-              if hyp else "")
+    beyond = (f" Beyond the papers, the project's hypotheses about other cores are read at their own regime in "
+              f"{', '.join(h.split(':')[0] for h in hyp)} (below)." if hyp else "")
     return "\n".join([f"<!-- results:{ANSWER} -->",
                       f"*Generated from the committed `results/NAME/scorecard/scorecard.json` by `posrnn scorecard "
                       f"--across --page README.md`; a test fails when this block differs from them.*", "",
-                      f"{cpu} {paper}{beyond}", f"<!-- /results:{ANSWER} -->"])
+                      cpu, "", f"{opened} {paper}{beyond}", f"<!-- /results:{ANSWER} -->"])
 
 
 # ---- the README's count: the papers' claims the CPU profiles decide, with its qualifiers -------------
