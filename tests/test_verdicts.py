@@ -535,6 +535,24 @@ def test_across_marks_claims_two_profiles_decide_differently():
     assert rows["c7"]["disagree"] and rows["c8"]["disagree"]
 
 
+@pytest.mark.parametrize("columns", [120, 80])
+def test_scorecard_across_fits_the_terminal_with_every_id_and_name_whole(columns):
+    """In 120 columns one line a claim, its id and verdicts side by side; in 80 each id on a line of
+    its own above its verdicts. Never a claim id or a profile name's part cut."""
+    result = CliRunner().invoke(app, ["scorecard", "--across"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= columns, result.output
+    scored = report.committed_scorecards(ROOT, _profiles())
+    starts = [line.split()[0] for line in lines if line.split()]
+    assert all(e["id"] in starts for e in report.across(scored)), result.output
+    head = " ".join(lines[:4])
+    for p in scored:
+        assert all(part in head.split() for part in p.replace("_", "_ ").split()), (p, head)
+    one_line = any(line.split()[:2] == ["fig2_gru_pe_95", "NR"] for line in lines if line.split())
+    assert one_line == (columns == 120)
+
+
 def test_scorecard_across_marks_dual_disturbant_not_target():
     result = CliRunner().invoke(app, ["scorecard", "--across", "--json"])
     assert result.exit_code == 0, result.output

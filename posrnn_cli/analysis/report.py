@@ -377,24 +377,18 @@ def _short(cell: str) -> str:
 
 
 def across_lines(scored: dict[str, list[dict]]):
-    """The table across profiles for a terminal."""
-    from rich import box
+    """The table across profiles for a terminal (one line a claim where the width allows, else two:
+    ``across_view.AcrossView``)."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
-    t.add_column("claim", overflow="fold", no_wrap=True)
-    for p in scored:
-        t.add_column(p, overflow="fold")
-    t.add_column("", no_wrap=True)
-    for e in across(scored):
-        t.add_row(e["id"], *(Text(_short(e["cells"][p]), style="dim" if e["cells"][p] == "—" else "") for p in scored),
-                  Text("≠", style="bold red") if e["disagree"] else "")
+    from .across_view import AcrossView
+
+    rows = [(e["id"], [_short(e["cells"][p]) for p in scored], e["disagree"]) for e in across(scored)]
     legend = ("Each profile's verdict at the regime where measured, else its indication: " +
               ", ".join(f"{v} {k}" for k, v in SHORT.items()) + "; *: partial; ≠: two profiles decide the claim "
               "differently. In words: posrnn scorecard --across --json, or docs/results.md.")
-    return Group(t, Text(legend, style="dim"))
+    return Group(AcrossView(list(scored), rows), Text(legend, style="dim"))
 
 
 def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
