@@ -269,16 +269,24 @@ def _verdict_cell(x: dict):
     return Text(x["verdict"] + ("*" if x.get("partial") else ""), style=style)
 
 
-def scorecard_lines(rows: list[dict], detail_hint: str = ""):
-    """The scorecard for a terminal: per section its counts, then one line per claim (its id,
-    never cut; the verdict at the regime and the indication off it, in words; the seeds an open
-    verdict needs). ``detail_hint`` ends it: where the measurements and reasons are."""
+def measured_nowhere(row: dict) -> bool:
+    """Whether a scored claim is measured neither at the papers' regime nor off it."""
+    return all(row[scope]["verdict"] == NOT_MEASURED for scope in SCOPES)
+
+
+def scorecard_lines(rows: list[dict], detail_hint: str = "", profile: str = ""):
+    """The scorecard for a terminal: a header naming ``profile``, per section its counts, then one
+    line per claim measured somewhere (its id, never cut; the verdict at the regime and the
+    indication off it, in words; the seeds an open verdict needs), the claims measured nowhere
+    behind one count line. ``detail_hint`` ends it: where the measurements and reasons are."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    summary, parts = summarize(rows), []
+    summary = summarize(rows)
+    parts = [Text(f"Scorecard of profile {profile}: each claim of the papers beside what it measured", style="bold")
+             ] if profile else []
     for section, title in SECTIONS.items():
         if section not in summary:
             continue
@@ -286,14 +294,21 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
         parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts
                        else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
                   *(Text(line) for line in count_lines(section, s, PARTIAL))]
+        shown = [r for r in rows if r["section"] == section and not measured_nowhere(r)]
+        if not shown:
+            continue
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
         t.add_column("claim", overflow="fold", no_wrap=True)
         t.add_column("at regime", overflow="fold")
         t.add_column("indication", overflow="fold")
         t.add_column("seeds", justify="right", no_wrap=True)
-        for r in (r for r in rows if r["section"] == section):
+        for r in shown:
             t.add_row(r["id"], _verdict_cell(r["at_regime"]), _verdict_cell(r["indication"]), _needs_cell(r))
         parts.append(t)
+    hidden = sum(map(measured_nowhere, rows))
+    if hidden:
+        parts.append(Text(f"\n{hidden} of {len(rows)} claims measured nowhere in this profile (not at the papers' "
+                          "regime, not off it) are not listed; --detail lists every claim."))
     legend = ("*: partial (a named model not measured). seeds: for an open verdict, the way the data point "
               "(+ to reproduce, − to reject) and the seeds that reach it / the seeds for 80% power, if the effects "
               "and spreads stay as measured (>1000: out of reach); the other way: posrnn scorecard NAME --seeds.")
