@@ -145,6 +145,32 @@ def test_compare_warns_when_the_runs_differ_in_more_than_the_compared_setting(ru
     assert "train.iterations" in json.loads(js)[1]["difference"]["warning"]
 
 
+def test_one_run_a_side_says_its_interval_covers_these_two_seeds_only():
+    d = {"over": "sequences", "n": 64, "mean": 0.05, "ci_low": 0.02, "ci_high": 0.08, "seeds": [0, 111]}
+    words = cmp.meaning(d, cmp.SCORES["accuracy"], "vanilla", "PE")
+    assert "the interval covers the test sequences of these two runs (seeds 0 and 111) only, not seeds" in words
+    assert "posrnn compare A1 A2 … vs B1 B2 …" in words
+    assert "(seed 3 each)" in cmp.meaning({**d, "seeds": [3, 3]}, cmp.SCORES["accuracy"], "vanilla", "PE")
+    over_seeds = cmp.meaning({**d, "over": "seeds", "n": 3}, cmp.SCORES["accuracy"], "vanilla", "PE")
+    assert "covers the test sequences" not in over_seeds
+
+
+def test_the_differ_warning_names_differing_seeds():
+    assert cmp.differ_warning(["model.pe"], [1, 1]) is None
+    warning = cmp.differ_warning(["model.pe"], [0, 111])
+    assert warning.startswith("the runs differ in 2 settings (model.pe, train.seed 0 vs 111)")
+    assert cmp.differ_warning(["model.pe", "train.iterations"]).startswith("the runs differ in 2 settings")
+
+
+def test_compare_one_run_a_side_names_its_seeds_and_what_seeds_need(runs):
+    code, out, err = cli("compare", runs["none", 1], runs["sinusoidal", 2], "--device", "cpu")
+    flat = " ".join(out.split())
+    assert code == 0 and "warning: the runs differ in 2 settings (model.pe, train.seed 1 vs 2)" in flat, out
+    assert "these two runs (seeds 1 and 2) only, not seeds" in flat and "A1 A2 … vs B1 B2 …" in flat, out
+    code, js, err = cli("compare", runs["none", 1], runs["sinusoidal", 2], "--device", "cpu", "--json")
+    assert json.loads(js)[1]["difference"]["seeds"] == [1, 2]
+
+
 def test_compare_refuses_mismatched_seeds_in_one_line_before_evaluating(runs):
     a = [runs["none", 1], runs["none", 2]]
     b = [runs["sinusoidal", 1], runs["sinusoidal", 3]]

@@ -256,9 +256,22 @@ def test_chance_lines_are_drawn_at_one_over_v_on_token_accuracy(figures):
 
 
 def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
-    plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4], task="copy")], tmp_path / "c.png", "copy")
+    plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4], task="delayed-add")], tmp_path / "c.png", "delayed-add")
     plots.fig_bars([acc_row("lstm", "none", [0.3, 0.4])], tmp_path / "r.png", "reverse")
     assert chance_lines(kept["c.png"]) == [] and chance_lines(kept["r.png"])
+
+
+def test_every_declared_floor_is_drawn(kept, tmp_path):
+    """Each task ``common.floors`` declares lines for draws them on its token-accuracy axis: copy
+    (chance and recall-last) as reversal does."""
+    from posrnn_cli.common import floors
+
+    assert set(figkit.CHANCE_TASKS) == set(floors.TASK_LINES)
+    row = acc_row("lstm", "none", [0.3, 0.4], task="copy")
+    plots.fig_bars([row], tmp_path / "c.png", "copy")
+    gids = {ln.get_gid() for ax in kept["c.png"].axes for ln in ax.lines}
+    assert chance_lines(kept["c.png"]) and {"chance", "baseline"} <= gids
+    assert figkit.baseline_level(row).name == "recall-last"
 
 
 def _mean_lines(fig):

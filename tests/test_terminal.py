@@ -1,6 +1,6 @@
 """Tables fit the terminal: piped output is as wide as `COLUMNS` says (80 without it), identifiers
-are never cut, and the scorecard's terminal view is one line per claim with the detail behind
---detail. Read from the committed lite tables (nothing is trained here)."""
+are never cut, and the scorecard's terminal view is one line per claim measured somewhere (the rest counted in one
+line), with the detail behind --detail. Read from the committed lite tables (nothing is trained here)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,15 @@ def test_the_scorecard_is_one_line_per_claim_within_columns(rows, columns):
     out = cli("scorecard", "lite", "--results", TABLES, columns=columns)
     assert widest(out) <= columns, out
     lines = out.splitlines()
-    for r in rows:  # each claim on one line: its whole id first, then both verdicts in words
-        (line,) = [ln for ln in lines if ln.split(" ", 1)[0] == r["id"]]
+    nowhere = [r for r in rows if r["at_regime"]["verdict"] == r["indication"]["verdict"] == "not measured"]
+    assert lines[0].startswith("Scorecard of profile lite")  # the header names the profile
+    assert f"{len(nowhere)} of {len(rows)} claims measured nowhere in this profile" in " ".join(out.split())
+    for r in rows:  # each claim measured somewhere on one line: its whole id first, then both verdicts in words
+        found = [ln for ln in lines if ln.split(" ", 1)[0] == r["id"]]
+        if r in nowhere:  # behind the count line
+            assert not found, found
+            continue
+        (line,) = found
         words = " ".join(line.split()[1:])
         assert words.startswith(r["at_regime"]["verdict"]) and r["indication"]["verdict"] in words, line
         needs = r["at_regime"]["seeds_needed"] or r["indication"]["seeds_needed"]

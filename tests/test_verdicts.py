@@ -535,6 +535,24 @@ def test_across_marks_claims_two_profiles_decide_differently():
     assert rows["c7"]["disagree"] and rows["c8"]["disagree"]
 
 
+@pytest.mark.parametrize("columns", [120, 80])
+def test_scorecard_across_fits_the_terminal_with_every_id_and_name_whole(columns):
+    """In 120 columns one line a claim, its id and verdicts side by side; in 80 each id on a line of
+    its own above its verdicts. Never a claim id or a profile name's part cut."""
+    result = CliRunner().invoke(app, ["scorecard", "--across"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= columns, result.output
+    scored = report.committed_scorecards(ROOT, _profiles())
+    starts = [line.split()[0] for line in lines if line.split()]
+    assert all(e["id"] in starts for e in report.across(scored)), result.output
+    head = " ".join(lines[:4])
+    for p in scored:
+        assert all(part in head.split() for part in p.replace("_", "_ ").split()), (p, head)
+    one_line = any(line.split()[:2] == ["fig2_gru_pe_95", "NR"] for line in lines if line.split())
+    assert one_line == (columns == 120)
+
+
 def test_scorecard_across_marks_dual_disturbant_not_target():
     result = CliRunner().invoke(app, ["scorecard", "--across", "--json"])
     assert result.exit_code == 0, result.output
@@ -572,19 +590,70 @@ def test_the_readmes_answer_is_the_scorecards():
 
 def test_the_answer_follows_the_scorecards_verdicts():
     """A verdict of one of Morita's GRU or LSTM claims changes the answer: off the regime in the
-    CPU sentence, at the regime in the papers' sentence (which then no longer says none is measured)."""
+    open count, at the regime in the papers' sentence (which then no longer says none is measured)."""
     import copy
 
     scored = report.committed_scorecards(ROOT, _profiles())
     before = report.answer_block(scored)
     changed = copy.deepcopy(scored)
-    row = next(r for r in changed["lite"] if r["id"] == "fig2_gru_pe_95")
+    row = next(r for r in changed["lite"] if r["id"] == "dual_vanilla_fails_fr")
     row["indication"]["verdict"] = R
     assert report.answer_block(changed) != before
+    row = next(r for r in changed["lite"] if r["id"] == "fig2_gru_pe_95")
     row["at_regime"] = {"verdict": R, "partial": False}
     after = report.answer_block(changed)
     assert "none of Morita's" not in after and "`lite`: 1 reproduced" in after
     assert "none of Morita's" in before  # no committed profile measures them at the papers' regime
+
+
+def test_the_answer_names_each_cores_lead_in_words_on_the_first_screen():
+    """The README's first 40 lines give, for the GRU and the LSTM, PE against vanilla in words with
+    the effect, the interval and the seeds the picked scorecard reading records."""
+    from posrnn_cli.analysis import answer
+
+    scored = report.committed_scorecards(ROOT, _profiles())
+    head = "\n".join((ROOT / "README.md").read_text().splitlines()[:40])
+    for core in ("gru", "lstm"):
+        x = answer.pick_lead(scored, core)
+        lead = x["lead"]
+        words = [answer.signed(lead[k]) for k in ("mean", "ci_low", "ci_high")]
+        assert f"**{answer.CORES[core]}**: " in head
+        assert f"{words[0]} [{words[1]}, {words[2]}] over {x['seeds']} seeds" in head
+        assert f"`{x['profile']}`, claim `{x['claim']}`" in head
+    assert "off the papers' regime" in head and "Open:" in head
+
+
+def _reading(cell: str, seeds: int, mean: float, lo: float, hi: float, verdict: str = R) -> dict:
+    lead = {"mean": mean, "ci_low": lo, "ci_high": hi, "seeds": list(range(seeds))}
+    return {"verdict": verdict, "details": {"comparisons": [{"cell": cell, "lead": lead}]}, "seeds_needed": None}
+
+
+def _row(claim: str, core: str, reading: dict) -> dict:
+    empty = {"verdict": "not measured", "models": {}}
+    return {"id": claim, "section": "papers", "paper": "(003 §2.1)", "models": [core], "at_regime": empty,
+            "indication": {"verdict": reading["verdict"], "models": {core: reading}}}
+
+
+def test_the_answers_rule_picks_the_largest_vocabulary_then_the_most_seeds():
+    """Per core: only PE-against-vanilla claims on token accuracy count; the largest vocabulary
+    wins, then the most seeds, then the claims' order; a not-testable reading never answers."""
+    from posrnn_cli.analysis import answer
+
+    ids = answer.pe_vs_vanilla()
+    assert "fig2_pe_ahead_largest_v" in ids and "fig2_dl_improves" not in ids and "lm_pe_worse" not in ids
+    scored = {"a": [_row("sort_helps_a_little", "gru", _reading("GRU V=32 L=8 H=64", 14, .04, .02, .05)),
+                    _row("fig2_dl_improves", "gru", _reading("GRU V=128 L=8 H=64", 20, .2, .1, .3))],
+              "b": [_row("fig2_pe_ahead_largest_v", "gru", _reading("GRU V=64 L=8 H=64", 5, .02, .01, .03)),
+                    _row("extend_pe_better", "gru", _reading("GRU V=64 L=8 H=64", 9, -.01, -.03, .01)),
+                    _row("delayed_add_pe_helps", "gru", _reading("GRU V=256 L=8 H=64", 30, .1, .05, .15,
+                                                                 verdict="not testable"))]}
+    x = answer.pick_lead(scored, "gru")
+    assert (x["profile"], x["claim"], x["seeds"]) == ("b", "extend_pe_better", 9)
+    assert answer.lead_sentence("gru", x).startswith("**GRU**: no lead shown, −0.010 [−0.030, +0.010] over 9 seeds")
+    scored["b"][1]["indication"]["models"]["gru"]["details"]["comparisons"][0]["lead"]["seeds"] = [1, 2, 3, 4, 5]
+    assert answer.pick_lead(scored, "gru")["claim"] == "fig2_pe_ahead_largest_v"
+    assert "small but holds" in answer.lead_sentence("gru", answer.pick_lead(scored, "gru"))
+    assert answer.pick_lead(scored, "lstm") is None
 
 
 def test_scorecard_across_rewrites_the_answer_block(tmp_path):

@@ -153,8 +153,40 @@ def side_names(diff_keys: list[str], a_cfg, b_cfg, fallback: tuple[str, str] = (
     return fallback
 
 
+#: what a claim about seeds needs, said wherever one run a side is compared
+SEED_LEVEL = f"a claim about seeds needs several runs a side: posrnn compare A1 A2 … {SEPARATOR} B1 B2 …"
+
+
+def one_run_scope(seeds: Optional[list[int]]) -> str:
+    """What an interval over one run a side covers: the test sequences of these two trained models
+    (their seeds named, when known), not seeds; and what a claim about seeds needs."""
+    if seeds and len(seeds) == 2:
+        who = f"seed {seeds[0]} each" if seeds[0] == seeds[1] else f"seeds {seeds[0]} and {seeds[1]}"
+    else:
+        who = "seeds unknown"
+    return f"the interval covers the test sequences of these two runs ({who}) only, not seeds; {SEED_LEVEL}"
+
+
+def differ_warning(keys: list[str], seeds: Optional[list[int]] = None) -> Optional[str]:
+    """The warning when two compared runs differ in more than one setting (``keys``, the seed left
+    out); with one run a side a seed of its own is one more difference, named with its values
+    (``seeds``: A's and B's). None when they differ in one setting at most."""
+    apart = list(keys) + ([f"train.seed {seeds[0]} vs {seeds[1]}"] if seeds and seeds[0] != seeds[1] else [])
+    if len(apart) <= 1:
+        return None
+    shown = ", ".join(apart[:4]) + (" …" if len(apart) > 4 else "")
+    return (f"the runs differ in {len(apart)} settings ({shown}), not one: the difference mixes "
+            f"their effects; compare runs that differ only in the setting you test")
+
+
 def meaning(diff: dict, score: Score, a: str, b: str) -> str:
-    """One sentence: who is ahead, by how much, with the interval, and whether it excludes 0."""
+    """One sentence: who is ahead, by how much, with the interval, and whether it excludes 0; with
+    one run a side, what that interval covers (``one_run_scope``)."""
+    text = _verdict(diff, score, a, b)
+    return f"{text}; {one_run_scope(diff.get('seeds'))}" if diff["over"] == "sequences" else text
+
+
+def _verdict(diff: dict, score: Score, a: str, b: str) -> str:
     over = (f"over {diff['n']} seed{'s' if diff['n'] != 1 else ''}" if diff["over"] == "seeds"
             else f"on {diff['n']:,} paired test sequences")
     m, lo, hi = diff["mean"], diff["ci_low"], diff["ci_high"]

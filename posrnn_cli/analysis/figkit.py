@@ -23,9 +23,10 @@ PE_ORDER = list(catalog.PE_FORMS)
 MODEL_ORDER = tuple(catalog.CORES)
 #: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
 MAX_COLUMNS = 4
-#: the tasks whose token-accuracy axes carry their floor lines (``common.floors``: chance, and the
-#: highest line a baseline model reaches: recall-last, order-blind, order statistics, position)
-CHANCE_TASKS = ("reverse", "sort", "mqar", "predecessor")
+#: the tasks whose token-accuracy axes carry their floor lines: every task ``common.floors`` declares
+#: lines for (chance, and the highest line a baseline model reaches: recall-last, order-blind, order
+#: statistics, position), so a declared floor is never left undrawn
+CHANCE_TASKS = tuple(floors.TASK_LINES)
 _DPI = 110
 _FIX = "re-run `posrnn aggregate` to rewrite the tables"
 

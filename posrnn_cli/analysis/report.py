@@ -18,6 +18,7 @@ from typing import Optional
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import atomic_write_text
 
+from .answer import lead_lines, open_claims, standing
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
                         VERDICTS, at_ceiling, claim_group, count_lines, seeds_text, summarize)
 
@@ -268,16 +269,24 @@ def _verdict_cell(x: dict):
     return Text(x["verdict"] + ("*" if x.get("partial") else ""), style=style)
 
 
-def scorecard_lines(rows: list[dict], detail_hint: str = ""):
-    """The scorecard for a terminal: per section its counts, then one line per claim (its id,
-    never cut; the verdict at the regime and the indication off it, in words; the seeds an open
-    verdict needs). ``detail_hint`` ends it: where the measurements and reasons are."""
+def measured_nowhere(row: dict) -> bool:
+    """Whether a scored claim is measured neither at the papers' regime nor off it."""
+    return all(row[scope]["verdict"] == NOT_MEASURED for scope in SCOPES)
+
+
+def scorecard_lines(rows: list[dict], detail_hint: str = "", profile: str = ""):
+    """The scorecard for a terminal: a header naming ``profile``, per section its counts, then one
+    line per claim measured somewhere (its id, never cut; the verdict at the regime and the
+    indication off it, in words; the seeds an open verdict needs), the claims measured nowhere
+    behind one count line. ``detail_hint`` ends it: where the measurements and reasons are."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    summary, parts = summarize(rows), []
+    summary = summarize(rows)
+    parts = [Text(f"Scorecard of profile {profile}: each claim of the papers beside what it measured", style="bold")
+             ] if profile else []
     for section, title in SECTIONS.items():
         if section not in summary:
             continue
@@ -285,14 +294,21 @@ def scorecard_lines(rows: list[dict], detail_hint: str = ""):
         parts += [Text(f"\n{title} ({s['at_regime']['claims']} claims)" if parts
                        else f"{title} ({s['at_regime']['claims']} claims)", style="bold"),
                   *(Text(line) for line in count_lines(section, s, PARTIAL))]
+        shown = [r for r in rows if r["section"] == section and not measured_nowhere(r)]
+        if not shown:
+            continue
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
         t.add_column("claim", overflow="fold", no_wrap=True)
         t.add_column("at regime", overflow="fold")
         t.add_column("indication", overflow="fold")
         t.add_column("seeds", justify="right", no_wrap=True)
-        for r in (r for r in rows if r["section"] == section):
+        for r in shown:
             t.add_row(r["id"], _verdict_cell(r["at_regime"]), _verdict_cell(r["indication"]), _needs_cell(r))
         parts.append(t)
+    hidden = sum(map(measured_nowhere, rows))
+    if hidden:
+        parts.append(Text(f"\n{hidden} of {len(rows)} claims measured nowhere in this profile (not at the papers' "
+                          "regime, not off it) are not listed; --detail lists every claim."))
     legend = ("*: partial (a named model not measured). seeds: for an open verdict, the way the data point "
               "(+ to reproduce, − to reject) and the seeds that reach it / the seeds for 80% power, if the effects "
               "and spreads stay as measured (>1000: out of reach); the other way: posrnn scorecard NAME --seeds.")
@@ -376,24 +392,18 @@ def _short(cell: str) -> str:
 
 
 def across_lines(scored: dict[str, list[dict]]):
-    """The table across profiles for a terminal."""
-    from rich import box
+    """The table across profiles for a terminal (one line a claim where the width allows, else two:
+    ``across_view.AcrossView``)."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
-    t.add_column("claim", overflow="fold", no_wrap=True)
-    for p in scored:
-        t.add_column(p, overflow="fold")
-    t.add_column("", no_wrap=True)
-    for e in across(scored):
-        t.add_row(e["id"], *(Text(_short(e["cells"][p]), style="dim" if e["cells"][p] == "—" else "") for p in scored),
-                  Text("≠", style="bold red") if e["disagree"] else "")
+    from .across_view import AcrossView
+
+    rows = [(e["id"], [_short(e["cells"][p]) for p in scored], e["disagree"]) for e in across(scored)]
     legend = ("Each profile's verdict at the regime where measured, else its indication: " +
               ", ".join(f"{v} {k}" for k, v in SHORT.items()) + "; *: partial; ≠: two profiles decide the claim "
               "differently. In words: posrnn scorecard --across --json, or docs/results.md.")
-    return Group(t, Text(legend, style="dim"))
+    return Group(AcrossView(list(scored), rows), Text(legend, style="dim"))
 
 
 def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
@@ -448,28 +458,31 @@ def _joined(parts: list[str]) -> str:
 
 
 def answer_block(scored: dict[str, list[dict]]) -> str:
-    """The README's answer, from every committed scorecard: Morita's claims about the GRU and LSTM
-    at CPU scale (per profile, the claims measured and their verdicts, all off the papers'
-    regime), then at the papers' regime, then the project's hypotheses about other cores."""
+    """The README's answer, from every committed scorecard: per recurrent core, PE against vanilla
+    in words with its effect, interval and seeds (``answer.lead_lines``); what is open; Morita's
+    claims at the papers' regime; the project's hypotheses about other cores."""
     def rnn(r: dict) -> bool:
         return claim_group(r) == "morita" and bool(set(r.get("models") or []) & set(ANSWER_MODELS))
     first = next(iter(scored.values()))
     n_rnn, n_morita = sum(map(rnn, first)), sum(claim_group(r) == "morita" for r in first)
-    off = _per_profile(scored, rnn, "indication")
+    leads = lead_lines(scored)
+    n_open = len(open_claims(scored, ANSWER_MODELS))
     at = _per_profile(scored, lambda r: claim_group(r) == "morita", "at_regime")
     hyp = _per_profile(scored, lambda r: claim_group(r) == "hypotheses", "at_regime")
-    cpu = (f"At CPU scale, off the papers' regime (indications only), the committed profiles read Morita's "
-           f"{n_rnn} claims about the GRU and LSTM: {_joined(off)}."
-           if off else f"No committed profile measures Morita's {n_rnn} claims about the GRU and LSTM.")
+    cpu = ("What the CPU profiles indicate of PE against vanilla, in token accuracy (per core, the reading at the "
+           "largest vocabulary, then with the most seeds: the rule in `posrnn_cli/analysis/answer.py`):\n\n" +
+           "\n".join(leads) if leads else "No committed profile compares PE with vanilla on a recurrent core.")
+    opened = (f"{standing(scored)} Open: {n_open} of Morita's {n_rnn} claims about the GRU and LSTM are measured "
+              "but decided nowhere (inconclusive, underpowered or not testable wherever read).").lstrip()
     paper = (f"At the papers' regime, Morita's claims measured: {_joined(at)}." if at else
              f"At the papers' regime none of Morita's {n_morita} claims is measured in any committed profile; "
              f"`paper_core`, below, prices its headline questions on one GPU.")
-    beyond = (f" Beyond the papers, the project's hypotheses about other cores, at their own regime: {_joined(hyp)}."
-              if hyp else "")
+    beyond = (f" Beyond the papers, the project's hypotheses about other cores are read at their own regime in "
+              f"{', '.join(h.split(':')[0] for h in hyp)} (below)." if hyp else "")
     return "\n".join([f"<!-- results:{ANSWER} -->",
                       f"*Generated from the committed `results/NAME/scorecard/scorecard.json` by `posrnn scorecard "
                       f"--across --page README.md`; a test fails when this block differs from them.*", "",
-                      f"{cpu} {paper}{beyond}", f"<!-- /results:{ANSWER} -->"])
+                      cpu, "", f"{opened} {paper}{beyond}", f"<!-- /results:{ANSWER} -->"])
 
 
 # ---- the README's count: the papers' claims the CPU profiles decide, with its qualifiers -------------

@@ -429,7 +429,8 @@ def scorecard(
         console().print(scorecard_rich_table(rows, counts=not claim))
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
-        console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
+        console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}.",
+                                        profile=label))
 
 
 def _only_claims(rows: list[dict], ids: list[str]) -> list[dict]:

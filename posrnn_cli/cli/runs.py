@@ -214,12 +214,14 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
         fallback = ("A", "B") if b else (ra["label"], rb["label"])
         keys = [k for k in config_diff(ca, cb) if k != "train.seed"] if ca and cb else []
         names = cmp.side_names(keys, ca, cb, fallback)
+        if diff["over"] == "sequences" and ca and cb:  # one run a side: its seeds bound what the interval covers
+            diff = {**diff, "seeds": [ca.train.seed, cb.train.seed]}
         out = {**diff, "a": ra["label"], "b": rb["label"], "score": score.key,
                "meaning": cmp.meaning(diff, score, *names)}
-        if len(keys) > 1:  # e.g. one side resumed to a larger budget: the difference is not one setting's
-            shown = ", ".join(keys[:4]) + (" …" if len(keys) > 4 else "")
-            out["warning"] = (f"the runs differ in {len(keys)} settings ({shown}), not one: the difference mixes "
-                              f"their effects; compare runs that differ only in the setting you test")
+        # e.g. one side resumed to a larger budget, or trained from another seed: not one setting's effect
+        warning = cmp.differ_warning(keys, diff.get("seeds") if diff["over"] == "sequences" else None)
+        if warning:
+            out["warning"] = warning
         return out
 
     if not b:
@@ -253,7 +255,8 @@ def compare(
     """Evaluate runs, print them side by side (the title names what differs), and the paired
     difference B − A with its 95% interval and what it means.
 
-    `compare A B`: B − A on the same test sequences (95% paired bootstrap over sequences).
+    `compare A B`: B − A on the same test sequences (95% paired bootstrap over sequences), for
+    these two seeds only; a claim about seeds needs several runs a side:
     `compare A1 A2 A3 vs B1 B2 B3`: B − A per seed (runs paired by train.seed), 95% Student-t
     interval over seeds, as the scorecard reads. More runs without `vs`: each minus the first."""
     from ..analysis.compare import expand
