@@ -106,3 +106,24 @@ def test_the_dry_run_prices_the_packed_cells_within_48_h100_hours_and_the_lm_apa
                      re.M)
     low, high = (float(x.replace(",", "")) for x in span.groups())
     assert low < packed < 48 < high and "packing gain g" in text
+
+
+def test_the_dry_run_says_what_dvc_repro_runs_which_switches_lower_it_and_where_the_lm_data_comes_from(
+        tmp_path, monkeypatch):
+    """paper_core sets neither amp nor packing: the dry run's total is what `dvc repro` trains, and a
+    line names the switches that give the lower figures; its LM data (data/wikitext-103, not shipped)
+    is checked and the command that fetches it named."""
+    from typer.testing import CliRunner
+
+    from posrnn_cli.cli import app
+
+    monkeypatch.chdir(tmp_path)  # no data/wikitext-103 here
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    r = CliRunner().invoke(app, ["sweep", "--dry-run", "--profile", PROFILE], terminal_width=100)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "`dvc repro` of this plan trains each run alone at its profile's switches (amp and cuda_graph off)" in text
+    assert re.search(r"train.amp and train.cuda_graph set true in the profile price it at [\d,.]+, and ensemble: 5",
+                     text)
+    assert "the LM's data: lm_data.data_dir data/wikitext-103 does not exist" in text
+    assert 'hf download Salesforce/wikitext --repo-type dataset --include "wikitext-103-raw-v1/*"' in text

@@ -195,6 +195,9 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
                   + ("" if verbose else " (--verbose lists each run, --json gives every field)"))
     for what, n in counts.items():
         _echo_wrapped(f"  {n:>6,} {what}")
+    for o in outcomes:
+        if o.result.get("missing_data"):
+            _echo_wrapped(f"  the LM's data: {o.result['missing_data']}")
     _print_packing(outcomes, verbose, rate.model is None)
     _echo_wrapped(disk)
     _echo_wrapped(compute)

@@ -407,6 +407,17 @@ def variant_seconds(works: dict[str, tuple[Job, RunConfig, Work]], model: GpuMod
     return per_exp
 
 
+def switch_line(works: dict[str, tuple[Job, RunConfig, Work]], per_exp: dict[str, dict[str, float]], k: int) -> str:
+    """What ``dvc repro`` of the plan runs (each run alone, at the switches its profile sets: the
+    total above) and which of the profile's switches give the lower figures below."""
+    amp = {cfg.train.amp and cfg.train.cuda_graph for _, cfg, _ in works.values()}
+    own = "amp and cuda_graph on" if amp == {True} else "amp and cuda_graph off" if amp == {False} else "mixed switches"
+    total = {key: sum(by[key] for by in per_exp.values()) / 3600 for key in ("amp", "packed")}
+    return (f"  `dvc repro` of this plan trains each run alone at its profile's switches ({own}): the total above; "
+            f"train.amp and train.cuda_graph set true in the profile price it at {amount(total['amp'])}, and "
+            f"ensemble: {k} beside them (local executor) at {amount(total['packed'])} (GPU-hours, below)")
+
+
 def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int = PACK_K) -> list[str]:
     """The GPU view: per experiment three prices, the assumptions used, the LM's tokens and the
     largest run's peak memory (refused in one line where it cannot fit)."""
@@ -420,7 +431,8 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
     src = "measured rows" if rate.measured else "no measured row"
     corpus = {job.experiment for job, cfg, _ in works.values() if catalog.TASKS[cfg.task.name].corpus}
     gain = "the measured packing gain" if rate.model.ensemble else "an assumption, not measured on a GPU"
-    lines = experiment_lines(per_exp, runs, src, corpus=corpus, packed=gain) + pack_lines(packs, k)
+    lines = [switch_line(works, per_exp, k)] + experiment_lines(per_exp, runs, src, corpus=corpus, packed=gain)
+    lines += pack_lines(packs, k)
     lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {pack_note(rate.model)}"]
     used = [n for n in FACTORS if n in rate.model.used]
     if used:

@@ -208,6 +208,10 @@ def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions,
     states = [status(j) for j in jobs]
     outcomes = [JobOutcome(j, s, 0.0, result={"code": code_status(j, s)}) for j, s in zip(jobs, states)]
     for o in outcomes:
+        if o.job.kind == "lm_data" and o.status != "done":
+            from .jobs import corpus_missing
+
+            o.result["missing_data"] = corpus_missing(o.job)
         if id(o.job) in packs:
             p = packs[id(o.job)]
             o.result["pack"] = {"runs": [j.label for j in p.jobs], "solo_reason": p.reason, "note": p.note}

@@ -246,6 +246,22 @@ def _latest_digest(run: Path) -> Optional[str]:
     return file_sha256(ckpts[-1][1]) if ckpts else None
 
 
+#: how to fetch WikiText-103 (raw) into a folder ``lm_data.data_dir`` may name: the hub's parquet files
+#: under ``wikitext-103-raw-v1/``, which ``lm.data`` reads as they are (this needs the network)
+FETCH_WIKITEXT = 'hf download Salesforce/wikitext --repo-type dataset --include "wikitext-103-raw-v1/*" --local-dir {}'
+
+
+def corpus_missing(job: Job) -> Optional[str]:
+    """Why a corpus job (``lm_data``) cannot start, naming the command that fetches its data; None
+    when its ``data_dir`` holds files."""
+    data_dir = Path(job.options["data_dir"])
+    if data_dir.is_dir() and any(p.is_file() for p in data_dir.rglob("*")):
+        return None
+    return (f"lm_data.data_dir {data_dir} {'holds no files' if data_dir.is_dir() else 'does not exist'}: fetch "
+            f"WikiText-103 (raw) there with `{FETCH_WIKITEXT.format(data_dir)}` (needs the network), or point "
+            f"it at wiki.{{train,valid,test}}.raw files or at data/wikitext-mini")
+
+
 def run_lm_data(job: Job) -> dict:
     """Paragraphs → tokenizer → encoded ids, redone only when the corpus, settings, the declared
     version of the LM data preparation or sentencepiece's version changed."""
@@ -255,9 +271,9 @@ def run_lm_data(job: Job) -> dict:
 
     out, o = Path(job.run_dir), job.options
     data_dir = Path(o["data_dir"])
-    if not data_dir.is_dir():
-        raise PosrnnError(f"lm_data.data_dir {data_dir} does not exist; point it at WikiText-103's raw files "
-                          f"(wiki.{{train,valid,test}}.raw) or at data/wikitext-mini")
+    missing = corpus_missing(job)
+    if missing:
+        raise PosrnnError(missing)
     files = sorted(p for p in data_dir.rglob("*") if p.is_file())
     code = {"lm_data": PROCEDURES["lm_data"].version, "sentencepiece": library_version("sentencepiece")}
     meta = {"options": o, "corpus": {str(p.relative_to(data_dir)): _digest(p) for p in files}, "code": code}
