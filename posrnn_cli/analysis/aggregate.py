@@ -39,7 +39,7 @@ from ..common import keys, rundir
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import csv_text, read_json, read_npz, same_path, write_files_together
+from ..common.io import csv_text, read_json, read_npz, same_path, write_owned_together
 from ..common.tables import check_table
 from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
 from ..common.stats import hierarchical
@@ -528,7 +528,7 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         if path.parent.exists() and not path.parent.is_dir():
             raise PosrnnError(f"{path.parent} is a file, not a directory; pass another output directory")
     try:
-        write_files_together(files)
+        write_owned_together(files)
     except OSError as e:
         raise PosrnnError(f"cannot write the tables ({e.strerror or type(e).__name__}: {e.filename or '?'}); "
                           f"nothing was replaced") from None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import atomic_write_text
+from posrnn_cli.common.io import atomic_write_text, check_owned, write_owned
 
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
                         VERDICTS, claim_group, count_lines, seeds_text, summarize)
@@ -68,37 +68,27 @@ def seeds_markdown(rows: list[dict], name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: what ``scorecard --out`` writes, and how each begins when posrnn wrote it
-OUT_FILES = {"scorecard.json": b'{\n  "results": ', "scorecard.md": b"# Reproduction scorecard: ",
-             "seeds.md": b"# Seeds each open claim needs: "}
+#: what ``scorecard --out`` writes
+OUT_FILES = ("scorecard.json", "scorecard.md", "seeds.md")
 
 
 def check_scorecard_out(out_dir: Path) -> Path:
-    """Refuse, in one line, a ``scorecard --out`` that would write over a file it did not write
-    there (another file of the same name) or through a link (the folder or a file a symlink)."""
+    """Refuse, in one line, a ``scorecard --out`` that would write over a file posrnn cannot prove it
+    wrote there (``check_owned``: another file of the same name, one edited since) or through a link."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink():
         raise PosrnnError(f"--out {out_dir} is a symbolic link; posrnn does not write through links: pass the folder "
                           "itself")
     if out_dir.exists() and not out_dir.is_dir():
         raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass a folder")
-    for name, start in OUT_FILES.items():
-        path = out_dir / name
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            raise PosrnnError(f"--out {out_dir}: {name} there is a link or not a regular file; posrnn writes only "
-                              f"over its own files: pass another folder")
-        if path.is_file():
-            with open(path, "rb") as f:
-                head = f.read(len(start))
-            if head != start:
-                raise PosrnnError(f"--out {out_dir} holds a {name} that `posrnn scorecard` did not write; it is never "
-                                  f"overwritten: pass another folder, or move that file away")
+    for name in OUT_FILES:
+        check_owned(out_dir / name, None, "--out")
     return out_dir
 
 
 def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
     path = Path(out_dir) / "seeds.md"
-    atomic_write_text(path, seeds_markdown(rows, name))
+    write_owned(path, seeds_markdown(rows, name))
     return path
 
 

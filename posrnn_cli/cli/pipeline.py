@@ -470,8 +470,8 @@ def dvc_yaml(
 ):
     """Write dvc.yaml from the experiment registry (posrnn_cli/common/experiments.py): each stage's
     command and outputs, and the aggregate's inputs. --check compares instead (as CI does)."""
-    from ..common.io import atomic_write_text
-    from ..common.pipeline_yaml import check_dvc_yaml, dvc_yaml as text
+    from ..common.io import write_owned
+    from ..common.pipeline_yaml import check_dvc_yaml, dvc_yaml as text, written_by_us
 
     if check:
         why = check_dvc_yaml(out)
@@ -479,7 +479,7 @@ def dvc_yaml(
             raise PosrnnError(why)
         typer.echo(f"{out} is what the experiment registry gives")
         return
-    atomic_write_text(out, text())
+    write_owned(out, text(), "--out", recognise=written_by_us)
     typer.echo(f"wrote {out} from the experiment registry")
 
 

@@ -329,7 +329,6 @@ def stability(
     """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
     ∂h_2L/∂z_t of triplets sharing the target or the suffix, compared row-wise; per (target
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
-    from ..common.io import write_csv
     from ..engine.checkpoint import resolve_checkpoint
     from ..engine.lock import run_lock
     from ..engine.stability import analyze, check_stability_out
@@ -355,7 +354,9 @@ def stability(
             write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
                                    lambda p: fig_stability(rows, p))
         else:
-            write_csv(rows, csv_path)
+            from ..common.io import csv_text, write_owned
+
+            write_owned(csv_path, csv_text(rows))
     if json_out:
         typer.echo(json.dumps(rows))
         return

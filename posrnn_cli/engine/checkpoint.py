@@ -25,7 +25,7 @@ from ..common.rundir import CONFIG_FILE, METRICS_FILE
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.provenance import config_digest
-from ..common.io import atomic_write, check_out_path, inside, read_marker, same_path
+from ..common.io import atomic_write, check_out_path, check_owned, inside, read_marker, same_path
 from .lock import LOCK, read_lock_line, restore_before_reading
 from .rundir import read_run_config
 from ..common.rundir import list_checkpoints
@@ -296,13 +296,7 @@ def check_out_file(out: Path, inputs: tuple = (), run_dir: Optional[Path] = None
                               + "; pass a file outside it")
         if out.name in RUN_OWN or out.name.startswith(("eval", "extend", "nll_by_position")):
             raise PosrnnError(f"{option} {out} is one of the run's own files; pass another file name")
-    if out.exists():
-        try:
-            with open(out, "rb") as f:
-                first = f.read(len(header))
-        except OSError as e:
-            raise PosrnnError(f"cannot read {out} ({e.strerror or type(e).__name__}); pass another file name") from None
-        if not header or first != header:
-            raise PosrnnError(f"{option} {out} exists and is not a file this command writes; "
-                              f"pass a new file name (posrnn never overwrites a file it did not write)")
+    # never through a link, onto a FIFO or device, or over a file posrnn did not write (or one that does not
+    # begin with ``header``, as the files of this command did before their folders kept a ledger)
+    check_owned(out, None, option, recognise=(lambda b: b.startswith(header)) if header else None)
     return out
