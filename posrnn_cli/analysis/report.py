@@ -10,13 +10,14 @@ and a test fails when the committed page differs from what the committed scoreca
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import atomic_write_text, check_owned, write_owned
+from posrnn_cli.common.io import check_owned, write_owned
+
+from .pages import block_in, rewrite_blocks
 
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
                         VERDICTS, claim_group, count_lines, seeds_text, summarize)
@@ -181,31 +182,21 @@ def page_blocks(rows: list[dict], name: str) -> dict[str, str]:
             BRIEF + name: findings_block(rows, name, brief=True)}
 
 
+def _missing(page: Path, name: str) -> str:
+    return (f"{page} has no results block for {name}; add the two lines '<!-- results:{name} -->' and "
+            f"'<!-- /results:{name} -->', each a line of its own outside code fences, where it should go")
+
+
 def update_page(page: Path, rows: list[dict], name: str) -> list[str]:
-    """Rewrite each of ``name``'s blocks that ``page`` holds; the names of those that changed.
-    A page with none of them is refused."""
-    try:
-        text = Path(page).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
-    blocks = {k: v for k, v in page_blocks(rows, name).items() if readme_block_in(text, k) is not None}
-    if not blocks:
-        raise PosrnnError(f"{page} has no results block for {name}; add the two lines "
-                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
-                          f"where it should go")
-    return [k for k, block in blocks.items() if update_block(page, k, block)]
-
-
-def _block_re(name: str) -> re.Pattern:
-    """The block: each marker a line of its own, so markers quoted in prose never delimit one."""
-    return re.compile(rf"^<!-- results:{re.escape(name)} -->[ \t]*$.*?^<!-- /results:{re.escape(name)} -->[ \t]*$",
-                      re.S | re.M)
+    """Rewrite each of ``name``'s blocks that ``page`` holds, in one write (``pages``); the names
+    of those that changed. A page with none of them, or with markers that nest or do not pair, is
+    refused and left as it was."""
+    return rewrite_blocks(page, page_blocks(rows, name), _missing(page, name))
 
 
 def readme_block_in(text: str, name: str) -> Optional[str]:
-    """The block for ``name`` as the README holds it, or None."""
-    m = _block_re(name).search(text)
-    return m.group(0) if m else None
+    """The block for ``name`` as the page holds it, or None."""
+    return block_in(text, name)
 
 
 def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
@@ -216,25 +207,7 @@ def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
 
 def update_block(readme: Path, name: str, block: str) -> bool:
     """Rewrite the block ``name`` in ``readme`` with ``block`` (atomically); True when it changed."""
-    readme = Path(readme)
-    if readme.is_symlink():
-        raise PosrnnError(f"--page {readme} is a symbolic link (to {os.readlink(readme)}); posrnn does not write "
-                          f"through links: pass the page itself")
-    if readme.exists() and not readme.is_file():
-        raise PosrnnError(f"--page {readme} is not a regular file; pass the page to update (docs/results.md)")
-    try:
-        text = readme.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PosrnnError(f"cannot read {readme} ({type(e).__name__}); pass the README to update") from None
-    if readme_block_in(text, name) is None:
-        raise PosrnnError(f"{readme} has no results block for {name}; add the two lines "
-                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
-                          f"where it should go")
-    new = _block_re(name).sub(lambda _: block, text, count=1)
-    if new == text:
-        return False
-    atomic_write_text(readme, new)
-    return True
+    return bool(rewrite_blocks(readme, {name: block}, _missing(readme, name)))
 
 
 # ---- the terminal view: one line per claim ---------------------------------------------------------
@@ -460,15 +433,9 @@ def across_blocks(scored: dict[str, list[dict]]) -> dict[str, str]:
 
 
 def update_across_page(page: Path, scored: dict[str, list[dict]]) -> list[str]:
-    """Rewrite each across-profile block ``page`` holds (``across_blocks``); the names of those
-    that changed. A page with none of them is refused."""
-    try:
-        text = Path(page).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
-    blocks = {k: v for k, v in across_blocks(scored).items() if readme_block_in(text, k) is not None}
-    if not blocks:
-        raise PosrnnError(f"{page} has no block built across profiles; add the two lines '<!-- results:{ACROSS} -->' "
-                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own, where it should "
-                          "go")
-    return [k for k, block in blocks.items() if update_block(page, k, block)]
+    """Rewrite each across-profile block ``page`` holds (``across_blocks``), in one write; the
+    names of those that changed. A page with none of them is refused."""
+    return rewrite_blocks(page, across_blocks(scored),
+                          f"{page} has no block built across profiles; add the two lines '<!-- results:{ACROSS} -->' "
+                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own outside code "
+                          "fences, where it should go")

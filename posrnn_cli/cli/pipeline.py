@@ -365,7 +365,8 @@ ReadmeOpt = Annotated[Optional[Path], typer.Option(
 DetailOpt = Annotated[bool, typer.Option(
     "--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")]
 ClaimOpt = Annotated[Optional[list[str]], typer.Option(
-    "--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row).",
+    "--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row; not with "
+                                  "--out or --page, which hold every claim).",
     show_default=False)]
 AcrossOpt = Annotated[bool, typer.Option(
     "--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, "
@@ -398,6 +399,7 @@ def scorecard(
 
     if across:
         return _across(params, readme, quiet, json_out)
+    _claims_only_viewed(claim, out, readme)
     name = profile if profile is not None or results is not None else active_profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
@@ -430,6 +432,14 @@ def scorecard(
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}."))
+
+
+def _claims_only_viewed(claim: Optional[list[str]], out: Optional[Path], page: Optional[Path]) -> None:
+    """A view of some claims is never written where the whole scorecard goes (``--out``, ``--page``)."""
+    if claim and (out is not None or page is not None):
+        option = "--out" if out is not None else "--page"
+        raise PosrnnError(f"--claim shows some claims only, and {option} writes where the whole scorecard goes (every "
+                          f"claim); drop --claim to write it, or drop {option} to view those claims")
 
 
 def _only_claims(rows: list[dict], ids: list[str]) -> list[dict]:
