@@ -354,15 +354,17 @@ def across_lines(scored: dict[str, list[dict]]):
 def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
     """The committed scorecards (``results/NAME/scorecard/scorecard.json``) of the profiles that
     have one, in ``profiles``' order."""
-    import json
+    from posrnn_cli.common.io import read_json
 
     out = {}
     for p in profiles:
         path = Path(root) / "results" / p / "scorecard" / "scorecard.json"
         if path.is_file():
             try:
-                out[p] = json.loads(path.read_text())["rows"]
-            except (OSError, ValueError, KeyError, TypeError):
+                out[p] = read_json(path)["rows"]
+                if not isinstance(out[p], list) or not all(isinstance(r, dict) for r in out[p]):
+                    raise TypeError
+            except (OSError, KeyError, TypeError, PosrnnError):
                 raise PosrnnError(f"{path} is not a scorecard; rewrite it with posrnn scorecard {p} --results "
                                   f"results/{p}/tables --out results/{p}/scorecard") from None
     if not out:

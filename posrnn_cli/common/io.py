@@ -262,6 +262,7 @@ def read_csv(path: Path) -> list[dict]:
     """CSV → rows, numbers parsed (int, then float), True/False as booleans, empty cells as None."""
     from .errors import PosrnnError
 
+    regular(path, "CSV table")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
@@ -301,6 +302,7 @@ def read_npz(path: Path) -> dict:
 
     import numpy as np
 
+    regular(path, ".npz file")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
@@ -365,6 +367,22 @@ def loads_bounded(text: "str | bytes", source: Any) -> Any:
         raise PosrnnError(f"{source} nests deeper than {MAX_JSON_DEPTH} levels, which no file posrnn writes does; "
                           f"re-run the step that writes it")
     return data
+
+
+def regular(path: Path, what: str = "file") -> None:
+    """Refuse, before it is opened, a ``path`` that exists but is not a regular file (a FIFO would
+    block the reader, a device never end); a missing one is left to the reader's own error."""
+    import stat
+
+    from .errors import PosrnnError
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise PosrnnError(f"{path} is not a regular file (a directory, FIFO or device); it is not a {what} posrnn "
+                          f"wrote: remove it and re-run the step that writes it")
 
 
 def read_bounded(path: Path, what: str = "file") -> bytes:
