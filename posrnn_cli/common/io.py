@@ -137,6 +137,49 @@ def write_marker(folder: Path, kind: str, ident: "str | None" = None) -> dict:
     return data
 
 
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in chunks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def mark_files(folder: Path, rels: "Iterable[str]" = (), removed: "Iterable[str]" = ()) -> None:
+    """Enter each file (a path relative to ``folder``) with its SHA-256 in ``folder``'s marker
+    (``files``), so the marker proves which files posrnn wrote there, and drop those ``removed``; a
+    folder without a marker gets none. The caller holds the folder's lock."""
+    marker = read_marker(folder)
+    if marker is None:
+        return
+    files = marker.get("files") if isinstance(marker.get("files"), dict) else {}
+    for rel in removed:
+        files.pop(rel, None)
+    for rel in rels:
+        files[rel] = file_digest(Path(folder) / rel)
+    atomic_write_text(Path(folder) / MARKER, json.dumps({**marker, "files": files}) + "\n")
+
+
+def marker_mismatch(folder: Path, marker: dict) -> "str | None":
+    """The first file the marker lists (``files``) that is present with other bytes than it wrote
+    there: the marker does not describe this folder; None when every listed file present matches."""
+    files = marker.get("files")
+    if files is None:
+        return None
+    if not isinstance(files, dict):
+        return "its marker's list of files is not one posrnn writes"
+    for rel, digest in files.items():
+        p = Path(folder) / str(rel)
+        if ".." in Path(str(rel)).parts or not isinstance(digest, str):
+            return "its marker lists a file outside it"
+        if p.is_file() and not p.is_symlink() and file_digest(p) != digest:
+            return f"its {rel} is not the file posrnn wrote there (the marker records another digest)"
+    return None
+
+
 def same_path(a: Path, b: Path) -> bool:
     """Whether two paths name the same file or directory (symlinks followed; either may be missing)."""
     try:

@@ -25,7 +25,7 @@ from ..common.rundir import CONFIG_FILE, METRICS_FILE
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.provenance import config_digest
-from ..common.io import atomic_write, check_out_path, check_owned, inside, read_marker, same_path
+from ..common.io import atomic_write, check_out_path, check_owned, inside, mark_files, read_marker, same_path
 from .lock import LOCK, read_lock_line, restore_before_reading
 from .rundir import read_run_config
 from ..common.rundir import list_checkpoints
@@ -78,6 +78,7 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
     marker = read_marker(run_dir)
     identity = {"config_digest": config_digest(state["config"]), "run_id": marker["id"] if marker else None}
     atomic_torch_save({"format": FORMAT, "version": VERSION, "step": step, **state, "identity": identity}, path)
+    mark_files(run_dir, [f"{CKPT_DIR}/{path.name}"])  # the marker proves the checkpoint posrnn's
     return path
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,10 @@ def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacemen
     try:
         marker = read_marker(out_dir)
         if marker is None or marker["kind"] != "run":
-            write_marker(out_dir, "run")
+            new_id = uuid.uuid4().hex
+            if replacing is not None:  # the record names the new run before its marker exists
+                replacing.bind(new_id)
+            write_marker(out_dir, "run", new_id)
         remove_stale_temps(out_dir)
         remove_stale_temps(out_dir / CKPT_DIR)
         atomic_write_text(out_dir / CONFIG_FILE, dump_yaml(cfg))
