@@ -58,7 +58,7 @@ WorkersOpt = Annotated[Optional[int], typer.Option(
     metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)]
 RunsPerGpuOpt = Annotated[Optional[int], typer.Option(
     metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)]
-EnsembleOpt = Annotated[Optional[int], typer.Option(
+EnsembleOpt = Annotated[Optional[str], typer.Option(
     metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member "
                       "equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]",
     show_default=False)]
@@ -123,6 +123,7 @@ def sweep(
     skipped when finished with the same config) and evaluated, in parallel. A failed run does
     not stop the others; the sweep then exits non-zero naming each and its log."""
     from ..sweep import SweepOptions, run_sweep
+    from ..sweep.packing import parse_k
     from ..common.experiments import EXPERIMENTS, experiments_of_stage
 
     if list_:
@@ -140,7 +141,7 @@ def sweep(
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
                         wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only,
-                        retrain_stale=retrain_stale, ensemble=ensemble)
+                        retrain_stale=retrain_stale, ensemble=parse_k(ensemble))
     try:
         outcomes = run_sweep(params, name, names, opts)
     except KeyboardInterrupt:
@@ -149,7 +150,7 @@ def sweep(
         err.exit_code = 130
         raise err from None
     if dry_run:
-        _print_plan(params, name, outcomes, retrain_stale, json_out, verbose, ensemble)
+        _print_plan(params, name, outcomes, retrain_stale, json_out, verbose, opts.ensemble)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))

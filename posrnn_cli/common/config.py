@@ -212,7 +212,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             return value.lower() in ("true", "yes", "1")
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return int(value)
         if isinstance(value, float) and value.is_integer():
             return int(value)
         f = _number(value.replace("_", "")) if isinstance(value, str) else None

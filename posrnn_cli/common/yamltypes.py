@@ -56,7 +56,23 @@ def _construct_str(loader: ParamsLoader, node: yaml.ScalarNode) -> str:
     return value
 
 
+class TaggedInt(int):
+    """An integer written as quoted text under a ``!!int`` tag (``!!int "02"``), not plainly."""
+
+
+def _construct_int(loader: ParamsLoader, node: yaml.ScalarNode) -> int:
+    value = loader.construct_yaml_int(node)
+    return TaggedInt(value) if node.style is not None else value
+
+
+def written_plainly(value: Any) -> bool:
+    """Whether ``value`` is an integer written plainly (``4``; not ``"4"`` or ``!!int "04"``)."""
+    return type(value) is int
+
+
 ParamsLoader.add_constructor(_STR, _construct_str)
+ParamsLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+yaml.SafeDumper.add_representer(TaggedInt, yaml.representer.SafeRepresenter.represent_int)
 for _cls in (QuotedText, NumberText):
     yaml.SafeDumper.add_representer(_cls, yaml.representer.SafeRepresenter.represent_str)
     yaml.Dumper.add_representer(_cls, yaml.representer.SafeRepresenter.represent_str)

@@ -127,11 +127,11 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     from .packing import ensemble_k
 
     k = ensemble_k(prof, opts.ensemble, profile)
-    if opts.dry_run:
-        return _dry_run(jobs, executor, settings, opts, runs_root, out, k)
-    if k > 1 and executor != "local":
+    if k > 1 and executor != "local":  # the dry run plans only what the run would do: refused alike
         raise PosrnnError(f"ensembles (ensemble {k}) pack runs for the local executor only; pass --ensemble 1 or "
                           f"--executor local")
+    if opts.dry_run:
+        return _dry_run(jobs, executor, settings, opts, runs_root, out, k)
     from .jobs import validate
 
     validate(jobs)

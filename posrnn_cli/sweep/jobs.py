@@ -298,13 +298,19 @@ def run_pack(job: Job) -> dict:
     from ..engine.ensemble import train_ensemble
 
     members = [job_from_dict(d) for d in job.options["members"]]
+    for m in members:
+        blocked = next((p for p in (Path(m.run_dir), *Path(m.run_dir).parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise PosrnnError(f"{m.label}: {blocked} is a file where the run's directory {m.run_dir} goes; move it "
+                              "away, then run the sweep again")
     with ExitStack() as stack:
         for m in members:  # every member's directory held for the whole pack, as ``execute`` holds a run's
             stack.enter_context(locked(Path(m.run_dir)))
         states = {m.label: run_action(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
-        together = [m for m in members if states[m.label] in ("new", "resume")]
+        together = in_step([m for m in members if states[m.label] in ("new", "resume")])
+        together = together if len(together) > 1 else []
         for m in members:
-            if states[m.label] == "replace":
+            if states[m.label] == "replace" or (states[m.label] in ("new", "resume") and m not in together):
                 ensure_trained(m)
         if together:
             train_ensemble([m.run_config() for m in together], [Path(m.run_dir) for m in together],
@@ -313,6 +319,26 @@ def run_pack(job: Job) -> dict:
     for m in together:
         results[m.label]["training"] = f"trained as one of an ensemble of {len(together)}"
     return {"members": results}
+
+
+def in_step(members: list[Job]) -> list[Job]:
+    """The members that can train as one ensemble: those at the step most of them are at (a member
+    resumed alone is ahead of its pack). Each left out is named on stderr and trains solo, so none
+    of its checkpoints is dropped to bring it back into step."""
+    import sys
+    from collections import Counter
+
+    from ..common.rundir import list_checkpoints
+
+    at = {m.label: (list_checkpoints(Path(m.run_dir)) or [(0, None)])[-1][0] for m in members}
+    if len(set(at.values())) <= 1:
+        return members
+    step = Counter(at.values()).most_common(1)[0][0]
+    for m in members:
+        if at[m.label] != step:
+            print(f"posrnn: {m.label} is at step {at[m.label]} and the rest of its pack at step {step} (it was trained "
+                  "alone meanwhile); it trains solo, keeping every checkpoint", file=sys.stderr)
+    return [m for m in members if at[m.label] == step]
 
 
 def validate(jobs: list[Job]) -> None:
