@@ -39,7 +39,7 @@ from ..common import keys, rundir
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import csv_text, read_json, read_npz, same_path, write_owned_together
+from ..common.io import csv_text, json_digest, read_json, read_npz, same_path, write_owned_together
 from ..common.tables import check_table
 from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
 from ..common.stats import hierarchical
@@ -71,9 +71,11 @@ def runs_of(exp_dir: Path) -> list[Path]:
     manifest = exp_dir / MANIFEST
     if manifest.is_file():
         try:
-            names = [c["name"] for c in read_json(manifest)["cells"]]
+            data = read_json(manifest)
+            names = [c["name"] for c in data["cells"]]
         except (ValueError, KeyError, TypeError, IndexError):
             raise PosrnnError(f"{manifest} is not a sweep manifest; re-run the sweep") from None
+        check_manifest_cells(exp_dir, data, names)
         if not all(isinstance(n, str) and n and n not in (".", "..") and "/" not in n and "\\" not in n
                    and "\0" not in n
                    for n in names):
@@ -81,6 +83,19 @@ def runs_of(exp_dir: Path) -> list[Path]:
                               "sweep")
         return [exp_dir / n for n in names]
     return sorted(p.parent for p in exp_dir.glob("*/config.yaml"))
+
+
+def check_manifest_cells(exp_dir: Path, data: dict, names: list) -> None:
+    """A manifest's cells are the ones its sweep wrote (``cells_sha256``; one written before it
+    kept a digest is taken as it is): a cell dropped from it or added is refused in one line,
+    naming a run on disk the manifest no longer lists, so no cell leaves a table without a word."""
+    digest = data.get("cells_sha256")
+    if digest is None or json_digest(data["cells"]) == digest:
+        return
+    unlisted = sorted(p.parent.name for p in Path(exp_dir).glob("*/config.yaml") if p.parent.name not in names)
+    hint = f" (the run {unlisted[0]} is on disk but not in it)" if unlisted else ""
+    raise PosrnnError(f"{Path(exp_dir) / MANIFEST} lists other cells than its sweep wrote{hint}; re-run the sweep "
+                      "to rewrite it")
 
 
 def cell_of(cfg: RunConfig) -> tuple:

@@ -203,11 +203,25 @@ def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, in
     return pair_by_seed(seeds(side_a), seeds(side_b))
 
 
+def _distinct_runs(results: list[dict]) -> None:
+    """Refuse two compared runs that hold one checkpoint (a run and a copy of it, eval.json and all):
+    their difference is none by construction, not a measurement."""
+    seen: dict = {}
+    for r in results:
+        sha = r.get("checkpoint_sha256")
+        if sha in seen:
+            raise PosrnnError(f"{r['label']} and {seen[sha]} were scored from one checkpoint (a run and a copy of it): "
+                              "their difference measures nothing; compare runs trained apart")
+        seen[sha] = r["label"]
+
+
 def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> list[dict]:
     """Without ``vs`` (``b`` empty): each run after the first minus the first, on the same test
     sequences. With ``vs``: side B minus side A, paired by seed."""
     from ..analysis import compare as cmp
     from ..common.config import config_diff
+
+    _distinct_runs([r for r, _ in a + b])
 
     def one(ra, ca, rb, cb, diff):
         score = cmp.score_of(ra["task"])

@@ -95,6 +95,11 @@ def json_text(obj: Any) -> str:
     return json.dumps(obj, indent=2) + "\n"
 
 
+def json_digest(obj: Any) -> str:
+    """The SHA-256 of ``obj`` as canonical JSON (sorted keys, no spaces)."""
+    return sha256_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json_text(obj))
 

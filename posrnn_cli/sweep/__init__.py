@@ -90,10 +90,11 @@ def stale_note(outcomes: list[JobOutcome]) -> Optional[str]:
 def write_manifest(exp_dir: Path, exp: Experiment, jobs: list[Job]) -> None:
     """``sweep.json``: the experiment, its job kind and table form (as the registry had them),
     and the cells of the current grid (aggregation reads only these runs)."""
-    from ..common.io import atomic_write_json
+    from ..common.io import atomic_write_json, json_digest
 
+    cells = [{"name": j.name, "kind": j.kind} for j in jobs]
     atomic_write_json(exp_dir / "sweep.json", {"experiment": exp.name, "kind": exp.kind, "table": exp.table,
-                                               "cells": [{"name": j.name, "kind": j.kind} for j in jobs]})
+                                               "cells": cells, "cells_sha256": json_digest(cells)})
 
 
 def sources(names) -> set[str]:

@@ -28,7 +28,8 @@ from ..common.rundir import CONFIG_FILE
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
-from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
+from ..common.io import (atomic_write_json, atomic_write_text, json_digest, read_json, read_npz, remove_stale_temps,
+                         write_npz)
 from ..common.signals import Stopped, stop_requests
 from ..common.provenance import Proof, file_sha256, stamped
 from ..common.sources import fingerprint
@@ -120,9 +121,8 @@ def run_irie(job: Job) -> dict:
     sha = proof.checkpoint_sha256
     if proof.step != rep["step"]:
         raise PosrnnError(f"{job.run_dir} gained a checkpoint while its permutations were taken; run the job again")
-    atomic_write_json(Path(job.run_dir) / "permutation.json",
-                      {**rep, "checkpoint_sha256": sha, "config_digest": proof.config_digest,
-                       "n_sequences": len(rep["sensitive"])})
+    rec = {**rep, "checkpoint_sha256": sha, "config_digest": proof.config_digest, "n_sequences": len(rep["sensitive"])}
+    atomic_write_json(Path(job.run_dir) / "permutation.json", {**rec, "record_sha256": json_digest(rec)})
     return {**out, "permutation_sensitive_share": sum(rep["sensitive"]) / max(1, len(rep["sensitive"]))}
 
 
