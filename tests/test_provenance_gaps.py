@@ -78,3 +78,21 @@ def test_compare_refuses_a_run_and_its_copy(tmp_path, trained):
     r = CliRunner().invoke(app, ["compare", str(a), str(b), "--device", "cpu"])
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code != 0 and len(lines) == 1 and "one checkpoint" in lines[0], r.output
+
+
+@pytest.mark.parametrize("how", ["copied", "edited"])
+def test_a_training_log_copied_from_another_run_or_edited_gives_no_curve(tmp_path, swept, how):
+    runs = tmp_path / "runs"
+    shutil.copytree(swept, runs)
+    a, b = sorted(p for p in (runs / "fig2").iterdir() if p.is_dir() and not p.name.startswith("."))[:2]
+    log = a / "metrics.jsonl"
+    if how == "copied":
+        log.write_bytes((b / "metrics.jsonl").read_bytes())
+    else:
+        lines = log.read_text().splitlines()
+        first = json.loads(lines[0])
+        lines[0] = json.dumps({**first, "loss": first["loss"] / 2})
+        log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PosrnnError, match="not the log posrnn wrote"):
+        aggregate(runs, tmp_path / "tables", n_resamples=20)
+    assert not (tmp_path / "tables").exists()

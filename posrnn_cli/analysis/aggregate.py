@@ -39,7 +39,7 @@ from ..common import keys, rundir
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import csv_text, json_digest, read_json, read_npz, same_path, write_owned_together
+from ..common.io import csv_text, json_digest, log_mismatch, read_json, read_npz, same_path, write_owned_together
 from ..common.tables import check_table
 from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
 from ..common.stats import hierarchical
@@ -322,11 +322,21 @@ def table_cosine(runs: list[Path], n_resamples: int) -> list[dict]:
 EARLY_FRACTION = 0.10
 
 
+def proven_log(run: Path, numbers: tuple[str, ...]) -> list[dict]:
+    """The run's training log (``rundir.log_entries``), once its marker vouches for it: the log must
+    begin with what it held at the run's last checkpoint (``io.log_mismatch``), so a log copied
+    from another run or edited gives no curve."""
+    why = log_mismatch(run)
+    if why:
+        raise PosrnnError(f"{why}; re-run its training (posrnn sweep {Path(run).parent.name}), or restore the log")
+    return rundir.log_entries(run, numbers)
+
+
 def early_loss(run: Path, fraction: float = EARLY_FRACTION) -> Optional[float]:
     """Mean training loss logged over the first ``fraction`` of a run's iterations, or ``None``
     without a log line in that window: how fast a model learns early on (001 §6.5)."""
     limit = fraction * read_config(run).train.iterations
-    losses = [float(x["loss"]) for x in rundir.log_entries(run, ("loss",)) if x.get("step", limit + 1) <= limit]
+    losses = [float(x["loss"]) for x in proven_log(run, ("loss",)) if x.get("step", limit + 1) <= limit]
     return float(np.mean(losses)) if losses else None
 
 
@@ -376,7 +386,7 @@ def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
     figure per experiment with a line per run (template: training_curves.json)."""
     rows = []
     for run in runs:
-        log = rundir.log_entries(run, ("step", "loss", "accuracy"))  # anything else is not a line `posrnn train` wrote
+        log = proven_log(run, ("step", "loss", "accuracy"))  # anything else is not a line `posrnn train` wrote
         stride = max(1, -(-len(log) // max_points))
         keep = log[::stride] + ([log[-1]] if log and (len(log) - 1) % stride else [])
         rows += [{"run": Path(run).name, "step": x["step"], "loss": x["loss"], "accuracy": x["accuracy"]} for x in keep]

@@ -153,10 +153,12 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def mark_files(folder: Path, rels: "Iterable[str]" = (), removed: "Iterable[str]" = ()) -> None:
+def mark_files(folder: Path, rels: "Iterable[str]" = (), removed: "Iterable[str]" = (),
+               log: "str | None" = None) -> None:
     """Enter each file (a path relative to ``folder``) with its SHA-256 in ``folder``'s marker
-    (``files``), so the marker proves which files posrnn wrote there, and drop those ``removed``; a
-    folder without a marker gets none. The caller holds the folder's lock."""
+    (``files``), so the marker proves which files posrnn wrote there, and drop those ``removed``;
+    ``log`` (a file that grows, the training log): its length and the SHA-256 of its bytes so far
+    (``log``). A folder without a marker gets none. The caller holds the folder's lock."""
     marker = read_marker(folder)
     if marker is None:
         return
@@ -165,7 +167,30 @@ def mark_files(folder: Path, rels: "Iterable[str]" = (), removed: "Iterable[str]
         files.pop(rel, None)
     for rel in rels:
         files[rel] = file_digest(Path(folder) / rel)
-    atomic_write_text(Path(folder) / MARKER, json.dumps({**marker, "files": files}) + "\n")
+    extra = {}
+    if log is not None and (Path(folder) / log).is_file():
+        data = (Path(folder) / log).read_bytes()
+        extra = {"log": {"name": log, "bytes": len(data), "sha256": sha256_bytes(data)}}
+    atomic_write_text(Path(folder) / MARKER, json.dumps({**marker, "files": files, **extra}) + "\n")
+
+
+def log_mismatch(folder: Path) -> "str | None":
+    """Why ``folder``'s training log is not the one posrnn wrote there, or None: its marker's ``log``
+    records the length and digest of the log at the last checkpoint, which the file must begin with
+    (lines logged since may follow). A marker without it (an older run) vouches for nothing."""
+    marker = read_marker(folder)
+    rec = marker.get("log") if marker else None
+    if not isinstance(rec, dict) or not isinstance(rec.get("bytes"), int) or not isinstance(rec.get("name"), str):
+        return None
+    path = Path(folder) / rec["name"]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(rec["bytes"])
+    except OSError:
+        return f"{path} is missing, but the run's marker records it"
+    if len(head) < rec["bytes"] or sha256_bytes(head) != rec.get("sha256"):
+        return f"{path} is not the log posrnn wrote for this run (copied from another run, or edited since)"
+    return None
 
 
 def marker_mismatch(folder: Path, marker: dict) -> "str | None":

@@ -29,7 +29,7 @@ from ..common.io import atomic_write, check_out_path, check_owned, inside, mark_
 from .lock import LOCK, read_lock_line, restore_before_reading
 from .rundir import read_run_config
 from ..common.rundir import list_checkpoints
-from ..common.rundir import STEP_RE, CKPT_DIR
+from ..common.rundir import METRICS_FILE, STEP_RE, CKPT_DIR
 
 FORMAT = "posrnn-checkpoint"
 VERSION = 2  # 2: the run identity; version 1 (without it) is still read
@@ -78,7 +78,7 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
     marker = read_marker(run_dir)
     identity = {"config_digest": config_digest(state["config"]), "run_id": marker["id"] if marker else None}
     atomic_torch_save({"format": FORMAT, "version": VERSION, "step": step, **state, "identity": identity}, path)
-    mark_files(run_dir, [f"{CKPT_DIR}/{path.name}"])  # the marker proves the checkpoint posrnn's
+    mark_files(run_dir, [f"{CKPT_DIR}/{path.name}"], log=METRICS_FILE)  # the marker proves them posrnn's
     return path
 
 
