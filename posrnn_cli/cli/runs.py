@@ -204,15 +204,17 @@ def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, in
 
 
 def _distinct_runs(results: list[dict]) -> None:
-    """Refuse two compared runs that hold one checkpoint (a run and a copy of it, eval.json and all):
-    their difference is none by construction, not a measurement."""
+    """Refuse two compared run directories that hold one checkpoint (a run and a copy of it,
+    eval.json and all): their difference is none by construction, not a measurement."""
+    import os
+
     seen: dict = {}
     for r in results:
-        sha = r.get("checkpoint_sha256")
-        if sha in seen:
-            raise PosrnnError(f"{r['label']} and {seen[sha]} were scored from one checkpoint (a run and a copy of it): "
-                              "their difference measures nothing; compare runs trained apart")
-        seen[sha] = r["label"]
+        sha, where = r.get("checkpoint_sha256"), os.path.realpath(r["run_dir"])
+        if sha in seen and seen[sha][1] != where:  # one run named twice is itself, not a copy
+            raise PosrnnError(f"{r['label']} and {seen[sha][0]} were scored from one checkpoint (a run and a copy of "
+                              "it): their difference measures nothing; compare runs trained apart")
+        seen.setdefault(sha, (r["label"], where))
 
 
 def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> list[dict]:
