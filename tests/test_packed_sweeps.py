@@ -64,14 +64,14 @@ def test_a_member_whose_folder_is_a_file_is_one_line(tmp_path):
     assert Path(jobs[0].run_dir).read_text() == "a file\n"
 
 
-def test_a_member_moved_ahead_alone_is_named_and_left_out_of_the_pack(tmp_path, capsys):
+def test_a_member_moved_ahead_alone_is_named_with_the_checkpoints_the_pack_drops(tmp_path, capsys):
     params = scratch(tmp_path, fig2=GRID)
     jobs = plan(params, "t", ["fig2"], runs_root=tmp_path / "runs")
     for j, steps in zip(jobs, ([10], [10], [10, 20])):
         (Path(j.run_dir) / "checkpoints").mkdir(parents=True)
         for s in steps:
             (Path(j.run_dir) / "checkpoints" / f"step_{s:07d}.pt").write_bytes(b"")
-    together = in_step(jobs)
-    assert [j.label for j in together] == [j.label for j in jobs[:2]]
+    assert in_step(jobs) == jobs  # the pack re-forms at step 10
     err = capsys.readouterr().err
-    assert jobs[2].label in err and "step 20" in err and "trains solo" in err
+    assert jobs[2].label in err and "step 20" in err and "re-forms at step 10" in err
+    assert jobs[0].label not in err and jobs[1].label not in err

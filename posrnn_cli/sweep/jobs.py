@@ -308,9 +308,8 @@ def run_pack(job: Job) -> dict:
             stack.enter_context(locked(Path(m.run_dir)))
         states = {m.label: run_action(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
         together = in_step([m for m in members if states[m.label] in ("new", "resume")])
-        together = together if len(together) > 1 else []
         for m in members:
-            if states[m.label] == "replace" or (states[m.label] in ("new", "resume") and m not in together):
+            if states[m.label] == "replace":
                 ensure_trained(m)
         if together:
             train_ensemble([m.run_config() for m in together], [Path(m.run_dir) for m in together],
@@ -322,23 +321,23 @@ def run_pack(job: Job) -> dict:
 
 
 def in_step(members: list[Job]) -> list[Job]:
-    """The members that can train as one ensemble: those at the step most of them are at (a member
-    resumed alone is ahead of its pack). Each left out is named on stderr and trains solo, so none
-    of its checkpoints is dropped to bring it back into step."""
+    """The members, once each checkpoint the pack drops is named on stderr: an ensemble resumes from
+    the latest step every member holds (``engine.ensemble.common_start``), so a member ahead of the
+    rest (trained alone meanwhile, or killed between the members' saves) has its later checkpoints
+    retrained with the pack, each member ending as its solo run would."""
     import sys
-    from collections import Counter
 
     from ..common.rundir import list_checkpoints
 
-    at = {m.label: (list_checkpoints(Path(m.run_dir)) or [(0, None)])[-1][0] for m in members}
-    if len(set(at.values())) <= 1:
-        return members
-    step = Counter(at.values()).most_common(1)[0][0]
+    held = {m.label: sorted(s for s, _ in list_checkpoints(Path(m.run_dir))) for m in members}
+    shared = set.intersection(*(set(v) for v in held.values())) if held else set()
+    start = max(shared) if shared else None
     for m in members:
-        if at[m.label] != step:
-            print(f"posrnn: {m.label} is at step {at[m.label]} and the rest of its pack at step {step} (it was trained "
-                  "alone meanwhile); it trains solo, keeping every checkpoint", file=sys.stderr)
-    return [m for m in members if at[m.label] == step]
+        later = [s for s in held[m.label] if start is None or s > start]
+        if later:
+            print(f"posrnn: {m.label} holds checkpoints ahead of its pack (step {', '.join(map(str, later))}); the "
+                  f"pack re-forms at step {start or 0}, so they are dropped and trained again with it", file=sys.stderr)
+    return members
 
 
 def validate(jobs: list[Job]) -> None:
