@@ -188,7 +188,7 @@ def test_the_gpu_check_refuses_a_short_budget_a_link_and_files_of_another(tmp_pa
     for out, budget, words in ((tmp_path / "new", 15, "--budget 15 cannot hold"), (tmp_path / "new", -1, "cannot hold"),
                                (tmp_path / "new", float("nan"), "cannot hold"),
                                (tmp_path / "link", 470, "symbolic link"),
-                               (mine, 470, "not a report of this check")):
+                               (mine, 470, "did not write")):
         assert words in gpu_check.check_args(out, budget)
     assert gpu_check.check_args(tmp_path / "new", 470) is None and (mine / "gpu_check.md").read_text() == "my notes\n"
     assert (gpu_check.main(["--device", "cpu", "--out", str(mine)]) == 2

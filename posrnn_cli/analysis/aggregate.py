@@ -39,7 +39,7 @@ from ..common import keys, rundir
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import csv_text, read_json, read_npz, same_path, write_files_together
+from ..common.io import csv_text, json_digest, log_mismatch, read_json, read_npz, same_path, write_owned_together
 from ..common.tables import check_table
 from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
 from ..common.stats import hierarchical
@@ -71,9 +71,11 @@ def runs_of(exp_dir: Path) -> list[Path]:
     manifest = exp_dir / MANIFEST
     if manifest.is_file():
         try:
-            names = [c["name"] for c in read_json(manifest)["cells"]]
+            data = read_json(manifest)
+            names = [c["name"] for c in data["cells"]]
         except (ValueError, KeyError, TypeError, IndexError):
             raise PosrnnError(f"{manifest} is not a sweep manifest; re-run the sweep") from None
+        check_manifest_cells(exp_dir, data, names)
         if not all(isinstance(n, str) and n and n not in (".", "..") and "/" not in n and "\\" not in n
                    and "\0" not in n
                    for n in names):
@@ -81,6 +83,19 @@ def runs_of(exp_dir: Path) -> list[Path]:
                               "sweep")
         return [exp_dir / n for n in names]
     return sorted(p.parent for p in exp_dir.glob("*/config.yaml"))
+
+
+def check_manifest_cells(exp_dir: Path, data: dict, names: list) -> None:
+    """A manifest's cells are the ones its sweep wrote (``cells_sha256``; one written before it
+    kept a digest is taken as it is): a cell dropped from it or added is refused in one line,
+    naming a run on disk the manifest no longer lists, so no cell leaves a table without a word."""
+    digest = data.get("cells_sha256")
+    if digest is None or json_digest(data["cells"]) == digest:
+        return
+    unlisted = sorted(p.parent.name for p in Path(exp_dir).glob("*/config.yaml") if p.parent.name not in names)
+    hint = f" (the run {unlisted[0]} is on disk but not in it)" if unlisted else ""
+    raise PosrnnError(f"{Path(exp_dir) / MANIFEST} lists other cells than its sweep wrote{hint}; re-run the sweep "
+                      "to rewrite it")
 
 
 def cell_of(cfg: RunConfig) -> tuple:
@@ -307,11 +322,21 @@ def table_cosine(runs: list[Path], n_resamples: int) -> list[dict]:
 EARLY_FRACTION = 0.10
 
 
+def proven_log(run: Path, numbers: tuple[str, ...]) -> list[dict]:
+    """The run's training log (``rundir.log_entries``), once its marker vouches for it: the log must
+    begin with what it held at the run's last checkpoint (``io.log_mismatch``), so a log copied
+    from another run or edited gives no curve."""
+    why = log_mismatch(run)
+    if why:
+        raise PosrnnError(f"{why}; re-run its training (posrnn sweep {Path(run).parent.name}), or restore the log")
+    return rundir.log_entries(run, numbers)
+
+
 def early_loss(run: Path, fraction: float = EARLY_FRACTION) -> Optional[float]:
     """Mean training loss logged over the first ``fraction`` of a run's iterations, or ``None``
     without a log line in that window: how fast a model learns early on (001 §6.5)."""
     limit = fraction * read_config(run).train.iterations
-    losses = [float(x["loss"]) for x in rundir.log_entries(run, ("loss",)) if x.get("step", limit + 1) <= limit]
+    losses = [float(x["loss"]) for x in proven_log(run, ("loss",)) if x.get("step", limit + 1) <= limit]
     return float(np.mean(losses)) if losses else None
 
 
@@ -361,7 +386,7 @@ def curves(runs: list[Path], max_points: int = 200) -> list[dict]:
     figure per experiment with a line per run (template: training_curves.json)."""
     rows = []
     for run in runs:
-        log = rundir.log_entries(run, ("step", "loss", "accuracy"))  # anything else is not a line `posrnn train` wrote
+        log = proven_log(run, ("step", "loss", "accuracy"))  # anything else is not a line `posrnn train` wrote
         stride = max(1, -(-len(log) // max_points))
         keep = log[::stride] + ([log[-1]] if log and (len(log) - 1) % stride else [])
         rows += [{"run": Path(run).name, "step": x["step"], "loss": x["loss"], "accuracy": x["accuracy"]} for x in keep]
@@ -528,7 +553,7 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
         if path.parent.exists() and not path.parent.is_dir():
             raise PosrnnError(f"{path.parent} is a file, not a directory; pass another output directory")
     try:
-        write_files_together(files)
+        write_owned_together(files)
     except OSError as e:
         raise PosrnnError(f"cannot write the tables ({e.strerror or type(e).__name__}: {e.filename or '?'}); "
                           f"nothing was replaced") from None

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..common import catalog, floors
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_bytes
+from ..common.io import write_owned
 from ..common.stats import t_interval
 
 PE_ORDER = list(catalog.PE_FORMS)
@@ -89,7 +89,7 @@ def save_bytes(path: Path, data: bytes) -> None:
     if _pending is not None:
         _pending[Path(path)] = data
     else:
-        atomic_write_bytes(Path(path), data)
+        write_owned(Path(path), data)
 
 
 def _save(fig, path: Path) -> None:

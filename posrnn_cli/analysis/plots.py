@@ -34,7 +34,7 @@ from typing import Callable, Optional
 from ..common import catalog
 from ..common.errors import PosrnnError
 from ..common.experiments import EXPERIMENTS, resolve
-from ..common.io import read_csv, write_files_together
+from ..common.io import read_csv, write_owned_together
 from ..common.tables import check_table
 from .aggregate import DUAL_CONDITIONS
 from .figkit import (
@@ -400,7 +400,7 @@ def draw_all(results: Path, out_dir: Path) -> list[Path]:
         raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass another --out")
     with collecting() as files:
         drawn = _draw(t, out_dir)
-    write_files_together(files)  # every figure drawn before the first replaces an old one
+    write_owned_together(files)  # every figure drawn before the first replaces an old one
     return drawn
 
 

@@ -10,13 +10,14 @@ and a test fails when the committed page differs from what the committed scoreca
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import atomic_write_text
+from posrnn_cli.common.io import check_owned, write_owned
+
+from .pages import block_in, rewrite_blocks
 
 from .answer import lead_lines, open_claims, standing
 from .scorecard import (DIRECTION_ONLY, NOT_MEASURED, NOT_REPRODUCED, OPEN, REGIME_WORDS, REPRODUCED, SCOPES, SECTIONS,
@@ -69,37 +70,27 @@ def seeds_markdown(rows: list[dict], name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: what ``scorecard --out`` writes, and how each begins when posrnn wrote it
-OUT_FILES = {"scorecard.json": b'{\n  "results": ', "scorecard.md": b"# Reproduction scorecard: ",
-             "seeds.md": b"# Seeds each open claim needs: "}
+#: what ``scorecard --out`` writes
+OUT_FILES = ("scorecard.json", "scorecard.md", "seeds.md")
 
 
 def check_scorecard_out(out_dir: Path) -> Path:
-    """Refuse, in one line, a ``scorecard --out`` that would write over a file it did not write
-    there (another file of the same name) or through a link (the folder or a file a symlink)."""
+    """Refuse, in one line, a ``scorecard --out`` that would write over a file posrnn cannot prove it
+    wrote there (``check_owned``: another file of the same name, one edited since) or through a link."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink():
         raise PosrnnError(f"--out {out_dir} is a symbolic link; posrnn does not write through links: pass the folder "
                           "itself")
     if out_dir.exists() and not out_dir.is_dir():
         raise PosrnnError(f"--out {out_dir} is a file, not a directory; pass a folder")
-    for name, start in OUT_FILES.items():
-        path = out_dir / name
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            raise PosrnnError(f"--out {out_dir}: {name} there is a link or not a regular file; posrnn writes only "
-                              f"over its own files: pass another folder")
-        if path.is_file():
-            with open(path, "rb") as f:
-                head = f.read(len(start))
-            if head != start:
-                raise PosrnnError(f"--out {out_dir} holds a {name} that `posrnn scorecard` did not write; it is never "
-                                  f"overwritten: pass another folder, or move that file away")
+    for name in OUT_FILES:
+        check_owned(out_dir / name, None, "--out")
     return out_dir
 
 
 def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
     path = Path(out_dir) / "seeds.md"
-    atomic_write_text(path, seeds_markdown(rows, name))
+    write_owned(path, seeds_markdown(rows, name))
     return path
 
 
@@ -192,31 +183,21 @@ def page_blocks(rows: list[dict], name: str) -> dict[str, str]:
             BRIEF + name: findings_block(rows, name, brief=True)}
 
 
+def _missing(page: Path, name: str) -> str:
+    return (f"{page} has no results block for {name}; add the two lines '<!-- results:{name} -->' and "
+            f"'<!-- /results:{name} -->', each a line of its own outside code fences, where it should go")
+
+
 def update_page(page: Path, rows: list[dict], name: str) -> list[str]:
-    """Rewrite each of ``name``'s blocks that ``page`` holds; the names of those that changed.
-    A page with none of them is refused."""
-    try:
-        text = Path(page).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
-    blocks = {k: v for k, v in page_blocks(rows, name).items() if readme_block_in(text, k) is not None}
-    if not blocks:
-        raise PosrnnError(f"{page} has no results block for {name}; add the two lines "
-                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
-                          f"where it should go")
-    return [k for k, block in blocks.items() if update_block(page, k, block)]
-
-
-def _block_re(name: str) -> re.Pattern:
-    """The block: each marker a line of its own, so markers quoted in prose never delimit one."""
-    return re.compile(rf"^<!-- results:{re.escape(name)} -->[ \t]*$.*?^<!-- /results:{re.escape(name)} -->[ \t]*$",
-                      re.S | re.M)
+    """Rewrite each of ``name``'s blocks that ``page`` holds, in one write (``pages``); the names
+    of those that changed. A page with none of them, or with markers that nest or do not pair, is
+    refused and left as it was."""
+    return rewrite_blocks(page, page_blocks(rows, name), _missing(page, name))
 
 
 def readme_block_in(text: str, name: str) -> Optional[str]:
-    """The block for ``name`` as the README holds it, or None."""
-    m = _block_re(name).search(text)
-    return m.group(0) if m else None
+    """The block for ``name`` as the page holds it, or None."""
+    return block_in(text, name)
 
 
 def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
@@ -227,25 +208,7 @@ def update_readme(readme: Path, rows: list[dict], name: str) -> bool:
 
 def update_block(readme: Path, name: str, block: str) -> bool:
     """Rewrite the block ``name`` in ``readme`` with ``block`` (atomically); True when it changed."""
-    readme = Path(readme)
-    if readme.is_symlink():
-        raise PosrnnError(f"--page {readme} is a symbolic link (to {os.readlink(readme)}); posrnn does not write "
-                          f"through links: pass the page itself")
-    if readme.exists() and not readme.is_file():
-        raise PosrnnError(f"--page {readme} is not a regular file; pass the page to update (docs/results.md)")
-    try:
-        text = readme.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PosrnnError(f"cannot read {readme} ({type(e).__name__}); pass the README to update") from None
-    if readme_block_in(text, name) is None:
-        raise PosrnnError(f"{readme} has no results block for {name}; add the two lines "
-                          f"'<!-- results:{name} -->' and '<!-- /results:{name} -->', each a line of its own, "
-                          f"where it should go")
-    new = _block_re(name).sub(lambda _: block, text, count=1)
-    if new == text:
-        return False
-    atomic_write_text(readme, new)
-    return True
+    return bool(rewrite_blocks(readme, {name: block}, _missing(readme, name)))
 
 
 # ---- the terminal view: one line per claim ---------------------------------------------------------
@@ -409,15 +372,17 @@ def across_lines(scored: dict[str, list[dict]]):
 def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
     """The committed scorecards (``results/NAME/scorecard/scorecard.json``) of the profiles that
     have one, in ``profiles``' order."""
-    import json
+    from posrnn_cli.common.io import read_json
 
     out = {}
     for p in profiles:
         path = Path(root) / "results" / p / "scorecard" / "scorecard.json"
         if path.is_file():
             try:
-                out[p] = json.loads(path.read_text())["rows"]
-            except (OSError, ValueError, KeyError, TypeError):
+                out[p] = read_json(path)["rows"]
+                if not isinstance(out[p], list) or not all(isinstance(r, dict) for r in out[p]):
+                    raise TypeError
+            except (OSError, KeyError, TypeError, PosrnnError):
                 raise PosrnnError(f"{path} is not a scorecard; rewrite it with posrnn scorecard {p} --results "
                                   f"results/{p}/tables --out results/{p}/scorecard") from None
     if not out:
@@ -546,15 +511,9 @@ def across_blocks(scored: dict[str, list[dict]]) -> dict[str, str]:
 
 
 def update_across_page(page: Path, scored: dict[str, list[dict]]) -> list[str]:
-    """Rewrite each across-profile block ``page`` holds (``across_blocks``); the names of those
-    that changed. A page with none of them is refused."""
-    try:
-        text = Path(page).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PosrnnError(f"cannot read {page} ({type(e).__name__}); pass the page to update") from None
-    blocks = {k: v for k, v in across_blocks(scored).items() if readme_block_in(text, k) is not None}
-    if not blocks:
-        raise PosrnnError(f"{page} has no block built across profiles; add the two lines '<!-- results:{ACROSS} -->' "
-                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own, where it should "
-                          "go")
-    return [k for k, block in blocks.items() if update_block(page, k, block)]
+    """Rewrite each across-profile block ``page`` holds (``across_blocks``), in one write; the
+    names of those that changed. A page with none of them is refused."""
+    return rewrite_blocks(page, across_blocks(scored),
+                          f"{page} has no block built across profiles; add the two lines '<!-- results:{ACROSS} -->' "
+                          f"and '<!-- /results:{ACROSS} -->' (or {ANSWER}'s), each a line of its own outside code "
+                          "fences, where it should go")

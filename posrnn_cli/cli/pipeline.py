@@ -58,7 +58,7 @@ WorkersOpt = Annotated[Optional[int], typer.Option(
     metavar="N", help="local: worker processes. [default: one per CPU core]", show_default=False)]
 RunsPerGpuOpt = Annotated[Optional[int], typer.Option(
     metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)]
-EnsembleOpt = Annotated[Optional[int], typer.Option(
+EnsembleOpt = Annotated[Optional[str], typer.Option(
     metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member "
                       "equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]",
     show_default=False)]
@@ -123,6 +123,7 @@ def sweep(
     skipped when finished with the same config) and evaluated, in parallel. A failed run does
     not stop the others; the sweep then exits non-zero naming each and its log."""
     from ..sweep import SweepOptions, run_sweep
+    from ..sweep.packing import parse_k
     from ..common.experiments import EXPERIMENTS, experiments_of_stage
 
     if list_:
@@ -140,7 +141,7 @@ def sweep(
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
                         wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only,
-                        retrain_stale=retrain_stale, ensemble=ensemble)
+                        retrain_stale=retrain_stale, ensemble=parse_k(ensemble))
     try:
         outcomes = run_sweep(params, name, names, opts)
     except KeyboardInterrupt:
@@ -149,7 +150,7 @@ def sweep(
         err.exit_code = 130
         raise err from None
     if dry_run:
-        _print_plan(params, name, outcomes, retrain_stale, json_out, verbose, ensemble)
+        _print_plan(params, name, outcomes, retrain_stale, json_out, verbose, opts.ensemble)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))
@@ -368,7 +369,8 @@ ReadmeOpt = Annotated[Optional[Path], typer.Option(
 DetailOpt = Annotated[bool, typer.Option(
     "--detail", help="Each claim in full (its regime, measurement, reasons) instead of one line a claim.")]
 ClaimOpt = Annotated[Optional[list[str]], typer.Option(
-    "--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row).",
+    "--claim", metavar="ID", help="Only this claim, in full (repeat for several; with --json, its row; not with "
+                                  "--out or --page, which hold every claim).",
     show_default=False)]
 AcrossOpt = Annotated[bool, typer.Option(
     "--across", help="Each claim's verdict in every profile with a committed scorecard, one line a claim, "
@@ -401,6 +403,7 @@ def scorecard(
 
     if across:
         return _across(params, readme, quiet, json_out)
+    _claims_only_viewed(claim, out, readme)
     name = profile if profile is not None or results is not None else active_profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
@@ -434,6 +437,14 @@ def scorecard(
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}.",
                                         profile=label))
+
+
+def _claims_only_viewed(claim: Optional[list[str]], out: Optional[Path], page: Optional[Path]) -> None:
+    """A view of some claims is never written where the whole scorecard goes (``--out``, ``--page``)."""
+    if claim and (out is not None or page is not None):
+        option = "--out" if out is not None else "--page"
+        raise PosrnnError(f"--claim shows some claims only, and {option} writes where the whole scorecard goes (every "
+                          f"claim); drop --claim to write it, or drop {option} to view those claims")
 
 
 def _only_claims(rows: list[dict], ids: list[str]) -> list[dict]:
@@ -474,10 +485,11 @@ def dvc_yaml(
 ):
     """Write dvc.yaml from the experiment registry (posrnn_cli/common/experiments.py): each stage's
     command and outputs, and the aggregate's inputs; and numerics.json beside it, the declared
-    numerics versions its stages read. --check compares instead (as CI does)."""
-    from ..common.io import atomic_write_text
-    from ..common.numerics import check_numerics_table, numerics_table
-    from ..common.pipeline_yaml import NUMERICS_FILE, check_dvc_yaml, dvc_yaml as text
+    numerics versions its stages read. --check compares instead (as CI does). Either file is
+    replaced only where posrnn wrote it (one refusal writes neither)."""
+    from ..common.io import write_owned_together
+    from ..common.numerics import check_numerics_table, numerics_table, numerics_written
+    from ..common.pipeline_yaml import NUMERICS_FILE, check_dvc_yaml, dvc_yaml as text, written_by_us
 
     table = out.parent / NUMERICS_FILE
     if check:
@@ -486,8 +498,8 @@ def dvc_yaml(
             raise PosrnnError(why)
         typer.echo(f"{out} and {table} are what the experiment registry and the declared versions give")
         return
-    atomic_write_text(out, text())
-    atomic_write_text(table, numerics_table())
+    files = {out: text().encode(), table: numerics_table().encode()}
+    write_owned_together(files, "--out", recognise=lambda data: written_by_us(data) or numerics_written(data))
     typer.echo(f"wrote {out} from the experiment registry and {table} from the declared numerics versions")
 
 

@@ -203,11 +203,27 @@ def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, in
     return pair_by_seed(seeds(side_a), seeds(side_b))
 
 
+def _distinct_runs(results: list[dict]) -> None:
+    """Refuse two compared run directories that hold one checkpoint (a run and a copy of it,
+    eval.json and all): their difference is none by construction, not a measurement."""
+    import os
+
+    seen: dict = {}
+    for r in results:
+        sha, where = r.get("checkpoint_sha256"), os.path.realpath(r["run_dir"])
+        if sha in seen and seen[sha][1] != where:  # one run named twice is itself, not a copy
+            raise PosrnnError(f"{r['label']} and {seen[sha][0]} were scored from one checkpoint (a run and a copy of "
+                              "it): their difference measures nothing; compare runs trained apart")
+        seen.setdefault(sha, (r["label"], where))
+
+
 def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> list[dict]:
     """Without ``vs`` (``b`` empty): each run after the first minus the first, on the same test
     sequences. With ``vs``: side B minus side A, paired by seed."""
     from ..analysis import compare as cmp
     from ..common.config import config_diff
+
+    _distinct_runs([r for r, _ in a + b])
 
     def one(ra, ca, rb, cb, diff):
         score = cmp.score_of(ra["task"])
@@ -332,7 +348,6 @@ def stability(
     """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
     ∂h_2L/∂z_t of triplets sharing the target or the suffix, compared row-wise; per (target
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
-    from ..common.io import write_csv
     from ..engine.checkpoint import resolve_checkpoint
     from ..engine.lock import run_lock
     from ..engine.stability import analyze, check_stability_out
@@ -358,7 +373,9 @@ def stability(
             write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
                                    lambda p: fig_stability(rows, p))
         else:
-            write_csv(rows, csv_path)
+            from ..common.io import csv_text, write_owned
+
+            write_owned(csv_path, csv_text(rows))
     if json_out:
         typer.echo(json.dumps(rows))
         return

@@ -22,6 +22,7 @@ import yaml
 
 from . import keys
 from .errors import PosrnnError
+from .yamltypes import NumberText, ParamsLoader, QuotedText, dvc_reading
 
 
 def bounded(default: Any, lo: Optional[float] = None, hi: Optional[float] = None, positive: bool = False,
@@ -206,6 +207,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise PosrnnError(f"{key} must be a list of {len(args)} values, got {value!r}")
         return tuple(coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    check_dvc_type(value, tp, key)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -213,7 +215,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             return value.lower() in ("true", "yes", "1")
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return int(value)
         if isinstance(value, float) and value.is_integer():
             return int(value)
         f = _number(value.replace("_", "")) if isinstance(value, str) else None
@@ -236,6 +238,17 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         raise TypeError(f"unsupported annotation {tp!r} for {key}")
     name = getattr(tp, "__name__", str(tp))
     raise PosrnnError(f"{key} must be of type {name}, got {value!r}")
+
+
+def check_dvc_type(value: Any, tp: Any, key: str) -> None:
+    """Refuse text where DVC reads text but a number or boolean is expected (``"12"``, ``!!str 12``),
+    and a plain value DVC reads as a number where text is expected (``1e3``)."""
+    if isinstance(value, QuotedText) and tp in (bool, int, float):
+        raise PosrnnError(f"{key} is {str(value)!r}, quoted or tagged !!str: text to DVC (YAML 1.2), where a "
+                          f"{tp.__name__} is expected; write it without quotes or tag: {value}")
+    if isinstance(value, NumberText) and tp is str:
+        raise PosrnnError(f"{key} is {value} unquoted, which DVC (YAML 1.2) reads as {dvc_reading(value)!r}, where "
+                          f"text is expected; quote it: \"{value}\"")
 
 
 @functools.lru_cache(maxsize=None)
@@ -359,7 +372,7 @@ def safe_load_bounded(text: str, source: str, as_dvc: bool = False) -> Any:
     key in a mapping (DVC refuses it; PyYAML would keep the last). ``as_dvc`` (params files and
     ``--set`` values): also one that DVC reads otherwise (``check_as_dvc_reads``). The message
     never shows the value."""
-    loader = yaml.SafeLoader(text)
+    loader = ParamsLoader(text) if as_dvc else yaml.SafeLoader(text)
     try:
         try:
             node = loader.get_single_node()
@@ -499,9 +512,10 @@ _PARSED: dict[bytes, Any] = {}
 def load_yaml(path: Path) -> Any:
     path = Path(path)
     if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        fix = ("change into the repository (or pass --params FILE)" if path == Path("params.yaml")
-               else "pass an existing --params file")
+        what = ("is a directory" if path.is_dir() else "is not a regular file (a FIFO or device)" if path.exists()
+                else "does not exist")
+        fix = ("change into the repository (or pass --params FILE)" if path == Path("params.yaml") and
+               not path.exists() else "pass an existing --params file")
         raise PosrnnError(f"params file {path} {what} here ({Path.cwd()}); {fix}")
     try:
         text = path.read_text(encoding="utf-8")

@@ -90,8 +90,18 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def json_text(obj: Any) -> str:
+    """``obj`` as posrnn writes JSON files: indented by two, a newline at the end."""
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def json_digest(obj: Any) -> str:
+    """The SHA-256 of ``obj`` as canonical JSON (sorted keys, no spaces)."""
+    return sha256_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+    atomic_write_text(path, json_text(obj))
 
 
 def remove_stale_temps(folder: Path) -> int:
@@ -130,6 +140,74 @@ def write_marker(folder: Path, kind: str, ident: "str | None" = None) -> dict:
     data = {"kind": kind, "id": ident or uuid.uuid4().hex, "written_by": "posrnn"}
     atomic_write_text(Path(folder) / MARKER, json.dumps(data) + "\n")
     return data
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in chunks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def mark_files(folder: Path, rels: "Iterable[str]" = (), removed: "Iterable[str]" = (),
+               log: "str | None" = None) -> None:
+    """Enter each file (a path relative to ``folder``) with its SHA-256 in ``folder``'s marker
+    (``files``), so the marker proves which files posrnn wrote there, and drop those ``removed``;
+    ``log`` (a file that grows, the training log): its length and the SHA-256 of its bytes so far
+    (``log``). A folder without a marker gets none. The caller holds the folder's lock."""
+    marker = read_marker(folder)
+    if marker is None:
+        return
+    files = marker.get("files") if isinstance(marker.get("files"), dict) else {}
+    for rel in removed:
+        files.pop(rel, None)
+    for rel in rels:
+        files[rel] = file_digest(Path(folder) / rel)
+    extra = {}
+    if log is not None and (Path(folder) / log).is_file():
+        data = (Path(folder) / log).read_bytes()
+        extra = {"log": {"name": log, "bytes": len(data), "sha256": sha256_bytes(data)}}
+    atomic_write_text(Path(folder) / MARKER, json.dumps({**marker, "files": files, **extra}) + "\n")
+
+
+def log_mismatch(folder: Path) -> "str | None":
+    """Why ``folder``'s training log is not the one posrnn wrote there, or None: its marker's ``log``
+    records the length and digest of the log at the last checkpoint, which the file must begin with
+    (lines logged since may follow). A marker without it (an older run) vouches for nothing."""
+    marker = read_marker(folder)
+    rec = marker.get("log") if marker else None
+    if not isinstance(rec, dict) or not isinstance(rec.get("bytes"), int) or not isinstance(rec.get("name"), str):
+        return None
+    path = Path(folder) / rec["name"]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(rec["bytes"])
+    except OSError:
+        return f"{path} is missing, but the run's marker records it"
+    if len(head) < rec["bytes"] or sha256_bytes(head) != rec.get("sha256"):
+        return f"{path} is not the log posrnn wrote for this run (copied from another run, or edited since)"
+    return None
+
+
+def marker_mismatch(folder: Path, marker: dict) -> "str | None":
+    """The first file the marker lists (``files``) that is present with other bytes than it wrote
+    there: the marker does not describe this folder; None when every listed file present matches."""
+    files = marker.get("files")
+    if files is None:
+        return None
+    if not isinstance(files, dict):
+        return "its marker's list of files is not one posrnn writes"
+    for rel, digest in files.items():
+        p = Path(folder) / str(rel)
+        if ".." in Path(str(rel)).parts or not isinstance(digest, str):
+            return "its marker lists a file outside it"
+        if p.is_file() and not p.is_symlink() and file_digest(p) != digest:
+            return f"its {rel} is not the file posrnn wrote there (the marker records another digest)"
+    return None
 
 
 def same_path(a: Path, b: Path) -> bool:
@@ -216,6 +294,7 @@ def write_table_and_figure(table: bytes, table_path: Path, figure_path: Path, dr
         os.replace(scratch / figure_path.name, figure_path)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    record_written([table_path, figure_path])
 
 
 def _cell(v: Any) -> Any:
@@ -256,6 +335,7 @@ def read_csv(path: Path) -> list[dict]:
     """CSV → rows, numbers parsed (int, then float), True/False as booleans, empty cells as None."""
     from .errors import PosrnnError
 
+    regular(path, "CSV table")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
@@ -295,6 +375,7 @@ def read_npz(path: Path) -> dict:
 
     import numpy as np
 
+    regular(path, ".npz file")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
@@ -361,6 +442,22 @@ def loads_bounded(text: "str | bytes", source: Any) -> Any:
     return data
 
 
+def regular(path: Path, what: str = "file") -> None:
+    """Refuse, before it is opened, a ``path`` that exists but is not a regular file (a FIFO would
+    block the reader, a device never end); a missing one is left to the reader's own error."""
+    import stat
+
+    from .errors import PosrnnError
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise PosrnnError(f"{path} is not a regular file (a directory, FIFO or device); it is not a {what} posrnn "
+                          f"wrote: remove it and re-run the step that writes it")
+
+
 def read_bounded(path: Path, what: str = "file") -> bytes:
     """The bytes of ``path``, refused in one line when it is not a regular file (a FIFO, a device,
     a directory: never opened) or larger than ``MAX_JSON_BYTES``."""
@@ -388,3 +485,113 @@ def read_json(path: Path) -> Any:
         return loads_bounded(read_bounded(path, "JSON file").decode("utf-8"), path)
     except (ValueError, UnicodeDecodeError):
         raise PosrnnError(f"{path} is not valid JSON (truncated or corrupt); re-run the step that writes it") from None
+
+
+# ---- one rule for every file posrnn writes -------------------------------------------------------
+#: each folder posrnn writes files into holds this ledger: the name and SHA-256 of each file it wrote
+#: there. A file is replaced only when posrnn can prove it wrote it: the ledger lists it with its
+#: present digest, it already holds the new bytes, git holds it unchanged from a commit, or the
+#: writer recognises it (``recognise``). Kept out of git and of DVC's hashes (.gitignore, .dvcignore).
+LEDGER = ".posrnn-files.json"
+
+
+def sha256_bytes(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _ledger(folder: Path) -> dict:
+    from .errors import PosrnnError
+
+    try:
+        data = loads_bounded(read_bounded(Path(folder) / LEDGER, "ledger").decode("utf-8"), folder)
+    except (OSError, ValueError, UnicodeDecodeError, PosrnnError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(files, dict) \
+        else {}
+
+
+def _git_unchanged(path: Path, data: bytes) -> bool:
+    """Whether git's index holds ``path`` with exactly these bytes (a committed output)."""
+    import hashlib
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-s", "--", path.name], cwd=path.parent, capture_output=True,
+                             text=True, timeout=30, check=False).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return len(out) >= 2 and out[1] == blob
+
+
+def check_owned(path: Path, new: "bytes | None" = None, option: str = "--out",
+                recognise: "Callable[[bytes], bool] | None" = None) -> None:
+    """Refuse, in one line naming ``path`` and the way out, to replace what posrnn cannot prove it
+    wrote: a symlink (never written through), a directory, FIFO or device (never opened), or a
+    regular file that neither the folder's ledger, the new bytes, git nor ``recognise`` vouch for."""
+    import stat
+
+    from .errors import PosrnnError
+
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise PosrnnError(f"{option} {path} cannot be used ({e.strerror}); pass another path") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise PosrnnError(f"{option} {path} is a symbolic link (to {os.readlink(path)}); posrnn never writes through "
+                          f"a link: write to the link's target itself, or pass another path")
+    if not stat.S_ISREG(st.st_mode):
+        raise PosrnnError(f"{option} {path} is not a regular file (a directory, FIFO or device); posrnn writes only "
+                          f"regular files: pass another path")
+    old = read_bounded(path, "file")
+    if old == new or _ledger(path.parent).get(path.name) == sha256_bytes(old) or (
+            recognise is not None and recognise(old)) or _git_unchanged(path, old):
+        return
+    raise PosrnnError(f"{option} {path} exists and posrnn did not write it (no record of it, or edited since); "
+                      f"it is never overwritten: move it away, or pass another path")
+
+
+def record_written(paths: "Iterable[Path]") -> None:
+    """Enter each file's present digest in its folder's ledger (under a lock on the folder)."""
+    import fcntl
+
+    by_folder: dict[Path, list[Path]] = {}
+    for p in paths:
+        by_folder.setdefault(Path(p).parent, []).append(Path(p))
+    for folder, files in by_folder.items():
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            ledger = _ledger(folder)
+            for p in files:
+                with open(p, "rb") as f:
+                    ledger[p.name] = sha256_bytes(f.read())
+            atomic_write_text(folder / LEDGER, json.dumps({"written_by": "posrnn", "files": ledger}, indent=1,
+                                                          sort_keys=True) + "\n")
+        finally:
+            os.close(fd)
+
+
+def write_owned(path: Path, data: "bytes | str", option: str = "--out",
+                recognise: "Callable[[bytes], bool] | None" = None) -> None:
+    """Write ``data`` to ``path`` atomically, only where ``check_owned`` proves the file posrnn's
+    (or there is none), and record it in the folder's ledger."""
+    data = data.encode() if isinstance(data, str) else data
+    check_owned(path, data, option, recognise)
+    atomic_write_bytes(path, data)
+    record_written([path])
+
+
+def write_owned_together(files: "Mapping[Path, bytes]", option: str = "--out",
+                         recognise: "Callable[[bytes], bool] | None" = None) -> None:
+    """``write_files_together``, every target checked first (``check_owned``): one refusal writes none."""
+    for path, data in files.items():
+        check_owned(path, data, option, recognise)
+    write_files_together(files)
+    record_written(files)

@@ -46,7 +46,9 @@ def run_parts(cfg, steps: int, out_steps: int, n_inputs: int, n_outputs: int,
     # a step of the continuous task is a vector of task.dim floats (inputs, targets and the normalised draw:
     # three copies), of the others a token id (inputs and targets)
     vectors = not catalog.TASKS[cfg.task.name].vocabulary  # the continuous task: vectors, not ids
-    step_bytes = cfg.task.dim * F32 * 3 if vectors else I64 * 2
+    # drawing the continuous test set holds about ten copies of its n × L × d draw at once (the draw, its
+    # normalised copy, the inputs of 2L steps, their zeros, the reversed targets, and the distinct ones selected)
+    step_bytes = cfg.task.dim * F32 * 5 if vectors else I64 * 2
     train_tokens, eval_tokens = t.batch_size * out_steps, t.eval_batch_size * out_steps
     if head_chunk:
         train_tokens, eval_tokens = min(train_tokens, head_chunk), min(eval_tokens, head_chunk)
@@ -94,6 +96,20 @@ def check_fits(parts: list[tuple[int, str, str]], what: str, available: Optional
     size, name, keys = max(parts)
     raise PosrnnError(f"{what} needs at least {human(need)} of memory, more than the {human(available)} available here "
                       f"(largest: {name}, {human(size)}); lower {keys}")
+
+
+def check_run_fits(parts: list[tuple[int, str, str]], n_test: int, available: Optional[int] = None) -> None:
+    """``check_fits`` for a run, naming the ``task.n_test`` that fits when the test set is what
+    does not (``parts[1]``, as ``run_parts`` orders them)."""
+    available = available_bytes() if available is None else available
+    try:
+        check_fits(parts, "this run", available)
+    except PosrnnError as e:
+        test_bytes, rest = parts[1][0], sum(b for b, _, _ in parts) - parts[1][0]
+        fit = int((available - rest) // max(1, test_bytes // max(1, n_test))) if available and test_bytes else 0
+        if max(parts)[1] != parts[1][1] or fit >= n_test:
+            raise
+        raise PosrnnError(f"{e} (task.n_test {fit:,} fits)" if fit >= 1 else f"{e}; no task.n_test fits") from None
 
 
 def stability_parts(n_triplets: int, length: int, hidden: int,

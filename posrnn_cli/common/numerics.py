@@ -182,13 +182,26 @@ def numerics_table() -> str:
     return json.dumps(table, indent=2) + "\n"
 
 
-def check_numerics_table(path: Path) -> Optional[str]:
-    """None when ``path`` holds what the declared versions give, else a one-line reason."""
+def numerics_written(data: bytes) -> bool:
+    """Whether ``data`` is a ``numerics.json`` that ``posrnn dvc-yaml`` wrote (its ``about`` line)."""
     try:
-        have = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+        table = json.loads(data[:1 << 20])
+    except ValueError:
+        return False
+    return isinstance(table, dict) and str(table.get("about", "")).startswith("written by `posrnn dvc-yaml`")
+
+
+def check_numerics_table(path: Path) -> Optional[str]:
+    """None when ``path`` holds what the declared versions give, else a one-line reason (a FIFO or
+    a device is never opened)."""
+    from .errors import PosrnnError
+    from .io import read_bounded
+
+    if not Path(path).exists():
         return f"{path} does not exist; write it with posrnn dvc-yaml"
-    except (OSError, UnicodeDecodeError) as e:
+    try:
+        have = read_bounded(Path(path), "numerics table").decode("utf-8")
+    except (OSError, UnicodeDecodeError, PosrnnError) as e:
         return f"{path} cannot be read ({type(e).__name__}); restore it from git or write it with posrnn dvc-yaml"
     if have != numerics_table():
         return (f"{path} differs from the declared numerics versions; run posrnn dvc-yaml to write it (bump a "

@@ -148,13 +148,27 @@ def dvc_yaml(experiments: Optional[dict[str, Experiment]] = None, stages: Option
     return HEADER + "\nstages:\n" + "\n".join(parts) + "\n" + results
 
 
+#: the line every dvc.yaml that ``posrnn dvc-yaml`` writes holds near its top: its proof of authorship
+AUTHOR_LINE = "# Written by `posrnn dvc-yaml` from the experiment registry"
+
+
+def written_by_us(data: bytes) -> bool:
+    """Whether ``data`` is a dvc.yaml that ``posrnn dvc-yaml`` wrote (its header line, at the top)."""
+    return any(line.startswith(AUTHOR_LINE.encode()) for line in data[:4096].splitlines()[:12])
+
+
 def check_dvc_yaml(path: Path) -> Optional[str]:
     """None when ``path`` holds what the registry gives, else a one-line reason."""
+    from .errors import PosrnnError
+    from .io import read_bounded
+
     want = dvc_yaml()
     try:
-        have = Path(path).read_text(encoding="utf-8")
+        have = read_bounded(path, "dvc.yaml").decode("utf-8")
     except FileNotFoundError:
         return f"{path} does not exist; write it with posrnn dvc-yaml"
+    except PosrnnError as e:
+        return str(e)
     except (OSError, UnicodeDecodeError) as e:
         return f"{path} cannot be read ({type(e).__name__}); restore it from git or write it with posrnn dvc-yaml"
     if have == want:

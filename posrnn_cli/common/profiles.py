@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from .config import bounded, check_bounds, coerce, load_yaml
 from .errors import PosrnnError, did_you_mean
+from .yamltypes import check_name
 
 
 
@@ -51,6 +52,7 @@ def active_profiles(params: Path) -> list[str]:
                           f"set it with `posrnn profile use lite`")
     known = profiles_of(data, params)
     for n in names:
+        check_name(n, f"{params}: active profile")
         if n not in known:
             raise PosrnnError(f"{params}: active profile {n!r} is not defined; choose one of: {', '.join(known)}")
     return names
@@ -101,6 +103,7 @@ def use_profile(params: Path, names: list[str]) -> str:
     data = read_params(params)
     known = profiles_of(data, params)
     for n in names:
+        check_name(n, "profile")  # written plain into `profile: [...]`, where DVC reads it
         if n not in known:
             raise PosrnnError(f"unknown profile {n!r}{did_you_mean(n, known)}; choose one of: {', '.join(known)}")
     raw = params.read_bytes()

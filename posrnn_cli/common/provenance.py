@@ -214,7 +214,7 @@ def _sweep_fix(run: Path) -> str:
 def proven_record(path: Path, proof: Proof, count: str) -> dict:
     """A JSON analysis of a run (``permutation.json``): stamped with ``proof``'s checkpoint and
     config, and its list ``count`` as long as the ``n_sequences`` it records; one line otherwise."""
-    from .io import read_json
+    from .io import json_digest, read_json
 
     fix = _sweep_fix(proof.run)
     if not Path(path).is_file():
@@ -226,6 +226,9 @@ def proven_record(path: Path, proof: Proof, count: str) -> dict:
     if data["checkpoint_sha256"] != proof.checkpoint_sha256 or data["config_digest"] != proof.config_digest:
         raise PosrnnError(f"{path} analyses another checkpoint or config than the run's latest (step {proof.step}: "
                           f"trained on since, or copied from another run); {fix}")
+    digest = data.get("record_sha256")  # the record's own digest (absent in one written before it was kept)
+    if digest is not None and digest != json_digest({k: v for k, v in data.items() if k != "record_sha256"}):
+        raise PosrnnError(f"{path} was edited since posrnn wrote it (its values differ from its digest); {fix}")
     n, values = data.get("n_sequences"), data.get(count)
     if not isinstance(n, int) or not isinstance(values, list) or len(values) != n or n < 1:
         raise PosrnnError(f"{path} does not hold the {n!r} values it records in {count} (cut or edited); {fix}")

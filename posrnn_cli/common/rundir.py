@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import PosrnnError
-from .io import MARKER, loads_bounded
+from .io import MARKER, loads_bounded, marker_mismatch
 from .tables import is_number
 
 CONFIG_FILE = "config.yaml"
@@ -72,9 +72,11 @@ def not_posrnns(run_dir: Path) -> Optional[str]:
     marker = read_marker(run_dir)
     if marker is not None and marker["kind"] != "run":
         return f"it is a posrnn {marker['kind']} directory, not a run"
-    stranger = _checkpoint_stranger(run_dir)
-    if stranger or marker is not None:
+    stranger = _checkpoint_stranger(run_dir) or (marker_mismatch(run_dir, marker) if marker else None)
+    if stranger:
         return stranger
+    if marker is not None:  # a marker is taken only with files that are what it says: posrnn's config, torch archives
+        return _not_as_marked(run_dir)
     try:
         cfg = read_config(run_dir)
     except PosrnnError:
@@ -83,6 +85,36 @@ def not_posrnns(run_dir: Path) -> Optional[str]:
         present = [n for n in RUN_FILES if (Path(run_dir) / n).exists()]
         return (f"its {CONFIG_FILE} is not a posrnn config" if (Path(run_dir) / CONFIG_FILE).exists() else
                 f"it holds {', '.join(present)} but no config.yaml and no posrnn marker")
+    return None
+
+
+def _is_yaml(path: Path) -> bool:
+    import yaml
+
+    try:
+        yaml.safe_load(path.read_bytes()[:1 << 20])
+    except (OSError, ValueError, yaml.YAMLError):
+        return False
+    return True
+
+
+def _not_as_marked(run_dir: Path) -> Optional[str]:
+    """Why a marked folder's files are not what posrnn writes (a config.yaml that is no posrnn
+    config, a checkpoint that is no torch archive: an empty file, another tool's), or None."""
+    if (Path(run_dir) / CONFIG_FILE).exists():
+        try:
+            read_config(run_dir)
+        except PosrnnError:
+            if _is_yaml(Path(run_dir) / CONFIG_FILE):  # another tool's config; one damaged (not YAML) is posrnn's run's
+                return f"its {CONFIG_FILE} is not a posrnn config"
+    for _, p in list_checkpoints(run_dir):
+        try:
+            with open(p, "rb") as f:
+                head = f.read(4)
+        except OSError:
+            continue  # pruned meanwhile
+        if head != b"PK\x03\x04":
+            return f"its {CKPT_DIR}/{p.name} is not a checkpoint posrnn wrote (not a torch archive)"
     return None
 
 

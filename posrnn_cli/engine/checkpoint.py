@@ -21,15 +21,15 @@ from typing import Any, Optional
 
 import torch
 
-from ..common.rundir import CONFIG_FILE, METRICS_FILE
+from ..common.rundir import CONFIG_FILE
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.provenance import config_digest
-from ..common.io import atomic_write, check_out_path, inside, read_marker, same_path
+from ..common.io import atomic_write, check_out_path, check_owned, inside, mark_files, read_marker, same_path
 from .lock import LOCK, read_lock_line, restore_before_reading
 from .rundir import read_run_config
 from ..common.rundir import list_checkpoints
-from ..common.rundir import STEP_RE, CKPT_DIR
+from ..common.rundir import METRICS_FILE, STEP_RE, CKPT_DIR
 
 FORMAT = "posrnn-checkpoint"
 VERSION = 2  # 2: the run identity; version 1 (without it) is still read
@@ -78,6 +78,7 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
     marker = read_marker(run_dir)
     identity = {"config_digest": config_digest(state["config"]), "run_id": marker["id"] if marker else None}
     atomic_torch_save({"format": FORMAT, "version": VERSION, "step": step, **state, "identity": identity}, path)
+    mark_files(run_dir, [f"{CKPT_DIR}/{path.name}"], log=METRICS_FILE)  # the marker proves them posrnn's
     return path
 
 
@@ -296,13 +297,7 @@ def check_out_file(out: Path, inputs: tuple = (), run_dir: Optional[Path] = None
                               + "; pass a file outside it")
         if out.name in RUN_OWN or out.name.startswith(("eval", "extend", "nll_by_position")):
             raise PosrnnError(f"{option} {out} is one of the run's own files; pass another file name")
-    if out.exists():
-        try:
-            with open(out, "rb") as f:
-                first = f.read(len(header))
-        except OSError as e:
-            raise PosrnnError(f"cannot read {out} ({e.strerror or type(e).__name__}); pass another file name") from None
-        if not header or first != header:
-            raise PosrnnError(f"{option} {out} exists and is not a file this command writes; "
-                              f"pass a new file name (posrnn never overwrites a file it did not write)")
+    # never through a link, onto a FIFO or device, or over a file posrnn did not write (or one that does not
+    # begin with ``header``, as the files of this command did before their folders kept a ledger)
+    check_owned(out, None, option, recognise=(lambda b: b.startswith(header)) if header else None)
     return out

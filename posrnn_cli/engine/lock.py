@@ -52,7 +52,7 @@ NO_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 MAX_PID = 2**22
 _HOLDER_RE = re.compile(r"host (\S+) pid (\d{1,12}): ")
 #: how a holder's line ends: the pid namespace its pid belongs to (older lines lack it)
-_NS_RE = re.compile(r" \(pid namespace (\S+)\)$")
+_NS_RE = re.compile(r" \(pid namespace ([^\s,()]+(?:\[\d+\])?)(?:, started (\d+))?\)$")
 _FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -151,6 +151,28 @@ def _pid_ns() -> str:
         return "?"
 
 
+def _start_time(pid: int) -> Optional[str]:
+    """When ``pid`` started (clock ticks since boot, ``/proc/PID/stat``): with the pid, names one process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _ns_and_start() -> str:
+    start = _start_time(os.getpid())
+    return f"pid namespace {_pid_ns()}" + (f", started {start}" if start else "")
+
+
+def _reused(pid: int, text: str) -> bool:
+    """Whether the line's pid now names another process than the one that wrote it (its start time differs)."""
+    m = _NS_RE.search(text or "")
+    started = m.group(2) if m else None
+    now = _start_time(pid) if started else None
+    return started is not None and now is not None and now != started
+
+
 def _is_posrnn(pid: int) -> Optional[bool]:
     """Whether the live process ``pid`` (of this pid namespace) runs posrnn; None when unknown."""
     try:
@@ -168,6 +190,9 @@ def _who(holder: str) -> str:
     ns = _NS_RE.search(holder or "")
     if not m or (ns and ns.group(1) != _pid_ns()):
         return holder
+    if _reused(int(m.group(1)), holder):
+        return (f"the lock names pid {m.group(1)}, which has since ended and whose number a later process now has; "
+                "the process holding the lock did not name itself")
     if _is_posrnn(int(m.group(1))) is False:
         return f"the lock names pid {m.group(1)}, which is not a posrnn process"
     return holder
@@ -196,7 +221,7 @@ def _verdict(path: Path, text: Optional[str]) -> tuple[str, str]:
     if ns is not None and ns != _pid_ns():  # another container's pid: its liveness cannot be seen from here
         return "held", (f"{text}, in another pid namespace, which posrnn cannot see; if that process is gone, remove "
                         f"{path}")
-    if not _pid_alive(pid):
+    if not _pid_alive(pid) or _reused(pid, text):  # gone, or its number now another process's
         return "stale", text
     if _is_posrnn(pid) is False:
         return "unknown", (f"the lock {path} names pid {pid}, which is running but is not a posrnn process (the pid "
@@ -313,7 +338,7 @@ def _flock(run_dir: Path, path: Path, what: str) -> Optional[int]:
         if same:
             break
         os.close(fd)
-    _write_holder(fd, f"pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
+    _write_holder(fd, f"pid {os.getpid()}: {what} ({_ns_and_start()})\n")
     return fd
 
 
@@ -337,7 +362,7 @@ def _lock_file(run_dir: Path, what: str, why: str) -> int:
             cls = LockDenied if e.errno in NO_WRITE else PosrnnError
             raise cls(f"cannot lock {run_dir}: {why} and the lock file {path} cannot be created "
                       f"({e.strerror or type(e).__name__})") from None
-        _write_holder(fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
+        _write_holder(fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} ({_ns_and_start()})\n")
         return fd
     raise _busy(run_dir, read_lock_line(path)[0] or "another process", LOCK_FILE)
 
@@ -429,7 +454,7 @@ def relabel(run_dir: Path, what: str) -> None:
         _write_holder(held.file_fd, f"host {socket.gethostname()} pid {os.getpid()}: {what} (pid namespace "
                                     f"{_pid_ns()})\n")
     if held.flock_fd is not None:
-        _write_holder(held.flock_fd, f"pid {os.getpid()}: {what} (pid namespace {_pid_ns()})\n")
+        _write_holder(held.flock_fd, f"pid {os.getpid()}: {what} ({_ns_and_start()})\n")
 
 
 def check_free(run_dir: Path) -> None:

@@ -29,7 +29,7 @@ from typing import Iterable, Optional
 
 from ..common.rundir import CODE_FILE, RUN_FILES, is_run_file
 from ..common.errors import PosrnnError
-from ..common.io import TEMP_RE, MARKER, atomic_write_text, loads_bounded
+from ..common.io import TEMP_RE, MARKER, atomic_write_text, loads_bounded, read_marker
 
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
 REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")
@@ -85,6 +85,13 @@ class Replacement:
         for n in self.planned:
             os.rename(self.run_dir / n, self.aside / n)
 
+    def bind(self, new_id: str) -> None:
+        """Name in the record the run that replaces the old one (its marker's id, before that marker
+        is written): a record is obeyed only in the folder of the run it names."""
+        if self.aside is not None:
+            atomic_write_text(self.aside / MANIFEST, json.dumps({"names": list(self.names), "moved": self.planned,
+                                                                "new_id": new_id}) + "\n")
+
     def commit(self) -> None:
         if self.aside is None:
             return
@@ -120,7 +127,7 @@ def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str]
         ok = (all(isinstance(n, str) and n in allowed for n in names) and all(isinstance(n, str) and is_run_file(n)
                                                                               for n in planned) and bool(planned))
         if ok:
-            why = _mismatch(aside, path, names, planned) or why
+            why = _not_its_run(aside.parent, rec.get("new_id")) or _mismatch(aside, path, names, planned) or why
             ok = why == "is not posrnn's"
     except (OSError, ValueError, TypeError, KeyError, PosrnnError):
         ok = False
@@ -129,6 +136,16 @@ def _manifest(aside: Path, allowed: tuple[str, ...]) -> Optional[tuple[list[str]
                           f"nothing was moved or deleted: move its files back into {aside.parent} by hand, then "
                           "remove it")
     return names, planned
+
+
+def _not_its_run(run_dir: Path, new_id: object) -> Optional[str]:
+    """How the record's new run (``new_id``: bound before its marker is written, None in a record cut
+    short before) differs from the run in ``run_dir``; None when the folder is that run's."""
+    marker = read_marker(run_dir)
+    if marker is None or marker.get("id") == new_id:
+        return None
+    return (f"names the run {new_id} but {run_dir} holds the run {marker.get('id')} (a record of another run, or "
+            "copied)" if new_id is not None else f"names no new run, but {run_dir} holds the run {marker.get('id')}")
 
 
 def _mismatch(aside: Path, record: Path, names: list[str], planned: list[str]) -> Optional[str]:

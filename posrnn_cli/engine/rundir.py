@@ -23,7 +23,7 @@ from typing import Optional
 from ..common.rundir import CONFIG_FILE, list_checkpoints, not_posrnns, read_config
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text, loads_bounded
+from ..common.io import atomic_write_text, loads_bounded, mark_files
 from ..common.rundir import CODE_FILE, RUN_FILES
 
 
@@ -34,6 +34,7 @@ def prune_checkpoints(run_dir: Path) -> int:
     for _, path in ckpts[:-1]:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    mark_files(run_dir, removed=[f"{p.parent.name}/{p.name}" for _, p in ckpts[:-1]])  # the marker lists what is there
     return max(0, len(ckpts) - 1)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from ..common.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, list_checkpoint
 from ..common.config import RunConfig, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.machine import fit_to_machine
-from ..common.memory import check_fits, run_parts
+from ..common.memory import check_run_fits, run_parts
 from ..common.io import atomic_write_text, check_out_path, read_marker, remove_stale_temps, write_marker
 from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
@@ -112,7 +113,10 @@ def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacemen
     try:
         marker = read_marker(out_dir)
         if marker is None or marker["kind"] != "run":
-            write_marker(out_dir, "run")
+            new_id = uuid.uuid4().hex
+            if replacing is not None:  # the record names the new run before its marker exists
+                replacing.bind(new_id)
+            write_marker(out_dir, "run", new_id)
         remove_stale_temps(out_dir)
         remove_stale_temps(out_dir / CKPT_DIR)
         atomic_write_text(out_dir / CONFIG_FILE, dump_yaml(cfg))
@@ -406,11 +410,12 @@ def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task,
     initialised model (seeded)."""
     check_train_config(cfg.train)
     task = build_task(cfg.task, rank=rank, world_size=world_size)
-    if not task.continuous:  # the parts that grow with the config, before any is allocated (on a GPU, the
-        parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0), task.n_input_ids,
-                          # batches live in its memory: the host holds the model and test set)
-                          task.n_outputs, task.head_chunk)
-        check_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2], "this run")
+    # the parts that grow with the config, before any is allocated (on a GPU, the batches live in its memory:
+    # the host holds the model and test set); the continuous task takes vectors of task.dim, not ids
+    parts = run_parts(cfg, task.max_steps, task.max_steps - (task.output_start or 0),
+                      cfg.task.dim if task.continuous else task.n_input_ids, task.n_outputs, task.head_chunk)
+    check_run_fits(parts if cfg.train.device == "cpu" or not torch.cuda.is_available() else parts[:2],
+                   cfg.task.n_test)
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, task)
     return task, model

@@ -47,7 +47,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..common.io import atomic_write_json, atomic_write_text
+from ..common.errors import PosrnnError
+from ..common.io import check_owned, write_owned
 from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 from .gpu_check_factors import ENSEMBLE_NAME, GPU_NAME, factor_figures, factor_rows, stage_factors, write_tables
 
@@ -207,7 +208,7 @@ def stage_train(device: str, size: dict, box: float, work: Path, out: Path) -> d
                          "--force", "--json"), box)
     curve = read_curve(run_dir)
     if curve:
-        atomic_write_text(out / CURVE_NAME, "step,loss,accuracy,elapsed_s\n" + "".join(
+        write_owned(out / CURVE_NAME, "step,loss,accuracy,elapsed_s\n" + "".join(
             f"{c['step']},{c['loss']},{c['accuracy']},{c['elapsed_s']}\n" for c in curve))
     status = "timed out" if r["timed_out"] else ("ok" if r["rc"] == 0 else "failed")
     res = {"status": status, "seconds": r["seconds"], "curve": curve, "it_per_s": curve_rate(curve),
@@ -293,10 +294,11 @@ def figures(stages: dict) -> list[tuple[str, str, str]]:
     rows += ensemble_figures(stages.get("ensemble"))
     st = stages.get("train")
     if st is not None:
-        c = st["curve"]
-        rows += [("train", "status", st["status"] + (f": {st['error']}" if st.get("error") else "")),
-                 ("train", "iterations done", str(st["iterations_done"])),
-                 ("train", "iterations / s", _fmt(st["it_per_s"], ".1f"))]
+        c = st.get("curve") or []  # a stage skipped for time has no curve
+        rows.append(("train", "status", st["status"] + (f": {st['error']}" if st.get("error") else "")))
+        if "iterations_done" in st:
+            rows += [("train", "iterations done", str(st["iterations_done"])),
+                     ("train", "iterations / s", _fmt(st.get("it_per_s"), ".1f"))]
         if c:
             rows.append(("train", "loss, first → last log line", f"{c[0]['loss']:.4f} → {c[-1]['loss']:.4f}"))
     st = stages.get("concurrent")
@@ -372,8 +374,8 @@ def write_report(report: dict, out: Path) -> None:
                                       ("device", "torch", "cuda", "date")}} for s, f, v in figures(report["stages"])],
               "gpu_ms_per_iter_rows": rows, "ensemble_k_rows": ens}
     write_tables(out, rows, ens, report["env"])
-    atomic_write_json(out / JSON_NAME, report)
-    atomic_write_text(out / MD_NAME, markdown(report))
+    write_owned(out / JSON_NAME, json.dumps(report, indent=2) + "\n")
+    write_owned(out / MD_NAME, markdown(report))
 
 
 def check(device: str, out: Path, size: str, budget: float, root: Path) -> dict:
@@ -423,18 +425,16 @@ def check_args(out: Path, budget: float, out_checked: bool = False) -> Optional[
         return f"--out {out} is a symbolic link; the check does not write through links: pass the folder itself"
     if out.exists() and not out.is_dir():
         return f"--out {out} is a file, not a folder; pass a new folder"
-    present = [n for n in OUT_NAMES if (out / n).exists() or (out / n).is_symlink()]
-    if any((out / n).is_symlink() or not (out / n).is_file() for n in present):
-        return f"--out {out} holds a link or a non-file named like the check's files; pass a new folder"
-    if present:
-        try:
-            ours = set(json.loads((out / JSON_NAME).read_text(encoding="utf-8"))) >= {"size", "budget_s", "env",
-                                                                                      "stages"}
-        except (OSError, ValueError, TypeError, RecursionError):
-            ours = False
-        if not ours:
-            return (f"--out {out} holds {', '.join(present)}, not a report of this check; it is never overwritten: "
-                    f"pass a new folder")
+    try:  # each file the check writes, only where it can prove it wrote the one there
+        for n in OUT_NAMES[:3]:
+            check_owned(out / n, None, "--out")
+    except PosrnnError as e:
+        return str(e)
+    log = out / OUT_NAMES[3]  # the script's log: replaced only beside a report the check wrote
+    if (log.exists() or log.is_symlink()) and (log.is_symlink() or not log.is_file()
+                                               or not (out / JSON_NAME).is_file()):
+        return (f"--out {out} holds {log.name} but no report the check wrote; it is never overwritten: pass a new "
+                "folder")
     return None
 
 

@@ -182,7 +182,7 @@ ROW_KEY = ("kind", "model", "vocab", "length", "hidden", "batch", "amp", "cuda_g
 def write_tables(out: Path, cells: list[dict], ens: list[dict], env: dict) -> None:
     """``gpu_ms_per_iter.json`` and ``ensemble_k.json`` into ``out``, in the committed files' format: the
     committed rows with this run's added, ready to replace them (``cost.TABLE``, ``cost.ENSEMBLE_TABLE``)."""
-    from ..common.io import atomic_write_json
+    from ..common.io import write_owned
     from .cost import ENSEMBLE_TABLE, TABLE
 
     for name, path, new, key in ((GPU_NAME, TABLE, cells, ROW_KEY), (ENSEMBLE_NAME, ENSEMBLE_TABLE, ens,
@@ -190,8 +190,8 @@ def write_tables(out: Path, cells: list[dict], ens: list[dict], env: dict) -> No
         doc = json.loads(path.read_text()) if path.is_file() else {"about": "", "rows": []}
         said = (f"this run added {len(new)} row(s) measured on {env['device']} ({env['date']})" if new else
                 f"this run added no row: {NOT_ON_GPU} (it ran on {env['device']}) or nothing finished")
-        atomic_write_json(out / name, {"about": doc["about"], "written_by": f"the GPU check's factors stage; {said}",
-                                       "rows": merged(doc["rows"], new, key)})
+        write_owned(out / name, json.dumps({"about": doc["about"], "written_by": f"the GPU check's factors stage; "
+                                            f"{said}", "rows": merged(doc["rows"], new, key)}, indent=2) + "\n")
 
 
 def factor_figures(st) -> list[tuple[str, str, str]]:

@@ -91,10 +91,11 @@ def stale_note(outcomes: list[JobOutcome]) -> Optional[str]:
 def write_manifest(exp_dir: Path, exp: Experiment, jobs: list[Job]) -> None:
     """``sweep.json``: the experiment, its job kind and table form (as the registry had them),
     and the cells of the current grid (aggregation reads only these runs)."""
-    from ..common.io import atomic_write_json
+    from ..common.io import atomic_write_json, json_digest
 
+    cells = [{"name": j.name, "kind": j.kind} for j in jobs]
     atomic_write_json(exp_dir / "sweep.json", {"experiment": exp.name, "kind": exp.kind, "table": exp.table,
-                                               "cells": [{"name": j.name, "kind": j.kind} for j in jobs]})
+                                               "cells": cells, "cells_sha256": json_digest(cells)})
 
 
 def sources(names) -> set[str]:
@@ -128,11 +129,11 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     from .packing import ensemble_k
 
     k = ensemble_k(prof, opts.ensemble, profile)
-    if opts.dry_run:
-        return _dry_run(jobs, executor, settings, opts, runs_root, out, k, prof)
-    if k > 1 and executor != "local":
+    if k > 1 and executor != "local":  # the dry run plans only what the run would do: refused alike
         raise PosrnnError(f"ensembles (ensemble {k}) pack runs for the local executor only; pass --ensemble 1 or "
                           f"--executor local")
+    if opts.dry_run:
+        return _dry_run(jobs, executor, settings, opts, runs_root, out, k, prof)
     from .jobs import validate
 
     validate(jobs)

@@ -29,7 +29,8 @@ from ..common.rundir import CONFIG_FILE
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
 from ..common.experiments import JOB_KINDS, resolve
-from ..common.io import atomic_write_json, atomic_write_text, read_json, read_npz, remove_stale_temps, write_npz
+from ..common.io import (atomic_write_json, atomic_write_text, json_digest, read_json, read_npz, remove_stale_temps,
+                         write_npz)
 from ..common.signals import Stopped, stop_requests
 from ..common.provenance import Proof, file_sha256, stamped
 from ..common.numerics import BASELINE, PROCEDURES, analysis_current, analysis_identity, library_version
@@ -122,9 +123,8 @@ def run_irie(job: Job) -> dict:
     sha = proof.checkpoint_sha256
     if proof.step != rep["step"]:
         raise PosrnnError(f"{job.run_dir} gained a checkpoint while its permutations were taken; run the job again")
-    atomic_write_json(Path(job.run_dir) / "permutation.json",
-                      {**rep, "checkpoint_sha256": sha, "config_digest": proof.config_digest,
-                       "n_sequences": len(rep["sensitive"])})
+    rec = {**rep, "checkpoint_sha256": sha, "config_digest": proof.config_digest, "n_sequences": len(rep["sensitive"])}
+    atomic_write_json(Path(job.run_dir) / "permutation.json", {**rec, "record_sha256": json_digest(rec)})
     return {**out, "permutation_sensitive_share": sum(rep["sensitive"]) / max(1, len(rep["sensitive"]))}
 
 
@@ -342,11 +342,16 @@ def run_pack(job: Job) -> dict:
     from ..engine.ensemble import train_ensemble
 
     members = [job_from_dict(d) for d in job.options["members"]]
+    for m in members:
+        blocked = next((p for p in (Path(m.run_dir), *Path(m.run_dir).parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise PosrnnError(f"{m.label}: {blocked} is a file where the run's directory {m.run_dir} goes; move it "
+                              "away, then run the sweep again")
     with ExitStack() as stack:
         for m in members:  # every member's directory held for the whole pack, as ``execute`` holds a run's
             stack.enter_context(locked(Path(m.run_dir)))
         states = {m.label: run_action(Path(m.run_dir), m.run_config(), m.force, m) for m in members}
-        together = [m for m in members if states[m.label] in ("new", "resume")]
+        together = in_step([m for m in members if states[m.label] in ("new", "resume")])
         for m in members:
             if states[m.label] == "replace":
                 ensure_trained(m)
@@ -357,6 +362,26 @@ def run_pack(job: Job) -> dict:
     for m in together:
         results[m.label]["training"] = f"trained as one of an ensemble of {len(together)}"
     return {"members": results}
+
+
+def in_step(members: list[Job]) -> list[Job]:
+    """The members, once each checkpoint the pack drops is named on stderr: an ensemble resumes from
+    the latest step every member holds (``engine.ensemble.common_start``), so a member ahead of the
+    rest (trained alone meanwhile, or killed between the members' saves) has its later checkpoints
+    retrained with the pack, each member ending as its solo run would."""
+    import sys
+
+    from ..common.rundir import list_checkpoints
+
+    held = {m.label: sorted(s for s, _ in list_checkpoints(Path(m.run_dir))) for m in members}
+    shared = set.intersection(*(set(v) for v in held.values())) if held else set()
+    start = max(shared) if shared else None
+    for m in members:
+        later = [s for s in held[m.label] if start is None or s > start]
+        if later:
+            print(f"posrnn: {m.label} holds checkpoints ahead of its pack (step {', '.join(map(str, later))}); the "
+                  f"pack re-forms at step {start or 0}, so they are dropped and trained again with it", file=sys.stderr)
+    return members
 
 
 def validate(jobs: list[Job]) -> None:

@@ -16,12 +16,14 @@ same sweep. Torch-free: the CLI's dry run reads it. A pack's job is run by ``job
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
 from ..common.errors import PosrnnError
+from ..common.yamltypes import written_plainly
 from .plan import Job, JobOutcome
 
 #: the job kinds a pack may hold (plain training runs, and irie's, which train the same way)
@@ -140,10 +142,22 @@ def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
         import torch  # only once something was measured: the visible GPU's kind (none: no measured K applies)
 
         return default_k(device, rows, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise PosrnnError(f"profile {profile!r}: ensemble must be the most runs per ensemble, a positive number "
-                          f"(1: no packing), got {k!r}")
+    if not written_plainly(k) or k < 1:
+        where = "--ensemble" if option is not None else f"profile {profile!r}: ensemble"
+        raise PosrnnError(f"{where} must be the most runs per ensemble, one positive whole number written plainly "
+                          f"(e.g. 4; 1: no packing), got {str(k)!r}")
     return k
+
+
+def parse_k(text: "str | int | None") -> Optional[int]:
+    """``--ensemble`` as typed: one positive whole number written plainly (``4``), else refused in
+    one line (``" 2"``, ``"02"``, ``"2.0"``, ``"[2,2]"``)."""
+    if text is None or written_plainly(text):
+        return text
+    if not re.fullmatch(r"[1-9][0-9]{0,8}", str(text)):
+        raise PosrnnError(f"--ensemble must be the most runs per ensemble, one positive whole number written plainly "
+                          f"(e.g. 4; 1: no packing), got {str(text)!r}")
+    return int(text)
 
 
 def pack_jobs(jobs: list[Job], k: int, fit: Optional[Fit] = None) -> list[Job]:

@@ -36,6 +36,7 @@ from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
 from ..common.machine import fit_state_size
 from ..common.numerics import device_type
 from ..common.errors import PosrnnError
+from ..common.yamltypes import check_name
 from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve, trains
 from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
 
@@ -263,6 +264,7 @@ def plan(params: Path, profile: str, experiments: list[str], runs_root: Optional
     """The jobs of ``experiments`` in ``profile``, checked (every config resolves, every name is a
     directory name of its own, no cell listed twice) and named."""
     params = Path(params)
+    check_name(profile, "profile")  # dvc.yaml's foreach reads it from params.yaml as DVC types it
     prof = load_profile(params, profile)
     runs_root = Path(runs_root) if runs_root is not None else Path("runs") / profile
     unknown = [k for k in prof if k not in PROFILE_KEYS and k not in EXPERIMENTS]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from posrnn_cli.common.io import atomic_write_json, atomic_write_text
+from posrnn_cli.common.io import json_text, write_owned_together
 
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
                    SCOPES, TOO_FEW_SEEDS, VERDICTS)
@@ -119,8 +119,9 @@ def write_scorecard(results_dir: Path, claims: Optional[list[dict]] = None, out_
     out_dir = Path(out_dir) if out_dir is not None else results_dir
     rows = scorecard(results_dir, claims, power)
     name = results_dir.parent.name if results_dir.name == "tables" else results_dir.name
-    atomic_write_json(out_dir / "scorecard.json", {"results": name, "summary": summarize(rows), "rows": rows})
-    atomic_write_text(out_dir / "scorecard.md", scorecard_markdown(rows, title=f"Reproduction scorecard: {name}"))
+    files = {out_dir / "scorecard.json": json_text({"results": name, "summary": summarize(rows), "rows": rows}),
+             out_dir / "scorecard.md": scorecard_markdown(rows, title=f"Reproduction scorecard: {name}")}
+    write_owned_together({p: text.encode() for p, text in files.items()})
     return rows
 
 
