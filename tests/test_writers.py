@@ -23,7 +23,7 @@ from posrnn_cli.cli import app
 from posrnn_cli.common.config import RunConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import LEDGER, csv_text, write_owned
-from posrnn_cli.engine.stability import check_stability_out
+from posrnn_cli.engine.paths import check_stability_out
 from posrnn_cli.measure import gpu_check
 
 from conftest import ROOT

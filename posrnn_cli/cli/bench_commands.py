@@ -165,13 +165,15 @@ def bench_sweep(
     """Runs per hour of `posrnn sweep` with 1, 2, … local workers on this machine.
 
     The same grid is swept once per worker count in a scratch directory."""
-    from ..measure.bench import machine
-    from ..measure.executor_bench import sweep_throughput
-
     try:
         ks = tuple(int(k) for k in workers.split(","))
     except ValueError:
         raise PosrnnError(f"--workers takes counts like 1,2, got {workers!r}") from None
+    if runs < 1 or iterations < 1 or not ks or min(ks) < 1:  # before torch loads (sweep_throughput checks it too)
+        raise PosrnnError("--runs, --iterations and every --workers value must be at least 1")
+    from ..measure.bench import machine
+    from ..measure.executor_bench import sweep_throughput
+
     rows = sweep_throughput(ks, runs=runs, iterations=iterations)
     if json_out:
         typer.echo(json.dumps(rows))

@@ -156,7 +156,7 @@ def threads_for_run(requested: Optional[int], run: Path):
     extend-vocab): ``requested``, else the machine's choice for the run's size. Returns the
     ``ThreadChoice``."""
     from ..common.machine import choose_threads, is_small_model
-    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.paths import resolve_checkpoint
     from ..engine.rundir import read_run_config
     from ..engine.device import setup_threads
 

@@ -182,7 +182,7 @@ def eval_lm(
     (RUN/nll_by_position.csv), to see where along the paragraph PE matters."""
     import json
 
-    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.paths import resolve_checkpoint
     from ..engine.rundir import read_run_config
     from ..engine.evaluate import evaluate
 

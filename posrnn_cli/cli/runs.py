@@ -49,7 +49,7 @@ def train(
     from ..common.config import resolve_config
     from ..engine.rundir import read_run_config
     from ..engine.lock import restore_before_reading
-    from ..engine.train import train as train_run
+    from ..engine.paths import check_out_dir_of_run
 
     length, max_length = opts["length"], opts["max_length"]
     if length is not None and max_length is not None and length != max_length:
@@ -63,6 +63,9 @@ def train(
             and not catalog.TASKS[cfg.task.name].vocabulary):
         raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size "
                           "and set --dim")
+    check_out_dir_of_run(out)  # what needs no tensor is refused before torch loads
+    from ..engine.train import train as train_run
+
     with advise_on_interrupt(out, None if force else f"posrnn train --out {out} --resume"):
         summary = train_run(cfg, out, resume=resume, force=force, stop_after=stop_after, progress=not json_out,
                             on_start=lambda header: note(header, json_out), given=given_keys(options, set_, params))
@@ -143,6 +146,11 @@ def eval_cmd(
 ):
     """Score a run on its held-out test set (token / sequence accuracy, Damerau–Levenshtein
     distance with 95% bootstrap CIs; perplexity for a language model). Writes RUN/eval.json."""
+    from ..engine.paths import resolve_checkpoint
+
+    if batch_size is not None and batch_size < 1:  # what needs no tensor, before torch loads
+        raise PosrnnError(f"--batch-size must be at least 1, got {batch_size}")
+    resolve_checkpoint(path, step)
     from ..engine.evaluate import evaluate
 
     threads_for_run(threads, path)
@@ -155,7 +163,7 @@ def eval_cmd(
 
 def _evaluated(run: Path, device: str) -> tuple[dict, object]:
     """A run's evaluation of its latest checkpoint (the cached one when current) and its config."""
-    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.paths import resolve_checkpoint
     from ..engine.rundir import read_run_config
     from ..engine.evaluate import cached_eval, evaluate
 
@@ -187,7 +195,7 @@ def _title(results: list[dict], configs: list) -> str:
 def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, int]]:
     """(seed, index in A, index in B) of each pair of runs, from their configs."""
     from ..analysis.compare import pair_by_seed
-    from ..engine.checkpoint import resolve_checkpoint
+    from ..engine.paths import resolve_checkpoint
     from ..engine.rundir import read_run_config
 
     def seeds(side):
@@ -278,6 +286,10 @@ def compare(
     from ..analysis.compare import expand
 
     side_a, side_b = expand(list(runs))
+    from ..engine.paths import resolve_checkpoint
+
+    for r in side_a + side_b:  # every run exists and has a checkpoint before torch loads
+        resolve_checkpoint(Path(r))
     if side_b:  # the seeds pair before anything is evaluated
         _seeds_of(side_a, side_b)
     if side_a:  # threads as eval sets them, sized by the first run
@@ -348,15 +360,16 @@ def stability(
     """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
     ∂h_2L/∂z_t of triplets sharing the target or the suffix, compared row-wise; per (target
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
-    from ..engine.checkpoint import resolve_checkpoint
     from ..engine.lock import run_lock
-    from ..engine.stability import analyze, check_stability_out
+    from ..engine.paths import check_stability_out, resolve_checkpoint
 
     run_dir = resolve_checkpoint(run, checkpoint)[1]
     csv_path = check_stability_out(out if out is not None else run_dir / "stability.csv", run, run_dir)
     if plot:
         check_stability_out(csv_path.with_suffix(".png"), run, run_dir, header=b"\x89PNG")
     threads_for_run(threads, run)
+    from ..engine.stability import analyze  # torch: after what needs no tensor was checked
+
     c = console()
 
     def tick(step, seconds):
@@ -429,6 +442,9 @@ def extend_vocab(
     """Vocabulary extension: freeze every trained weight, add N new ids (embedding and output
     rows), train only those on sequences of the combined vocabulary, then test on sequences of
     new ids only (and of old ids only, to show nothing was forgotten). Writes OUT/extend.json."""
+    from ..engine.paths import check_extension_out
+
+    check_extension_out(run, extra_vocab, out)  # what needs no tensor, before torch loads
     from ..engine.extend import extend_vocab as run_extension
 
     choice = threads_for_run(threads, run)  # the trained run's size decides

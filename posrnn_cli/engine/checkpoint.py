@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
-from ..common.rundir import CONFIG_FILE
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
 from ..common.provenance import config_digest
-from ..common.io import atomic_write, check_out_path, check_owned, inside, mark_files, read_marker, same_path
-from .lock import LOCK, read_lock_line, restore_before_reading
+from ..common.io import atomic_write, mark_files, read_marker
+from .lock import LOCK, read_lock_line
 from .rundir import read_run_config
-from ..common.rundir import list_checkpoints
 from ..common.rundir import METRICS_FILE, STEP_RE, CKPT_DIR
 
 FORMAT = "posrnn-checkpoint"
@@ -207,97 +205,3 @@ def check_belongs(ckpt: dict, path: Path, run_dir: Path,
                               f"remove it from {run_dir / CKPT_DIR} or pass the run it came from")
 
 
-def resolve_checkpoint(path: Path, step: Optional[int] = None) -> tuple[Path, Path]:
-    """A run directory or a checkpoint file → ``(checkpoint file, run directory)``.
-
-    For a directory, the checkpoint at ``step`` (default: the latest). An old run that an
-    interrupted ``--force`` left moved aside is restored first (``replace.restore_before_reading``)."""
-    path = Path(path)
-    if path.is_dir():
-        restore_before_reading(path)
-    elif path.parent.name == CKPT_DIR and path.parent.parent.is_dir():
-        restore_before_reading(path.parent.parent)
-    if path.is_file():
-        run_dir = path.parent.parent if path.parent.name == CKPT_DIR else path.parent
-        return path, run_dir
-    if not path.is_dir():
-        raise PosrnnError(f"{path} is neither a run directory nor a checkpoint file; pass the --out of a `posrnn "
-                          "train` run")
-    ckpts = list_checkpoints(path)
-    if not ckpts:
-        raise PosrnnError(f"run directory {path} has no checkpoints; train it first (posrnn train --out {path})")
-    if step is None:
-        return ckpts[-1][1], path
-    for s, p in ckpts:
-        if s == step:
-            return p, path
-    raise PosrnnError(f"run {path} has no checkpoint at step {step}; available: {', '.join(str(s) for s, _ in ckpts)}")
-
-
-# ---- where outputs may go ----------------------------------------------------------------------
-#: the files of a run directory that only training and evaluation write
-from ..common.rundir import RUN_OWN
-
-
-def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` is a run directory: posrnn's marker says so, or it holds a config.yaml
-    beside checkpoints/ or metrics.jsonl (a run written before the marker existed)."""
-    path = Path(path)
-    try:
-        marker = read_marker(path)
-        if marker is not None:
-            return marker["kind"] == "run"
-        return (path / CONFIG_FILE).is_file() and ((path / CKPT_DIR).is_dir() or (path / METRICS_FILE).is_file())
-    except OSError:
-        return False
-
-
-def enclosing_run(path: Path) -> Optional[Path]:
-    """The run directory that ``path`` lies inside (strictly below it), or None."""
-    import os
-
-    p = Path(os.path.realpath(path))
-    for parent in p.parents:
-        if is_run_dir(parent):
-            return parent
-    return None
-
-
-def check_out_dir(out: Path, inputs: tuple = (), option: str = "--out") -> Path:
-    """Refuse, in one line, an output directory that is empty, the current directory, inside a
-    run, equal to an input, or one that holds an input."""
-    check_out_path(out, option)
-    run = enclosing_run(out)
-    if run is not None:
-        raise PosrnnError(f"{option} {out} lies inside the run {run}; pass a directory outside every run")
-    for i in inputs:
-        if same_path(out, i) or inside(i, out):
-            raise PosrnnError(f"{option} {out} {'is' if same_path(out, i) else 'holds'} the input {i}; pass another "
-                              "directory")
-    return Path(out)
-
-
-def check_out_file(out: Path, inputs: tuple = (), run_dir: Optional[Path] = None, header: bytes = b"",
-                   option: str = "--out") -> Path:
-    """Refuse, in one line, an output file that is an input, one of a run's own files, inside a
-    run other than ``run_dir`` (or inside any run's checkpoints/), or an existing file that does
-    not begin with ``header`` (so a file posrnn did not write is never overwritten)."""
-    check_out_path(out, option)
-    out = Path(out)
-    if out.is_dir():
-        raise PosrnnError(f"{option} {out} is a directory; pass a file name")
-    for i in inputs:
-        if same_path(out, i):
-            raise PosrnnError(f"{option} {out} is the input {i}; pass another file name")
-    run = enclosing_run(out)
-    if run is not None:
-        if run_dir is None or not same_path(run, run_dir) or not same_path(out.parent, run):
-            raise PosrnnError(f"{option} {out} lies inside the run {run}"
-                              + (f" (its {CKPT_DIR}/)" if CKPT_DIR in out.parts else "")
-                              + "; pass a file outside it")
-        if out.name in RUN_OWN or out.name.startswith(("eval", "extend", "nll_by_position")):
-            raise PosrnnError(f"{option} {out} is one of the run's own files; pass another file name")
-    # never through a link, onto a FIFO or device, or over a file posrnn did not write (or one that does not
-    # begin with ``header``, as the files of this command did before their folders kept a ledger)
-    check_owned(out, None, option, recognise=(lambda b: b.startswith(header)) if header else None)
-    return out

@@ -24,7 +24,8 @@ from ..common.provenance import check_eval, eval_digest, file_sha256, finite_num
 from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
-from .checkpoint import CheckpointGone, check_belongs, load_checkpoint, resolve_checkpoint, vanished
+from .checkpoint import CheckpointGone, check_belongs, load_checkpoint, vanished
+from .paths import resolve_checkpoint
 from ..common.rundir import CKPT_DIR, list_checkpoints
 from ..common.provenance import config_digest
 from .rundir import read_run_config

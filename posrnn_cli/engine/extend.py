@@ -21,7 +21,7 @@ from ..common.provenance import config_digest, stamped
 from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
-from .checkpoint import check_out_dir, resolve_checkpoint
+from .paths import check_extension_out, check_out_dir, resolve_checkpoint
 from .evaluate import check_finite_scores, evaluate_model, load_run
 from ..common.provenance import file_sha256
 from .lock import check_free
@@ -35,8 +35,7 @@ def _extendable(run: Path, extra: int, out: Path):
     """The finished run in ``run`` and its checkpoint's sha256, once it is shown that it can be
     extended by ``extra`` ids into ``out`` (a reverse run over a uniform vocabulary, not itself an
     extension, ``out`` elsewhere and free)."""
-    if not 1 <= extra <= 2**24:
-        raise PosrnnError(f"--extra-vocab must lie in 1 … 16,777,216, got {extra}")
+    check_extension_out(run, extra, out)
     trained, source_sha = load_finished_run(run)
     if not trained.task.extendable:
         raise PosrnnError(

@@ -42,7 +42,8 @@ from ..common.errors import PosrnnError
 from ..common.memory import check_stability_fits
 from ..common.stats import bootstrap_ci
 from ..models import CORES
-from .checkpoint import check_out_file, load_checkpoint, resolve_checkpoint
+from .checkpoint import load_checkpoint
+from .paths import resolve_checkpoint
 from ..common.rundir import list_checkpoints
 from .rundir import read_run_config
 from .device import resolve_device
@@ -253,11 +254,3 @@ def analyze(run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk
 
 
 #: how every stability CSV begins (``posrnn stability`` overwrites only such a file)
-CSV_HEADER = b"model,pe,step,condition,pair,stability,"
-
-
-def check_stability_out(out: Path, run: Path, run_dir: Path, header: bytes = CSV_HEADER) -> Path:
-    """Where ``posrnn stability --out`` may write: not the analysed checkpoint or a run's own
-    file, not inside another run or any checkpoints/, and over an existing file only when it is
-    a stability CSV (refused in one line otherwise)."""
-    return check_out_file(out, inputs=(run,), run_dir=run_dir, header=header)

@@ -38,11 +38,12 @@ from ..common.config import RunConfig, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.machine import fit_to_machine
 from ..common.memory import check_run_fits, run_parts
-from ..common.io import atomic_write_text, check_out_path, read_marker, remove_stale_temps, write_marker
+from ..common.io import atomic_write_text, read_marker, remove_stale_temps, write_marker
 from ..common.signals import Stopped, stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
-from .checkpoint import NonFiniteState, check_belongs, check_resumable, enclosing_run, load_checkpoint, save_checkpoint
+from .paths import check_out_dir_of_run
+from .checkpoint import NonFiniteState, check_belongs, check_resumable, load_checkpoint, save_checkpoint
 from .device import (check_machine, join_process_group, local_device,
                      resolve_device, setup_threads, world)
 from .graphed import GraphedStep, graph_lr
@@ -127,18 +128,6 @@ def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacemen
     return replacing
 
 
-def check_out_dir_of_run(out_dir: Path) -> Path:
-    """A run's --out: not empty, not the current directory, not a symlink loop, not a file or
-    under one, not inside another run."""
-    check_out_path(out_dir)
-    existing = next((p for p in (Path(out_dir), *Path(out_dir).parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        where = "" if existing == Path(out_dir) else f" lies under {existing}, which"
-        raise PosrnnError(f"--out {out_dir}{where} is a file, not a directory; pass another --out")
-    run = enclosing_run(out_dir)
-    if run is not None:
-        raise PosrnnError(f"--out {out_dir} lies inside the run {run}; pass a directory outside every run")
-    return Path(out_dir)
 
 
 # ---- the loop --------------------------------------------------------------------------

@@ -134,10 +134,10 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
                           f"--executor local")
     if opts.dry_run:
         return _dry_run(jobs, executor, settings, opts, runs_root, out, k, prof)
+    pool = local_pool(prof, opts, k) if executor == "local" else None  # its options refused before torch loads
     from .jobs import validate
 
     validate(jobs)
-    pool = local_pool(prof, opts, k) if executor == "local" else None
     what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
     sweep = None
     if executor != "local":
@@ -347,10 +347,6 @@ def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
 
     device = str(prof.get("device", "auto"))
     ex = prof.get("executor") or {}
-    gpus = gpu_count() if (device.startswith("cuda") or device == "auto") else 0
-    if device.startswith("cuda") and gpus == 0:
-        raise PosrnnError(f"this profile runs on a GPU (device: {device}) and none is visible here; use a CPU profile "
-                          f"(posrnn profile use lite) or --executor slurm")
     workers = opts.workers if opts.workers is not None else ex.get("workers")
     if workers in (None, "auto"):
         workers = cpu_count()
@@ -359,6 +355,10 @@ def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
     per_gpu = opts.runs_per_gpu if opts.runs_per_gpu is not None else ex.get("runs_per_gpu", 1)
     if not isinstance(per_gpu, int) or isinstance(per_gpu, bool) or per_gpu < 1:
         raise PosrnnError(f"--runs-per-gpu must be a positive number, got {per_gpu!r}")
+    gpus = gpu_count() if (device.startswith("cuda") or device == "auto") else 0  # torch: after the checks above
+    if device.startswith("cuda") and gpus == 0:
+        raise PosrnnError(f"this profile runs on a GPU (device: {device}) and none is visible here; use a CPU profile "
+                          f"(posrnn profile use lite) or --executor slurm")
     if ensemble > 1:
         from .storage import sweep_memory
 
