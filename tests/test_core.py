@@ -8,6 +8,7 @@ import pytest
 import torch
 import yaml
 
+from posrnn_cli.common.io import mark_files
 from posrnn_cli.engine.checkpoint import atomic_torch_save, load_checkpoint
 from posrnn_cli.common.rundir import list_checkpoints
 from posrnn_cli.common.config import RunConfig, TaskConfig, config_diff, resolve_config
@@ -259,6 +260,7 @@ def test_a_checkpoint_from_another_device_type_resumes_reseeded_and_says_so(tmp_
         raw = torch.load(path, weights_only=True)
         raw["rng"] = {**raw["rng"], "device": "cuda", "train": torch.zeros(16, dtype=torch.uint8)}  # not a CPU state
         atomic_torch_save(raw, path)
+        mark_files(tmp_path / name, ["checkpoints/step_0000030.pt"])  # as posrnn on the GPU machine would have
         s = train(cfg, tmp_path / name, resume=True, progress=False)
         assert s["finished"] and s["step"] == 60
     a = load_checkpoint(tmp_path / "a" / "checkpoints" / "step_0000060.pt")

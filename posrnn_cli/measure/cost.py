@@ -415,7 +415,7 @@ def switch_line(works: dict[str, tuple[Job, RunConfig, Work]], per_exp: dict[str
     total = {key: sum(by[key] for by in per_exp.values()) / 3600 for key in ("amp", "packed")}
     return (f"  `dvc repro` of this plan trains each run alone at its profile's switches ({own}): the total above; "
             f"train.amp and train.cuda_graph set true in the profile price it at {amount(total['amp'])}, and "
-            f"ensemble: {k} beside them (local executor) at {amount(total['packed'])} (GPU-hours, below)")
+            f"ensemble: {k} beside them (local executor) at {amount(total['packed'])} (GPU-hours, the columns above)")
 
 
 def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int = PACK_K) -> list[str]:
@@ -431,7 +431,7 @@ def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int 
     src = "measured rows" if rate.measured else "no measured row"
     corpus = {job.experiment for job, cfg, _ in works.values() if catalog.TASKS[cfg.task.name].corpus}
     gain = "the measured packing gain" if rate.model.ensemble else "an assumption, not measured on a GPU"
-    lines = [switch_line(works, per_exp, k)] + experiment_lines(per_exp, runs, src, corpus=corpus, packed=gain)
+    lines = experiment_lines(per_exp, runs, src, corpus=corpus, packed=gain) + [switch_line(works, per_exp, k)]
     lines += pack_lines(packs, k)
     lines += [f"  assumption: {n}" for n in rate.model.notes] + [f"  assumption: {pack_note(rate.model)}"]
     used = [n for n in FACTORS if n in rate.model.used]

@@ -209,7 +209,7 @@ def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions,
     states = [status(j) for j in jobs]
     outcomes = [JobOutcome(j, s, 0.0, result={"code": code_status(j, s)}) for j, s in zip(jobs, states)]
     for o in outcomes:
-        if o.job.kind == "lm_data" and o.status != "done":
+        if "data_dir" in (o.job.options or {}) and o.status != "done":  # a corpus job: is its data here?
             from .jobs import corpus_missing
 
             o.result["missing_data"] = corpus_missing(o.job)
