@@ -77,13 +77,15 @@ def ensemble_traffic(cfg: RunConfig, k: int) -> Traffic:
     """One training forward + backward of ``cfg`` solo and of ``k`` of its seeds as one ensemble,
     counted on the ``meta`` device (the batches are drawn on the CPU, then moved)."""
     from ..engine.ensemble import member_losses, stack_batches
-    from ..engine.train import build_run
+    from ..models import build_model
     from ..models.ensemble_model import EnsembleModel
+    from ..tasks import build_task
 
     cfgs = [replace(cfg, train=replace(cfg.train, seed=cfg.train.seed + i)) for i in range(k)]
+    task = build_task(cfg.task)  # no memory check: nothing is allocated on ``meta``
     with torch.device(META):
-        task, solo = build_run(cfg)
-        ensemble = EnsembleModel([build_run(c)[1] for c in cfgs])
+        solo = build_model(cfg, task)
+        ensemble = EnsembleModel([build_model(c, task) for c in cfgs])
     batch = task.sample(cfg.train.batch_size, torch.Generator().manual_seed(cfg.train.seed), torch.device("cpu"))
     one, stacked = batch.to(META), stack_batches([batch] * k).to(META)
 
