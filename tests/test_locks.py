@@ -216,3 +216,22 @@ def test_a_readers_check_names_a_holder_of_either_kind_and_takes_nothing(tmp_pat
     finally:
         p.kill()
         p.wait()
+
+
+def test_an_flock_whose_file_its_last_holder_removed_after_our_open_is_taken_on_a_new_file(tmp_path, monkeypatch):
+    """The race two lock kinds can meet: our open finds the .lock file an instant before its last
+    holder removes it, so the descriptor names a file with no name left (0 links). That is no hard
+    link to refuse: the taker opens the lock again and holds it."""
+    real_open, calls = lock._open, []
+
+    def open_then_removed(path, flags):
+        fd = real_open(path, flags)
+        if not calls and Path(path).name == lock.LOCK:
+            calls.append(path)
+            os.unlink(path)  # the last holder lets go and removes it, after our open
+        return fd
+
+    monkeypatch.setattr(lock, "_open", open_then_removed)
+    with lock.run_lock(tmp_path, "racer"):
+        assert calls and (tmp_path / lock.LOCK).is_file()
+        assert "racer" in (tmp_path / lock.LOCK).read_text()

@@ -316,6 +316,9 @@ def _flock(run_dir: Path, path: Path, what: str) -> Optional[int]:
             fd = _open(path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
             raise _denied(run_dir, path, e) from None
+        if os.fstat(fd).st_nlink == 0:  # its last holder removed it after our open (no name left): open anew
+            os.close(fd)
+            continue
         _refuse_link(path, fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
