@@ -146,10 +146,9 @@ def eval_cmd(
 ):
     """Score a run on its held-out test set (token / sequence accuracy, Damerau–Levenshtein
     distance with 95% bootstrap CIs; perplexity for a language model). Writes RUN/eval.json."""
-    from ..engine.paths import resolve_checkpoint
+    from ..engine.paths import check_eval_batch, resolve_checkpoint
 
-    if batch_size is not None and batch_size < 1:  # what needs no tensor, before torch loads
-        raise PosrnnError(f"--batch-size must be at least 1, got {batch_size}")
+    check_eval_batch(batch_size)  # what needs no tensor, before torch loads
     resolve_checkpoint(path, step)
     from ..engine.evaluate import evaluate
 

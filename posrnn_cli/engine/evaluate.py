@@ -25,7 +25,7 @@ from ..common.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
 from .checkpoint import CheckpointGone, check_belongs, load_checkpoint, vanished
-from .paths import resolve_checkpoint
+from .paths import check_eval_batch, resolve_checkpoint
 from ..common.rundir import CKPT_DIR, list_checkpoints
 from ..common.provenance import config_digest
 from .rundir import read_run_config
@@ -116,8 +116,7 @@ def evaluate(
     loaded = load_run(path, step, device)
     cfg, task, model, ckpt = loaded.cfg, loaded.task, loaded.model, loaded.ckpt
     ckpt_path, run_dir = loaded.ckpt_path, loaded.run_dir
-    if batch_size is not None and batch_size < 1:
-        raise PosrnnError(f"--batch-size must be at least 1, got {batch_size}")
+    check_eval_batch(batch_size)
     dev = next(model.parameters()).device
     default = min(cfg.train.eval_batch_size, task.max_eval_batch or cfg.train.eval_batch_size)
     summary, per_seq = evaluate_model(task, model, dev, batch_size or default, n_resamples)

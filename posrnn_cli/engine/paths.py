@@ -141,3 +141,9 @@ def check_extension_out(run: Path, extra: int, out: Path) -> Path:
         raise PosrnnError("--out must differ from the trained run (the trained run is never modified)")
     check_out_dir(out, inputs=(run, run_dir))
     return run_dir
+
+
+def check_eval_batch(batch_size: Optional[int]) -> None:
+    """``--batch-size`` of an evaluation: at least 1 where given (one line otherwise)."""
+    if batch_size is not None and batch_size < 1:
+        raise PosrnnError(f"--batch-size must be at least 1, got {batch_size}")
