@@ -1,5 +1,5 @@
 """One switch for every short convolution (``model.conv: false``, ``--no-conv``): Gated DeltaNet's
-layer, Hawk's block and xLSTM's mLSTM put the identity in its place, as Mamba does
+layer, Hawk's block and xLSTM's mLSTM and sLSTM put the identity in its place, as Mamba does
 (test_mamba_conv.py). With each layer's memory made to forget at once, a change to x_2 reaches
 step 3 only through the convolution; the switch is refused on cores without one."""
 
@@ -67,9 +67,48 @@ def test_off_is_the_same_identity_for_every_core():
     off = XLSTMCore(6, 8, conv=False)
     x = torch.randn(2, 5, 16)
     assert torch.equal(off.stack.blocks[0].xlstm.conv1d(x), x)
-    assert not any("blocks.0.xlstm.conv1d" in n for n, _ in off.named_parameters())
+    assert not any("conv" in n for n, _ in off.named_parameters()), [n for n, _ in off.named_parameters()]
+    assert not any(isinstance(m, torch.nn.Conv1d) for m in off.modules())
     on = XLSTMCore(6, 8)
-    assert on.state_dim - off.state_dim == 3 * on.inner  # the mLSTM's window leaves the state
+    assert sum("conv" in n for n, _ in on.named_parameters()) == 4  # each block's weight and bias
+    assert on.state_dim - off.state_dim == 3 * on.inner + 3 * 8  # both windows leave the state
+
+
+def test_the_xlstm_slstm_gates_read_the_previous_input_only_through_the_convolution():
+    """The sLSTM's input and forget gates read the convolution's output: with it on, a change to
+    x_2 reaches their input at step 3; off, their input is the step's own input."""
+    pytest.importorskip("xlstm", reason="the xlstm core needs the xlstm package")
+    from posrnn_cli.models.xlstm import XLSTMCore
+
+    x = torch.randn(2, 6, 8, dtype=F64)
+    x2 = x.clone()
+    x2[:, 2] += 1.0
+    for conv in (True, False):
+        torch.manual_seed(0)
+        layer = XLSTMCore(6, 8, conv=conv).double().stack.blocks[1].xlstm
+        seen = []
+        for gate in (layer.igate, layer.fgate):
+            gate.register_forward_hook(lambda mod, args, out: seen.append(args[0]))
+        with torch.no_grad():
+            layer(x), layer(x2)
+        moved = (seen[2] - seen[0]).abs().amax(dim=(0, 2))  # the input gate's input, x against x2
+        assert moved[2] > 1e-3 and moved[:2].max() == 0
+        assert (moved[3] > 1e-6) == conv, (conv, moved)
+        if not conv:
+            torch.testing.assert_close(seen[0], torch.nn.functional.silu(x), rtol=0, atol=0)  # identity, then SiLU
+
+
+def test_posrnn_train_xlstm_no_conv_builds_a_model_without_a_convolution_parameter(tmp_path):
+    pytest.importorskip("xlstm", reason="the xlstm core needs the xlstm package")
+    from posrnn_cli.engine.checkpoint import load_checkpoint
+
+    r = CliRunner().invoke(app, ["train", "--model", "xlstm", "--no-conv", "--hidden-size", "8", "--vocab-size", "8",
+                                 "--length", "4", "--iterations", "2", "--batch-size", "4", "--device", "cpu",
+                                 "--out", str(tmp_path / "r")])
+    assert r.exit_code == 0, r.output
+    (ckpt,) = sorted((tmp_path / "r").rglob("*.pt"))
+    state = load_checkpoint(ckpt)["model"]
+    assert state and not any("conv" in k for k in state), [k for k in state if "conv" in k]
 
 
 def test_the_xlstm_recurrent_view_still_equals_the_forward_without_the_convolution():

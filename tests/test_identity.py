@@ -84,6 +84,34 @@ def test_a_bumped_core_version_makes_exactly_its_runs_stale(tmp_path, monkeypatc
     assert code_differences(dirs["gru"], cfg_of("gru"), LOOP) == ["versions.core/gru"]
 
 
+def test_a_variant_versioned_apart_makes_exactly_the_runs_of_that_variant_stale(tmp_path, monkeypatch):
+    """xLSTM's --no-conv took out the mLSTM's convolution only, then both blocks' (its ``no_conv``
+    variant at version 2): xLSTM runs with the convolution off go stale, those with it on, and
+    other cores' runs without theirs, stay current."""
+    def cfg(core, conv):
+        c = cfg_of(core)
+        c.model.conv = conv
+        return c
+
+    made = {(core, conv): cfg(core, conv) for core in ("xlstm", "mamba") for conv in (True, False)}
+    for (core, conv), c in made.items():
+        d = tmp_path / f"{core}-{conv}"
+        d.mkdir()
+        record_code(d, c, LOOP, "cpu")
+    assert made[("xlstm", False)] and numerics.identity(made[("xlstm", False)], LOOP, "cpu")["versions"][
+        "core/xlstm/no_conv"] == 2
+    assert "core/xlstm/no_conv" not in numerics.identity(made[("xlstm", True)], LOOP, "cpu")["versions"]
+    xl = catalog.CORES["xlstm"]
+    monkeypatch.setitem(catalog.CORES, "xlstm", replace(xl, variants=(("no_conv", 3),)))
+    stale = {k for k, c in made.items() if code_state(tmp_path / f"{k[0]}-{k[1]}", c, LOOP) != "current"}
+    assert stale == {("xlstm", False)}
+    assert code_differences(tmp_path / "xlstm-False", made[("xlstm", False)], LOOP) == ["versions.core/xlstm/no_conv"]
+    # a record made before identities reads as the baseline: version 1 of the variant, so stale now
+    base = numerics.identity(made[("xlstm", False)], LOOP, "cpu")
+    legacy = {"module": "posrnn_cli.engine.train", "fingerprint": "a1b2c3d4"}
+    assert numerics.differences(legacy, base) == ["versions.core/xlstm/no_conv"]
+
+
 def test_a_bumped_task_form_or_loop_version_makes_exactly_its_runs_stale(tmp_path, monkeypatch):
     record_code(tmp_path, cfg_of("gru", "sinusoidal"), LOOP, "cpu")
     bump(monkeypatch, catalog.PE_FORMS, "none")
@@ -215,7 +243,10 @@ def test_numerics_json_is_what_the_declared_versions_give(tmp_path, monkeypatch)
     without it written again, or an edit by hand, fails here."""
     assert numerics.check_numerics_table(ROOT / "numerics.json") is None
     table = json.loads((ROOT / "numerics.json").read_text())
-    assert table["core"] == {n: e.version for n, e in catalog.CORES.items()} and table["loop"] == 1
+    assert {n: v for n, v in table["core"].items() if "/" not in n} == {n: e.version for n, e in catalog.CORES.items()}
+    assert {n: v for n, v in table["core"].items() if "/" in n} == {f"{n}/{k}": v for n, e in catalog.CORES.items()
+                                                                  for k, v in e.variants}
+    assert table["loop"] == 1
     bump(monkeypatch, catalog.CORES, "gru")
     assert "differs from the declared numerics versions" in numerics.check_numerics_table(ROOT / "numerics.json")
     assert numerics.check_numerics_table(tmp_path / "numerics.json").endswith("write it with posrnn dvc-yaml")

@@ -9,7 +9,8 @@ that its keys are exactly the ones listed here.
 Each entry of a task, core and positional-encoding form also declares the ``version`` of the
 numbers its behaviour computes: bumped by hand in the commit whose change is meant to change
 them (a run records it, ``common.numerics``; tests/test_golden.py fails on a change of numbers
-that bumps none). A core lists the libraries besides torch it computes with (``libraries``).
+that bumps none). A core lists the libraries besides torch it computes with (``libraries``), and
+the versions of variants changed apart from its other runs (``variants``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Entry:
     version: int = 1
     #: cores: the packages besides torch whose code computes it (their versions are part of a run's identity)
     libraries: tuple[str, ...] = ()
+    #: cores: the versions of named variants whose numbers changed apart from the rest (a run of the
+    #: variant records ``core/NAME/VARIANT`` besides ``core/NAME``): ``no_conv`` is ``model.conv = False``
+    variants: tuple[tuple[str, int], ...] = ()
 
 
 TASKS: dict[str, Entry] = {
@@ -58,7 +62,8 @@ CORES: dict[str, Entry] = {
     "mamba": Entry("selective SSM Mamba (d_state: model.state_size)", "Mamba", "#8c613c", cpu_state_size=4,
                    libraries=("mambapy",)),
     "mingru": Entry("minGRU: input-only gates, log-space parallel scan", "minGRU", "#da8bc3"),
-    "xlstm": Entry("xLSTM[1:1]: mLSTM+sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22", libraries=("xlstm",)),
+    "xlstm": Entry("xLSTM[1:1]: mLSTM+sLSTM, 4 heads (H divisible by 4)", "xLSTM", "#bcbd22", libraries=("xlstm",),
+                   variants=(("no_conv", 2),)),  # 2: --no-conv takes the sLSTM's convolution out too
     "rglru": Entry("RG-LRU (Griffin/Hawk): its recurrence alone", "RG-LRU", "#64b5cd"),
     "hawk": Entry("Hawk's block: conv + RG-LRU, GeLU gate branch", "Hawk", "#4c9fa8"),
     "gated_deltanet": Entry("Gated DeltaNet's recurrence alone (--heads)", "Gated DeltaNet", "#ccb974"),

@@ -67,13 +67,17 @@ PROCEDURES: dict[str, Procedure] = {
 NAMED = {"core": catalog.CORES, "task": catalog.TASKS, "pe": catalog.PE_FORMS}
 
 
-def versions(core: str, task: str, pe: str, procedures: tuple[str, ...]) -> dict[str, Optional[int]]:
+def versions(core: str, task: str, pe: str, procedures: tuple[str, ...],
+             variants: tuple[str, ...] = ()) -> dict[str, Optional[int]]:
     """The declared versions a run of ``core``/``task``/``pe`` made by ``procedures`` depends on
-    (None for a name this code no longer declares)."""
+    (None for a name this code no longer declares); ``variants`` names the run's variants of its
+    core (``no_conv``), of which those the core versions apart add ``core/NAME/VARIANT``."""
     out: dict[str, Optional[int]] = {}
     for kind, name in (("core", core), ("task", task), ("pe", pe)):
         entry = NAMED[kind].get(name)
         out[f"{kind}/{name}"] = entry.version if entry is not None else None
+    declared = dict(getattr(NAMED["core"].get(core), "variants", ()))
+    out.update({f"core/{core}/{v}": declared[v] for v in variants if v in declared})
     for p in procedures:
         out[p] = PROCEDURES[p].version
     return out
@@ -108,6 +112,11 @@ def device_type(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def run_variants(cfg) -> tuple[str, ...]:
+    """The core variants a run of ``cfg`` is (``no_conv``: its short convolutions taken out)."""
+    return ("no_conv",) if getattr(cfg.model, "conv", True) is False else ()
+
+
 def identity(cfg, procedures: tuple[str, ...], device: str) -> dict[str, Any]:
     """The identity of a run of ``cfg`` (a ``RunConfig``) made by ``procedures`` on ``device`` (a
     device type, or a config's ``train.device``)."""
@@ -117,7 +126,8 @@ def identity(cfg, procedures: tuple[str, ...], device: str) -> dict[str, Any]:
     if getattr(cfg.train, "amp", False) and "amp" not in procedures:
         procedures = (*procedures, "amp")
     return {"format": FORMAT, "config_digest": config_digest(cfg.to_dict()),
-            "versions": versions(m.name, cfg.task.name, m.pe, procedures), "libraries": libraries(m.name),
+            "versions": versions(m.name, cfg.task.name, m.pe, procedures, run_variants(cfg)),
+            "libraries": libraries(m.name),
             "device": device_type(device)}
 
 
@@ -173,11 +183,17 @@ def analysis_current(stored: Any, current: dict[str, Any]) -> bool:
     return stored == current
 
 
+def variant_versions(name: str, entry) -> list[tuple[str, int]]:
+    """``NAME/VARIANT`` and its version for each variant ``entry`` versions apart."""
+    return [(f"{name}/{v}", version) for v, version in getattr(entry, "variants", ())]
+
+
 def numerics_table() -> str:
     """The text of ``numerics.json``: every declared version, the file the DVC stages read theirs from."""
     table = {"about": "written by `posrnn dvc-yaml` from posrnn_cli/common/catalog.py and common/numerics.py; "
                       "bump a version there, not here",
-             **{kind: {n: e.version for n, e in entries.items()} for kind, entries in NAMED.items()},
+             **{kind: {k: v for n, e in entries.items() for k, v in ((n, e.version), *variant_versions(n, e))}
+                for kind, entries in NAMED.items()},
              **{n: p.version for n, p in PROCEDURES.items()}}
     return json.dumps(table, indent=2) + "\n"
 

@@ -34,13 +34,13 @@ zeros). All are flattened into z (``state_dim``); ``initial_state`` gives z_1, `
 the state after a prefix, and ``output_from_state`` runs the package's ``step`` from a state
 over the inputs after it, so ∂h_T/∂z_1 is taken through the recurrent step itself.
 
-``model.conv = False`` (``--no-conv``) takes the mLSTM's convolution out (``NoConv``, the
-identity in its place, the SiLU after it kept; the package's ``conv1d_kernel_size = 0`` fails to
-build in 2.0.6): q, k and the
-learnable skip then read the up-projected input of their own step only, and the mLSTM's window
-leaves the state. The sLSTM's convolution stays: it feeds only the sLSTM's input and forget
-gates, whose recurrence carries x_{t−1} into step t with or without it (and the package's
-``conv1d_kernel_size = 0`` there would drop the SiLU too, not the convolution alone).
+``model.conv = False`` (``--no-conv``) takes both short convolutions out, the mLSTM's and the
+sLSTM's (``NoConv``, the identity in each one's place, the SiLU after it kept; the package's
+``conv1d_kernel_size = 0`` fails to build the mLSTM in 2.0.6 and would drop the sLSTM's SiLU as
+well): the mLSTM's q, k and learnable skip, and the sLSTM's input and forget gates, then read
+their own step's input only, and both windows leave the state. The model then has no
+convolution parameter. (Runs before the ``no_conv`` variant's version 2 took out the mLSTM's
+convolution only.)
 What differs from the reference model: the width projection D → H in front, the up-projection
 rounded to a multiple of 4, one block of each kind, no embedding or head of the package's.
 """
@@ -78,11 +78,12 @@ def check_hidden_size(H: int) -> None:
 
 
 class NoConv(nn.Module):
-    """The identity in the mLSTM's convolution's place, for its forward and its step (whose
-    window it passes through untouched)."""
+    """The identity in a convolution's place, for its forward (the mLSTM calls it with the input
+    alone, the sLSTM with its window and ``return_last_state``) and its step (whose window it
+    passes through untouched)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x
+    def forward(self, x: Tensor, conv_state=None, return_last_state: bool = False):
+        return (x, conv_state) if return_last_state else x
 
     def step(self, x: Tensor, conv_state=None):
         return x, conv_state
@@ -112,8 +113,9 @@ class XLSTMCore(SteppedView, nn.Module):
         check_hidden_size(hidden_size)
         self.proj = nn.Linear(in_dim, hidden_size, bias=False)
         self.stack = xlstm.xLSTMBlockStack(_stack_config(xlstm, hidden_size))
-        if not conv:
+        if not conv:  # both blocks' convolutions: the mLSTM's and the sLSTM's
             self.stack.blocks[0].xlstm.conv1d = NoConv()
+            self.stack.blocks[1].xlstm.conv1d = NoConv()
         for name, p in self.stack.named_parameters():
             if "weight" not in name or "norm" in name:  # the package's no-decay group (xLSTMLMModel)
                 p._optim = {"weight_decay": 0.0}
@@ -123,7 +125,7 @@ class XLSTMCore(SteppedView, nn.Module):
         #: (name, shape without the batch) of each piece of z, in order
         self._parts = [("C", (HEADS, self.dh, self.dh)), ("n", (HEADS, self.dh, 1)), ("m", (HEADS, 1, 1)),
                        ("mconv", ((KERNEL - 1) * conv, self.inner)), ("s", (slstm.config.num_states, hidden_size)),
-                       ("sconv", (KERNEL - 1, hidden_size))]
+                       ("sconv", ((KERNEL - 1) * conv, hidden_size))]
 
     def _fit_context(self, T: int) -> None:
         cell = self.stack.blocks[0].xlstm.mlstm_cell
