@@ -20,6 +20,7 @@ from .result_tables import TableSet
 from .kinds import (check_ahead, check_decline, check_lm_no_gain, check_no_gain, check_threshold, check_trend)
 from .contrasts import check_additive, check_gap_contrast, check_robust, check_stability_decay
 from .exact import check_permutation_invariant, check_permutation_sensitive, check_permutation_split
+from .floored import check_learns, check_needs
 
 
 # ---- claims: loading and validation ---------------------------------------------------------
@@ -122,6 +123,8 @@ class Kind:
     name: str
     test: Callable[[dict, TableSet, Reading], Outcome]
     params: tuple
+    #: its prediction is about a floor line, which it reads itself (the floor guard leaves it alone)
+    reads_floor: bool = False
 
 
 #: the one registry of test kinds; claims.yaml names them by ``kind``
@@ -160,6 +163,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("permutation_split", check_permutation_split,
          [("select", True, _check_filter), ("one", True, _check_filter), ("many", True, _check_filter),
           ("min_share", True, _number(0, 1))]),
+    Kind("learns", check_learns,
+         [("select", True, _check_filter), ("margin", True, _number(0, 1)), _MATCH], reads_floor=True),
+    Kind("needs", check_needs,
+         [("select", False, _optional_filter), ("with", True, _check_filter), ("without", True, _check_filter),
+          ("margin", True, _number(0, 1)), _MATCH], reads_floor=True),
     Kind("additive", check_additive,
          [("a", True, _side_param), ("b", True, _side_param), ("margin", True, _number(0)), _MATCH, _METRIC]),
 )}

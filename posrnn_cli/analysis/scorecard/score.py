@@ -18,7 +18,8 @@ from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_RE
                    describe_filter, float_list, row_matches, sort_key, worst_of)
 from .result_tables import TableSet
 from .seeds import combine_needs, seeds_both_ways
-from .claims import GROUPS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim, validate_power
+from .claims import (GROUPS, KINDS, REGIME_WORDS, SECTIONS, claim_group, TESTS, load_claims, validate_claim,
+                     validate_power)
 
 
 # ---- the scorecard --------------------------------------------------------------------------
@@ -169,6 +170,8 @@ def _guarded(claim: dict, out: Outcome) -> bool:
     threshold claim's level against the paper's stated figure ("reaches 95%" can be met at the
     ceiling and missed at the floor), unless its verdict rests on the arms' comparison (direction
     only: ahead of the baseline, short of the figure)."""
+    if getattr(KINDS.get(claim.get("kind")), "reads_floor", False):
+        return False  # its prediction is about the floor, read by the test itself
     return claim.get("kind") != "threshold" or out.verdict == DIRECTION_ONLY
 
 
