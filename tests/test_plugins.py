@@ -214,3 +214,14 @@ def test_a_sweep_aggregates_and_scores_plugin_cores(tmp_path, monkeypatch, fresh
     at = row["at_regime"]
     assert at["missing"] == [] and at["models"][EXAMPLE]["verdict"] == "too few seeds", at
     assert at["measured"].startswith(f"{EXAMPLE} V=6 L=4 H=8: PE "), at
+
+
+def test_a_built_in_core_never_reads_the_entry_points(fresh, monkeypatch, tmp_path, capsys):
+    def unread():
+        raise AssertionError("the entry points were read for a built-in core")
+
+    monkeypatch.setattr(plugins, "entry_points", unread)
+    code, out, err = posrnn(["train", *tiny_train(model="gru"), "--out", str(tmp_path / "run"), "--json"], capsys)
+    assert code == 0 and json.loads(out)["finished"], err
+    code, out, err = posrnn(["eval", str(tmp_path / "run"), "--json"], capsys)
+    assert code == 0, err

@@ -51,7 +51,6 @@ class CorePlugin:
     recurrent_view: bool = False
     causal: bool = True  # output t reads inputs ≤ t only (False: refused where targets are fed back)
     options: tuple[str, ...] = ()  # the model-config keys (``OPTIONS``) passed to ``build`` by name
-    label: str = ""  # legend text in the figures (default: the name)
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class Loaded:
     @property
     def entry(self) -> catalog.Entry:
         """The plugin as a catalogue entry (its version, and its distribution as a library)."""
-        return catalog.Entry(self.plugin.about, self.plugin.label or self.plugin.name, version=self.plugin.version,
+        return catalog.Entry(self.plugin.about, version=self.plugin.version,
                              libraries=(self.distribution,) if self.distribution else ())
 
 

@@ -45,4 +45,4 @@ class GatedRNN(nn.Module):
 
 def make_core() -> CorePlugin:
     return CorePlugin(name="example_gru", version=1, about="minimal gated RNN (GRU without its reset gate)",
-                      build=GatedRNN, recurrent_view=True, label="example gated RNN")
+                      build=GatedRNN, recurrent_view=True)
