@@ -40,7 +40,7 @@ PYTEST = PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pyt
 XDIST = -n 2 --dist loadfile --durations=25
 # ruff first (pyproject.toml's [tool.ruff]: unused imports, 120 columns, no private-name imports
 # in the tests), a second or so, so a lint error stops the run before the tests start.
-LINT = $(BIN)/ruff check posrnn_cli tests
+LINT = $(BIN)/ruff check posrnn_cli tests examples
 test: setup
 	$(LINT)
 	$(PYTEST) -m "not slow" $(XDIST)
