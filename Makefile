@@ -11,7 +11,8 @@ DEMO_ARGS ?= --task reverse --model gru --vocab-size 16 --length 8 --hidden-size
              --iterations 4000 --batch-size 128 --warmup 40 --seed 0 --threads 1
 
 .PHONY: setup test test-all test-slow demo clean-demo gpu-wheels
-setup: $(VENV)/.installed
+EXAMPLE_CORE := examples/posrnn-example-core
+setup: $(VENV)/.installed $(VENV)/.example-core
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +21,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps mambapy==1.2.0  # --model mamba; --no-deps keeps the torch above
 	$(BIN)/python -m pip install -q --no-deps xlstm==2.0.6  # --model xlstm; --no-deps: not mlstm_kernels (pyproject.toml)
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+# The example plugin core (docs/plugins.md): a package outside posrnn_cli, found through its entry
+# point; the tests train it, so a change to the plugin interface that breaks it fails CI.
+$(VENV)/.example-core: $(EXAMPLE_CORE)/pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install -q --no-deps -e $(EXAMPLE_CORE)
 	touch $@
 
 # .venv/bin on PATH: the DVC pipeline test runs stages that call `posrnn` and `dvc`.
@@ -33,7 +40,7 @@ PYTEST = PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 $(BIN)/python -m pyt
 XDIST = -n 2 --dist loadfile --durations=25
 # ruff first (pyproject.toml's [tool.ruff]: unused imports, 120 columns, no private-name imports
 # in the tests), a second or so, so a lint error stops the run before the tests start.
-LINT = $(BIN)/ruff check posrnn_cli tests
+LINT = $(BIN)/ruff check posrnn_cli tests examples
 test: setup
 	$(LINT)
 	$(PYTEST) -m "not slow" $(XDIST)

@@ -15,7 +15,7 @@ from ..common.errors import PosrnnError
 from ..common.signals import Stopped
 
 TaskName = Literal[tuple(catalog.TASKS)]  # type: ignore[valid-type]
-ModelName = Literal[tuple(catalog.CORES)]  # type: ignore[valid-type]
+ModelName = str  # a built-in core or a plugin's (``model_option``)
 PEName = Literal[tuple(catalog.PE_FORMS)]  # type: ignore[valid-type]
 PEMode = Literal[tuple(catalog.PE_MODES)]  # type: ignore[valid-type]
 
@@ -130,6 +130,18 @@ def advise_on_interrupt(out: Path, resume: Optional[str]):
         err = PosrnnError(msg)
         err.exit_code = 130
         raise err from None
+
+
+def model_option(value: Optional[str]) -> Optional[str]:
+    """--model's check, before the command runs: a built-in core, an installed plugin's entry-point
+    name or a plugin's ``module:factory`` (loaded by the command); anything else is a usage error
+    listing the names (the plugins' entry points are read only for a name that is not built in)."""
+    from ..common import plugins
+
+    if value is None or value in catalog.CORES or plugins.is_plugin_name(value):
+        return value
+    names = ", ".join(repr(n) for n in (*catalog.CORES, *plugins.entry_points()))
+    raise typer.BadParameter(f"{value!r} is not one of {names}; or a plugin's module:factory (docs/plugins.md)")
 
 
 def listing(title: str, registry: dict) -> str:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from ..common.config import RunConfig
-from .common import ModelName, PEMode, PEName, TaskName
+from .common import ModelName, PEMode, PEName, TaskName, model_option
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,13 @@ class RunOption:
     type: Any = None  # None: the field's own type (int, float, str, bool)
     metavar: Optional[str] = None  # None for choices and on/off flags
     flag: Optional[str] = None  # the declaration when not --name, e.g. "--amp/--no-amp"
+    callback: Optional[Callable] = None  # checks the value before the command runs (a usage error)
 
 
 RUN_OPTIONS: dict[str, RunOption] = {
     "task": RunOption("task.name", "Task (one line each: posrnn train --help).", TaskName),
-    "model": RunOption("model.name", "Model core (one line each: posrnn train --help).", ModelName, metavar="NAME"),
+    "model": RunOption("model.name", "Model core (one line each: posrnn train --help), or a plugin's (posrnn cores).",
+                       ModelName, metavar="NAME", callback=model_option),
     "pe": RunOption("model.pe", "Positional encoding (one line each: posrnn train --help).", PEName),
     "pe_mode": RunOption("model.pe_mode", "concat: PE appended (D = E + P); add: PE added (P = E).", PEMode),
     "vocab_size": RunOption("task.vocab_size", "Vocabulary size V (≥ 2; the papers: 32–16,384).", metavar="N"),
@@ -104,7 +106,8 @@ def _parameter(name: str, default_note: Optional[str]) -> inspect.Parameter:
     shown = default_note if default_note is not None else default_text(opt.key)
     # the flag always spelled out: Typer 0.27 turns a metavar equal to the name (DEVICE) into the flag (--DEVICE)
     decls = (opt.flag or "--" + name.replace("_", "-"),)
-    info = typer.Option(*decls, metavar=opt.metavar, help=f"{opt.help} [default: {shown}]", show_default=False)
+    info = typer.Option(*decls, metavar=opt.metavar, help=f"{opt.help} [default: {shown}]", show_default=False,
+                        callback=opt.callback)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                              annotation=Annotated[Optional[tp], info])
 

@@ -15,13 +15,15 @@ import typer
 from ..common import catalog
 from ..common.errors import PosrnnError
 from .common import (DeviceOpt, JsonOpt, ParamsOpt, SetOpt, ThreadsOpt, advise_on_interrupt, cli_errors, console,
-                     given_keys, listing, note, print_wrapped, threads_for_run)
+                     echo_hanging, given_keys, listing, note, print_wrapped, threads_for_run)
 from .options import config_options, run_options
 
 TRAIN_HELP = "\n\n".join([
     "Train one model on one task (the papers' recipe) into a run directory.",
     listing("Tasks (--task):", catalog.TASKS),
     listing("Models (--model):", catalog.CORES),
+    "A core from outside posrnn: --model with an installed plugin's name or its module:factory (posrnn cores lists "
+    "them; docs/plugins.md).",
     listing("Positional encodings (--pe):", catalog.PE_FORMS),
     "Defaults are the paper's (params.yaml); --resume continues a run from its saved config, and a "
     "larger --iterations trains a finished run longer (under the cosine schedule of the new total).",
@@ -47,6 +49,7 @@ def train(
     opts: Optional[dict] = None,
 ):
     from ..common.config import resolve_config
+    from ..common.plugins import check_core_name
     from ..engine.rundir import read_run_config
     from ..engine.lock import restore_before_reading
     from ..engine.paths import check_out_dir_of_run
@@ -64,6 +67,7 @@ def train(
         raise PosrnnError(f"the {cfg.task.name} task has no vocabulary (its tokens are vectors); drop --vocab-size "
                           "and set --dim")
     check_out_dir_of_run(out)  # what needs no tensor is refused before torch loads
+    check_core_name(cfg.model.name)  # a plugin's module is imported here, a built-in name reads nothing
     from ..engine.train import train as train_run
 
     with advise_on_interrupt(out, None if force else f"posrnn train --out {out} --resume"):
@@ -480,10 +484,21 @@ def extend_vocab(
         typer.echo(f"warning: {advice}", err=True)
 
 
+def cores() -> None:
+    """List the model cores --model takes: the built-in ones, then each installed plugin's (its entry
+    point of group posrnn.cores loaded; a broken one shows its error). A plugin may also be named by
+    its module:factory without being installed (docs/plugins.md)."""
+    from ..common.plugins import listed
+
+    for name, about in listed().items():
+        echo_hanging(f"  {name}: ", about)
+
+
 def register(app: typer.Typer) -> None:
     app.command(help=TRAIN_HELP, short_help="Train one model on one task into a run directory.")(cli_errors(train))
     app.command("eval", short_help="Score a run on its held-out test set.")(cli_errors(eval_cmd))
     app.command(short_help="Evaluate several runs and show them side by side.")(cli_errors(compare))
     app.command(short_help="Gradient stability of a run's checkpoints (003 §4.3).")(cli_errors(stability))
+    app.command(short_help="List the model cores, built in and plugins (docs/plugins.md).")(cli_errors(cores))
     app.command("extend-vocab",
                 short_help="Add ids to a trained run, every trained weight frozen.")(cli_errors(extend_vocab))

@@ -13,7 +13,7 @@ A run records its identity in ``code.json`` when it starts from step 0 (``identi
   and of the procedures that trained it (``loop``; an extension adds ``extension``, a run with
   ``train.amp`` adds ``amp``);
 * ``libraries`` — torch's version, and that of each library its core computes with (mambapy for
-  Mamba, xlstm for xLSTM);
+  Mamba, xlstm for xLSTM; for a plugin core, the distribution that installs it: docs/plugins.md);
 * ``device`` — the device type it trained on (``cpu`` or ``cuda``).
 
 A run is stale when one of these differs from what this code would record for it here. Module
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from . import catalog
+from . import catalog, plugins
 
 #: the format of a ``code.json`` that records an identity
 FORMAT = 2
@@ -74,13 +74,24 @@ def versions(core: str, task: str, pe: str, procedures: tuple[str, ...],
     core (``no_conv``), of which those the core versions apart add ``core/NAME/VARIANT``."""
     out: dict[str, Optional[int]] = {}
     for kind, name in (("core", core), ("task", task), ("pe", pe)):
-        entry = NAMED[kind].get(name)
+        entry = _core(name) if kind == "core" else NAMED[kind].get(name)
         out[f"{kind}/{name}"] = entry.version if entry is not None else None
     declared = dict(getattr(NAMED["core"].get(core), "variants", ()))
     out.update({f"core/{core}/{v}": declared[v] for v in variants if v in declared})
     for p in procedures:
         out[p] = PROCEDURES[p].version
     return out
+
+
+def _core(name: str) -> Optional[catalog.Entry]:
+    """The entry of core ``name``, built in or a plugin; None for an unknown name or a plugin that no
+    longer loads (its runs then read as stale, not as an error)."""
+    from .errors import PosrnnError
+
+    try:
+        return plugins.core_entry(name)
+    except PosrnnError:
+        return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -96,8 +107,9 @@ def library_version(package: str) -> Optional[str]:
 
 
 def libraries(core: str) -> dict[str, Optional[str]]:
-    """torch's version and that of each library ``core`` computes with."""
-    entry = catalog.CORES.get(core)
+    """torch's version and that of each library ``core`` computes with (a plugin core's: the
+    distribution that installs it, ``common.plugins``)."""
+    entry = _core(core)
     return {p: library_version(p) for p in (TORCH, *(entry.libraries if entry is not None else ()))}
 
 

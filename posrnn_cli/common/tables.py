@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from . import catalog, keys
+from . import catalog, keys, plugins
 from .errors import PosrnnError
 
 #: the percentiles of the per-token cosines a continuous-task evaluation reports (``cosine_q10`` …)
@@ -50,6 +50,8 @@ REQUIRED_NUMBERS = frozenset({"vocab_size", "step", "layers", "token_accuracy", 
                               "permutation_sensitive_share", "max_logit_change", "tolerance"})
 #: columns whose text must be a name of the catalogue
 NAMES = {"task": catalog.TASKS, "model": catalog.CORES, "pe": catalog.PE_FORMS, "feedback": catalog.FEEDBACK}
+#: the name columns a plugin's name may fill too (``common.plugins``: a core from outside posrnn)
+PLUGGABLE = ("model",)
 #: the relative tolerance of a mean recomputed from per-seed values written to six significant digits
 ROUNDING = 2e-5
 
@@ -105,7 +107,7 @@ def _check_cells(r: dict, where: str, fix: str) -> None:
             raise PosrnnError(f"{where}: {k} is {v}, not a finite number; {fix}")
         if isinstance(v, str) and (v != v.strip() or not v or any(ord(ch) < 32 for ch in v)):
             raise PosrnnError(f"{where}: {k} is {v!r}, with a stray space or control character; {fix}")
-        if k in NAMES and v is not None and v not in NAMES[k]:
+        if k in NAMES and v is not None and v not in NAMES[k] and not (k in PLUGGABLE and plugins.is_plugin_name(v)):
             raise PosrnnError(f"{where}: {k} is {v!r}, not a {k} posrnn knows ({', '.join(NAMES[k])}); {fix}")
         if k in COUNTS and v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
             raise PosrnnError(f"{where}: {k} is {v!r}, not a positive count; {fix}")

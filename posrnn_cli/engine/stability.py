@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from ..common.errors import PosrnnError
 from ..common.memory import check_stability_fits
 from ..common.stats import bootstrap_ci
-from ..models import CORES
+from ..models import CORES, core_spec
 from .checkpoint import load_checkpoint
 from .paths import resolve_checkpoint
 from ..common.rundir import list_checkpoints
@@ -163,7 +163,7 @@ def check_run(cfg, task) -> None:
     if not task.fixed_reverse_layout:
         raise PosrnnError("stability analysis is defined for fixed-length reverse runs (003 §2.3, §4.3); this run "
                           f"trains {task.describe()}")
-    if not CORES[cfg.model.name].recurrent_view:
+    if not core_spec(cfg.model.name).recurrent_view:
         raise PosrnnError(f"stability needs a recurrent state z_1; the {cfg.model.name} core has none "
                           f"(use {', '.join(k for k, c in CORES.items() if c.recurrent_view)})")
     if cfg.model.frozen_vocab is not None:

@@ -33,7 +33,7 @@ from torch import nn
 
 from ..common.config import RunConfig
 from ..common.errors import PosrnnError
-from ..models import CORES, build_model
+from ..models import build_model, core_spec
 from ..tasks import Batch, HeldOut, build_task
 from ..engine.device import resolve_device, setup_threads
 from ..engine.optim import check_fast_paths, check_train_config, lr_factor
@@ -332,7 +332,7 @@ def stability_speed(model: nn.Module, task, cfg: RunConfig, device: torch.device
     Jacobians per triplet and both pair scores), timed on ``n`` triplets after a warm-up."""
     from ..engine.stability import make_triplets, pair_stabilities
 
-    if not CORES[cfg.model.name].recurrent_view:  # no state z_1 to differentiate
+    if not core_spec(cfg.model.name).recurrent_view:  # no state z_1 to differentiate
         return {"stability_triplets_per_s": None}
     gen = torch.Generator().manual_seed(0)
     V, L = cfg.task.vocab_size, cfg.task.length

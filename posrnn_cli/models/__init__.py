@@ -6,7 +6,8 @@ Two registries, keyed by the names in ``common/catalog.py``:
   behaviour: ``check(model config)``, ``width(model config)``, ``has_positions`` and its forward.
 * ``CORES``: name → a ``CoreSpec``: how to build the core, what to check, and whether it has a
   recurrent view (``initial_state`` / ``state_after`` / ``output_from_state``) for the stability
-  analysis.
+  analysis. A core from outside posrnn (``common.plugins``, docs/plugins.md) is looked up by
+  ``core_spec`` when its name is not one of these.
 
 A core maps (B, T, D) → (B, T, H) causally; the head ``Linear(H, V)`` is read at the
 output-phase steps ``out_index`` only. Adding a form or a core is one entry here, its
@@ -20,7 +21,7 @@ from typing import Callable, Optional
 
 from torch import Tensor, nn
 
-from ..common import catalog
+from ..common import catalog, plugins
 from ..common.config import ModelConfig, RunConfig, check_bounds
 from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
@@ -116,6 +117,35 @@ CORES: dict[str, CoreSpec] = {
 catalog.check_keys("core", catalog.CORES, CORES)
 
 
+def core_spec(name: str) -> CoreSpec:
+    """The spec of core ``name``: a built-in one, or a plugin's (``common.plugins``: loaded on first
+    use); an unknown name or a broken plugin is one ``PosrnnError``."""
+    if name in CORES:
+        return CORES[name]
+    return plugin_spec(name)
+
+
+def plugin_spec(name: str) -> CoreSpec:
+    """A plugin core as a ``CoreSpec``: its builder given (in_dim, H, and the model-config keys it
+    asks for by name), its result checked to be a module."""
+    p = plugins.load(name).plugin
+
+    def build(d: int, m: ModelConfig) -> nn.Module:
+        try:
+            core = p.build(d, m.hidden_size, **{k: getattr(m, k) for k in p.options})
+        except PosrnnError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a plugin's failure is reported as the plugin's
+            raise PosrnnError(f"plugin core {name!r}: build({d}, {m.hidden_size}) raised {type(e).__name__}: {e}; "
+                              f"fix the plugin or its sizes") from None
+        if not isinstance(core, nn.Module):
+            raise PosrnnError(f"plugin core {name!r}: build returned a {type(core).__name__}, not a torch nn.Module; "
+                              f"return the core module from build")
+        return core
+
+    return CoreSpec(build, recurrent_view=p.recurrent_view, conv="conv" in p.options, causal=p.causal)
+
+
 class SequenceModel(nn.Module):
     """encoder → core → head, the head read at the output-phase steps only."""
 
@@ -142,18 +172,17 @@ class SequenceModel(nn.Module):
 
 def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> None:
     """Refuse impossible model configs with a one-line reason."""
-    if m.name not in CORES:
-        raise PosrnnError(f"unknown model {m.name!r}; choose one of: {', '.join(CORES)}")
+    spec = core_spec(m.name)  # an unknown name: one line listing the cores
     if m.pe not in PE_FORMS:
         raise PosrnnError(f"unknown positional encoding {m.pe!r}; choose one of: {', '.join(PE_FORMS)}")
     if m.pe_mode not in catalog.PE_MODES:
         raise PosrnnError(f"unknown --pe-mode {m.pe_mode!r}; choose one of: {', '.join(catalog.PE_MODES)}")
     check_bounds(m, "model")
-    if not m.conv and not CORES[m.name].conv:
+    if not m.conv and not spec.conv:
         with_conv = ", ".join(n for n, c in CORES.items() if c.conv)
         raise PosrnnError(f"--no-conv (model.conv: false) applies to the cores with a short convolution ({with_conv}), "
                           f"not {m.name}; drop it")
-    CORES[m.name].check(m)
+    spec.check(m)
     PE_FORMS[m.pe].check(m, output_start)
 
 
@@ -161,12 +190,13 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
     """The model for ``cfg.model`` on ``task`` (sizes from the task). Uses the global RNG for init."""
     m = cfg.model
     check_model_config(m, task.output_start)
-    if not CORES[m.name].causal and cfg.task.autoregressive:
+    spec = core_spec(m.name)
+    if not spec.causal and cfg.task.autoregressive:
         raise PosrnnError(f"{m.name} sees every position, so fed-back targets (--autoregressive) would reach the "
                           f"steps that predict them; drop --autoregressive or use a causal core")
     encoder = InputEncoder(task.n_input_ids, m, PE_FORMS[m.pe], task.max_steps,
                            continuous_dim=task.cfg.dim if task.continuous else None, output_start=task.output_start)
-    core = CORES[m.name].build(encoder.out_dim, m)
+    core = spec.build(encoder.out_dim, m)
     if m.frozen_vocab is None:
         return SequenceModel(encoder, core, m.hidden_size, task.n_outputs)
     # a vocabulary-extended run (posrnn extend-vocab): rebuild the trained shapes, then extend
@@ -184,5 +214,5 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["PE_FORMS", "CORES", "CoreSpec", "SequenceModel", "InputEncoder", "RecurrentCore", "S4DCore",
-           "CausalTransformerCore", "build_model", "check_model_config", "count_parameters", "sinusoidal_pe"]
+__all__ = ["PE_FORMS", "CORES", "CoreSpec", "core_spec", "SequenceModel", "InputEncoder", "RecurrentCore",
+           "S4DCore", "CausalTransformerCore", "build_model", "check_model_config", "count_parameters", "sinusoidal_pe"]

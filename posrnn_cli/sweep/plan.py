@@ -110,7 +110,7 @@ def cell_name(cell: dict) -> str:
     parts = []
     for k, v in cell.items():
         if k in ("model", "task"):
-            parts.append(str(v))
+            parts.append(str(v).replace(":", "."))  # a plugin's module:factory as a plain directory name
         else:
             parts.append(f"{ABBREV.get(k, k)}{v}")
     return "-".join(parts) or "cell"
