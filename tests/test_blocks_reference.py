@@ -23,6 +23,7 @@ from torch.nn import functional as F
 
 from posrnn_cli.models.gdn_layer import GatedDeltaNetBlock, mlp_width
 from posrnn_cli.models.hawk import EXPANSION, HawkBlock
+from posrnn_cli.models.rglru import lru_coefficients
 from posrnn_cli.models.shortconv import ShortConv
 
 F64 = torch.float64
@@ -137,12 +138,11 @@ def test_hawk_block_scales_no_first_step_as_recurrentgemma_resets_a_document():
         block.mixer.Lambda.fill_(12.0)  # a = σ(12): √(1 − a^{2cr}) ≈ 0.02
     core = block.mixer
     x = torch.randn(2, 3, 8, dtype=F64)
-    from posrnn_cli.models.rglru import lru_coefficients
-
-    xt = core.conv(core.linear_x(x))
-    _, b_full = lru_coefficients(core.gates, core.Lambda, xt, reset_first=True)
-    _, b_mixer = lru_coefficients(core.gates, core.Lambda, xt)
-    r, i = torch.sigmoid(core.gates(xt)).chunk(2, dim=-1)
+    with torch.no_grad():
+        xt = core.conv(core.linear_x(x))
+        _, b_full = lru_coefficients(core.gates, core.Lambda, xt, reset_first=True)
+        _, b_mixer = lru_coefficients(core.gates, core.Lambda, xt)
+        _, i = torch.sigmoid(core.gates(xt)).chunk(2, dim=-1)
     torch.testing.assert_close(b_full[:, 0], i[:, 0] * xt[:, 0])
     torch.testing.assert_close(b_full[:, 1:], b_mixer[:, 1:])
     assert float((b_mixer[:, 0] / b_full[:, 0]).abs().max()) < 0.1
@@ -263,7 +263,7 @@ def test_gated_deltanet_block_starts_as_flas_init_weights():
     linears = [m for m in block.modules() if isinstance(m, torch.nn.Linear)]
     assert len(convs) == 3 and len(linears) == 10  # W_in; q, k, v, ab, g, o; the MLP's three
     for m in (*convs, *linears):
-        assert m.bias is None and abs(float(m.weight.std()) / 0.02 - 1) < 0.1
+        assert m.bias is None and abs(float(m.weight.detach().std()) / 0.02 - 1) < 0.1
     assert torch.equal(block.mixer_norm.weight, torch.ones(64)) and torch.equal(block.mlp_norm.weight, torch.ones(64))
     layer = block.mixer
     assert torch.equal(layer.norm_weight, torch.ones(32))
