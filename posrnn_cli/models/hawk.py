@@ -26,18 +26,20 @@ does not run on it).
 (1.0.1, ``recurrentgemma/torch/modules.py``'s ``ResidualBlock`` of a ``RecurrentBlock`` and an
 ``MLPBlock``; ``models/blocks.py`` draws the residual block):
 
-    u = W_in x (D → H, no bias, N(0, 1/D); none when D = H)
+    u = W_in x (D → H, no bias; none when D = H)
     r = u + RecurrentBlock(RMSNorm(u)),   out = r + W_down (GeLU(W_g r̂ + b_g) ⊙ (W_v r̂ + b_v)) + b_down,
     r̂ = RMSNorm(r),   W_g, W_v: H → 3H (the expansion factor 3),   W_down: 3H → H
 
-with its RMSNorm (ε = 10⁻⁶, gain 1 + scale, scale initialised to 0), its initialisation (W_x,
-W_y, W_g, W_v and the RG-LRU's gates N(0, 1/H); W_out N(0, 2/H) and W_down N(0, 2/3H), Griffin's
-final_w_init_variance_scale = 2 / layers with one layer; the convolution's weights N(0, 0.01/4);
-every bias 0; Λ = −a_param with softplus(a_param) = −½ log u, u ~ U[0.81, 0.998], so a = σ(Λ) has
-a² uniform in [0.81, 0.998]) and its document start: step 0 is a segment's position 0, where the
-RG-LRU's input is not scaled by √(1 − a_0²) (its a_0 multiplies h_0 = 0). The convolution's
-document mask changes nothing within one sequence. A test loads the block's weights into
-``recurrentgemma``'s ``ResidualBlock`` (one head) and compares the outputs in float64.
+with its RMSNorm (ε = 10⁻⁶, gain 1 + scale, scale initialised to 0), its initialisation (N(0, σ²)
+with σ² = 1/H for W_x, W_y, W_g, W_v and the RG-LRU's gates, 2/H for W_out and 2/(3H) for W_down:
+Griffin's final_w_init_variance_scale = 2 / layers with one layer; the convolution's weights
+N(0, 0.01/4); every bias 0; Λ = −a_param with softplus(a_param) = −½ log u, u ~ U[0.81, 0.998], so
+a = σ(Λ) has a² uniform in [0.81, 0.998]) and its document start: step 0 is a segment's position
+0, where the RG-LRU's input is not scaled by √(1 − a_0²) (its a_0 multiplies h_0 = 0). The
+convolution's document mask changes nothing within one sequence (a posrnn sequence is one
+document). W_in is not the reference's (its block reads an embedding of its own width): it is
+initialised as recurrentgemma initialises a linear layer, N(0, 1/D). A test loads the block's
+weights into ``recurrentgemma``'s ``ResidualBlock`` (one head) and compares the outputs in float64.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ the derivative of the square root is capped at 1000 (their ``SqrtBoundDerivative
 r_t → 0, a_t → 1 and d√u/du = 1/(2√u) would overflow). Where that code differs from the paper,
 this core follows the paper: the gate weights are dense H × H matrices as the equations write
 them (recurrentgemma's are block-diagonal, one block per head); the factor √(1 − a_t²) applies
-at every step as in eq. 4 (recurrentgemma leaves a document's first token unscaled); and a^c,
+at every step as in eq. 4 (recurrentgemma leaves a document's first token unscaled, as the
+``hawk`` core's full block does: ``lru_coefficients``'s ``reset_first``); and a^c,
 not a, is drawn uniform in [0.9, 0.999] (recurrentgemma draws a with a² uniform in
 [0.81, 0.998], so its a^c starts in [0.43, 0.992]).
 
