@@ -5,11 +5,15 @@ PyTorch code; ``make setup`` installs it with --no-deps), which must give the sa
 the initialisation is compared with that block's. Gated DeltaNet's: flash-linear-attention's
 layer runs its recurrence in Triton kernels only (no CPU), so the block is compared with a port of
 its forward (``fla_block`` below: each function names the file and function of
-flash-linear-attention / fla-core 0.6.0 it ports) fed with posrnn's weights under fla's names.
+flash-linear-attention / fla-core 0.6.0 it ports) fed with posrnn's weights under fla's names; and,
+where fla and triton are installed (not by ``make setup``: triton is a 286 MB wheel), with fla's own
+``GatedDeltaNet`` layer and ``GatedMLP`` loaded with those weights, their Triton kernels replaced by
+fla's torch references (float32, as those references compute).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import math
 import sys
@@ -279,3 +283,80 @@ def test_the_mlp_width_is_flas_gated_mlp_rule(H, width):
     assert mlp_width(H) == width
     if H <= 128:
         assert GatedDeltaNetBlock(H, H, 4).mlp.up_proj.out_features == width
+
+
+# ---- fla's own layer and MLP, where flash-linear-attention, fla-core and triton are installed ----
+
+def fla_modules():
+    """fla 0.6.0's ``fla.layers.gated_deltanet`` and ``fla.modules.mlp``, skipping unless installed
+    (``pip install --no-deps triton==3.9.0 fla-core==0.6.0 flash-linear-attention==0.6.0 einops``: triton
+    imports on a CPU, its kernels do not run there). The ``fla`` and ``fla.layers`` packages' ``__init__``
+    import every model, which needs transformers: both are entered without running it."""
+    pytest.importorskip("triton")
+    pytest.importorskip("einops")
+    if "fla" not in sys.modules:
+        spec = importlib.util.find_spec("fla")
+        if spec is None or not (Path(next(iter(spec.submodule_search_locations))) / "layers").is_dir():
+            pytest.skip("flash-linear-attention and fla-core are not installed")
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for name, path in (("fla", root), ("fla.layers", root / "layers")):
+            pkg = types.ModuleType(name)
+            pkg.__path__ = [str(path)]
+            pkg.__version__ = importlib.metadata.version("fla-core")
+            sys.modules[name] = pkg
+    import fla.layers.gated_deltanet as layer
+    import fla.modules.mlp as mlp
+    from fla.modules.norm import fused_norm_gate, layernorm_gated
+    from fla.ops.gated_delta_rule import gate, naive
+
+    return layer, mlp, fused_norm_gate, layernorm_gated, gate, naive
+
+
+def cpu_kernels(monkeypatch, layer, mlp, fused_norm_gate, layernorm_gated, gate, naive) -> None:
+    """fla's Triton kernels replaced by its own torch references: the gated delta rule by
+    ``naive_recurrent_gated_delta_rule`` after ``naive_gdn_gate`` and the kernel's L2 norm and sigmoid,
+    the gated output norm by ``layernorm_gated.rms_norm_ref``, SwiGLU and the short convolution written out."""
+    def rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+             use_gate_in_kernel=False, A_log=None, dt_bias=None, scale=None, **_):
+        assert use_qk_l2norm_in_kernel and use_beta_sigmoid_in_kernel and use_gate_in_kernel
+        g, beta = gate.naive_gdn_gate(g, A_log, dt_bias), torch.sigmoid(beta)
+        return naive.naive_recurrent_gated_delta_rule(fla_l2norm(q), fla_l2norm(k), v, beta, g, scale=scale)
+
+    def conv1d(x, weight, bias=None, **_):
+        return fla_short_conv(x, weight[:, None]), None
+
+    monkeypatch.setattr(layer, "chunk_gated_delta_rule", rule)
+    monkeypatch.setattr(layer, "fused_recurrent_gated_delta_rule", rule)
+    monkeypatch.setattr(layer, "causal_conv1d", conv1d)
+    monkeypatch.setattr(mlp, "swiglu", lambda a, b: F.silu(a) * b)
+    def gated_norm(self, x, g, *_, **__):
+        return layernorm_gated.rms_norm_ref(x, self.weight, None, z=g, eps=self.eps)
+
+    monkeypatch.setattr(fused_norm_gate.FusedRMSNormGated, "forward", gated_norm)
+
+
+@pytest.mark.parametrize("conv", [True, False])
+def test_gated_deltanet_block_equals_flas_own_layer_and_mlp_on_their_torch_kernels(monkeypatch, conv):
+    modules = fla_modules()
+    cpu_kernels(monkeypatch, *modules)
+    layer_module, mlp_module = modules[:2]
+    torch.manual_seed(0)
+    H, heads = 16, 2
+    block = GatedDeltaNetBlock(12, H, heads, conv)
+    with torch.no_grad():
+        for p in block.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    p = {k: v.detach().clone() for k, v in fla_params(block).items()}
+    attn = layer_module.GatedDeltaNet(hidden_size=H, expand_v=2, head_dim=H // heads, num_heads=heads,
+                                      use_short_conv=conv, norm_eps=1e-6).eval()
+    attn.load_state_dict({k[5:]: v for k, v in p.items() if k.startswith("attn.")}, strict=True)
+    mlp = mlp_module.GatedMLP(H, hidden_ratio=4, fuse_swiglu=False)
+    mlp.load_state_dict({k[4:]: v for k, v in p.items() if k.startswith("mlp.")}, strict=True)
+    norms = [torch.nn.RMSNorm(H, eps=1e-6) for _ in range(2)]
+    for norm, key in zip(norms, ("attn_norm.weight", "mlp_norm.weight")):
+        norm.load_state_dict({"weight": p[key]})
+    x = torch.randn(3, 7, 12)
+    with torch.no_grad():
+        u = block.proj(x)
+        r = u + attn(norms[0](u))[0]  # GatedDeltaNetBlock.forward with fuse_norm = False
+        torch.testing.assert_close(block(x), r + mlp(norms[1](r)), rtol=1e-5, atol=1e-5)

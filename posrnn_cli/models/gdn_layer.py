@@ -39,7 +39,9 @@ with the block's ε = 10⁻⁶ in both RMSNorms (gain initialised to 1) and in t
 zero), A_log and dt_bias as the layer draws them (the same law as ``decay_parameters``), neither
 weight-decayed. The embedding's N(0, 0.02) is not taken over: the encoder is posrnn's for every
 core. A test checks the block against a port of the released block's forward (its recurrence on
-CPU is fla's ``naive_recurrent_gated_delta_rule``; the layer's own kernels are Triton's) in float64.
+CPU is fla's ``naive_recurrent_gated_delta_rule``; the layer's own kernels are Triton's) in float64,
+and, where fla and triton are installed, against fla's own layer and MLP holding its weights, their
+kernels swapped for fla's torch references.
 """
 
 from __future__ import annotations
