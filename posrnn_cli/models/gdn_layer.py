@@ -19,10 +19,12 @@ wider value head, the output gate and the per-head norm (the ``gated_deltanet_la
 the SiLU after it, which is what the released layer does with ``use_short_conv = False``.
 
 What differs from the released layer: the core maps the encoder width D to H (the layer maps a
-width to itself), and its training path is the sequential recurrence, not the chunked WY form
-(Triton kernels only, no CPU). With ``model.block = "mixer"`` (the default) the core is the layer
-alone, as the GRU core is the cell alone, its linear layers and convolutions under PyTorch's
-default initialisation. No recurrent view (the gradient-stability analysis does not run on it).
+width to itself); its keys span H in all (d_k = H / heads; fla's configurations take
+num_heads · head_dim = 0.75 · hidden_size, its default 6 heads of 256); and its training path is
+the sequential recurrence, not the chunked WY form (Triton kernels only, no CPU). With
+``model.block = "mixer"`` (the default) the core is the layer alone, as the GRU core is the cell
+alone, its linear layers and convolutions under PyTorch's default initialisation. No recurrent
+view (the gradient-stability analysis does not run on it).
 
 ``model.block = "full"`` (``--block full``, ``GatedDeltaNetBlock``) runs it as
 ``flash-linear-attention`` ships it (0.6.0, ``fla/models/gated_deltanet/modeling_gated_deltanet.py``'s
