@@ -20,6 +20,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q --no-deps mambapy==1.2.0  # --model mamba; --no-deps keeps the torch above
 	$(BIN)/python -m pip install -q --no-deps xlstm==2.0.6  # --model xlstm; --no-deps: not mlstm_kernels (pyproject.toml)
+	# tests/test_blocks_reference.py: Hawk's full block against recurrentgemma's own PyTorch ResidualBlock (about
+	# 230 kB); --no-deps: not its JAX code nor its numpy pin, and its torch modules need only einops and jaxtyping
+	$(BIN)/python -m pip install -q --no-deps recurrentgemma==1.0.1 einops==0.8.2 jaxtyping==0.3.11 wadler_lindig==0.1.8
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 

@@ -25,8 +25,8 @@ BENCH_CPU = {"model.name": "gru", "task.vocab_size": 32, "task.length": 8, "mode
 BENCH_PAPER = {"model.name": "lstm", "task.vocab_size": 16384}
 
 
-@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "conv", "batch_size",
-             "device",
+@run_options("model", "pe", "vocab_size", "length", "hidden_size", "embed_size", "state_size", "conv", "block",
+             "batch_size", "device",
              "threads", "amp", "cuda_graph", after="paper", defaults={k: "sized to the device" for k in (
                  "model", "vocab_size", "length", "hidden_size", "batch_size")})
 def bench(

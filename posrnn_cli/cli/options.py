@@ -60,6 +60,8 @@ RUN_OPTIONS: dict[str, RunOption] = {
                             "run on a CPU takes 4 (its step grows with d_state), on CUDA the default.", metavar="N"),
     "conv": RunOption("model.conv", "mamba, gated_deltanet_layer, hawk, xlstm: keep the short causal convolution "
                       "(--no-conv: the identity in its place).", flag="--conv/--no-conv"),
+    "block": RunOption("model.block", "hawk, gated_deltanet_layer: mixer (the core alone) or full (the authors' "
+                       "residual block: RMSNorm, core, residual; RMSNorm, gated MLP, residual).", metavar="mixer|full"),
     "iterations": RunOption("train.iterations", "Training iterations.", metavar="N"),
     "batch_size": RunOption("train.batch_size", "Batch size (per process under torchrun).", metavar="N"),
     "lr": RunOption("train.lr", "Peak learning rate of Adam.", metavar="X"),

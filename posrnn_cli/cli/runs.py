@@ -33,8 +33,8 @@ TRAIN_HELP = "\n\n".join([
 @run_options("task", "model", "pe", "pe_mode", "vocab_size", "length", "hidden_size", "embed_size", "min_length",
              "max_length", "rarity", "delay", "dim", "pairs", "filler", "autoregressive", "layers", "heads",
              "state_size",
-             "conv", "iterations", "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every", "log_every",
-             "threads")
+             "conv", "block", "iterations", "batch_size", "lr", "warmup", "seed", "device", "checkpoint_every",
+             "log_every", "threads")
 def train(
     out: Annotated[Path, typer.Option(
         "--out", metavar="DIR", help="Run directory: config.yaml, metrics.jsonl, checkpoints/.", show_default=False)],

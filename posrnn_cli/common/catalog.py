@@ -98,6 +98,12 @@ PE_MODES: dict[str, Entry] = {
     "add": Entry("PE added to the embedding (needs P = E)"),
 }
 
+#: what a core with a full block (``models.CoreSpec.full``) runs as (``model.block``, ``--block``)
+BLOCKS: dict[str, Entry] = {
+    "mixer": Entry("the core alone: its mixing layer, D → H"),
+    "full": Entry("the authors' residual block: RMSNorm, the core, residual; RMSNorm, gated MLP, residual"),
+}
+
 #: what the output phase of an autoregressive task is fed at evaluation (``Task.feedback_modes``);
 #: the first is what ``eval`` reports as the run's result
 FEEDBACK: dict[str, Entry] = {

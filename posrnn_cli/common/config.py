@@ -95,6 +95,9 @@ class ModelConfig:
     state_size: int = bounded(64, 1, 2**16)  # S4D state N
     # mamba, gated_deltanet_layer, hawk, xlstm: the short causal convolution (False: the identity in its place)
     conv: bool = True
+    # hawk, gated_deltanet_layer: "mixer" (the core alone) or "full" (the authors' residual block around it: pre-norm,
+    # the core, residual, pre-norm, gated MLP, residual)
+    block: str = "mixer"
     frozen_vocab: Optional[int] = None  # set by extend-vocab: ids < frozen_vocab are the trained, frozen ones
 
     @property

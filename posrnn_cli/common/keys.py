@@ -60,6 +60,7 @@ KEYS: tuple[Key, ...] = (
     Key("model.pe_dim"),
     Key("model.state_size", "state", "n", flags=("state_size",)),
     Key("model.conv", "conv", "conv", column="conv", flags=("conv",), shown_when_set=True, boolean=True),
+    Key("model.block", "block", "block", column="block", flags=("block",), shown_when_set=True),
     Key("model.frozen_vocab"),
     Key("train.lr", "lr", flags=("lr",)),
     Key("train.betas"),

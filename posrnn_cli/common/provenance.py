@@ -44,7 +44,7 @@ def file_sha256(path: Path) -> str:
 
 #: config keys added after runs began recording digests: left out of a digest while at their default,
 #: so a run recorded before a key existed (its config.yaml without it) keeps its digest and its scores
-LATER_KEYS = ("task.pairs", "model.conv", "task.filler", "task.length_buckets")
+LATER_KEYS = ("task.pairs", "model.conv", "task.filler", "task.length_buckets", "model.block")
 
 
 def config_digest(config: dict) -> str:

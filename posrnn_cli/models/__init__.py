@@ -27,8 +27,8 @@ from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model
 from .gated_deltanet import GatedDeltaNetCore
-from .gdn_layer import GatedDeltaNetLayer
-from .hawk import HawkCore
+from .gdn_layer import GatedDeltaNetBlock, GatedDeltaNetLayer
+from .hawk import HawkBlock, HawkCore
 from .mamba import MambaCore, require_mambapy
 from .mingru import MinGRUCore
 from .rglru import RGLRUCore
@@ -90,6 +90,8 @@ class CoreSpec:
     conv: bool = False
     #: output t reads inputs ≤ t only (False: the non-causal Transformer, refused where targets are fed back)
     causal: bool = True
+    #: the core in the residual block its authors ship it in (``model.block: full``, ``--block full``); None: none
+    full: Optional[Callable[[int, ModelConfig], nn.Module]] = None
 
 
 CORES: dict[str, CoreSpec] = {
@@ -101,10 +103,12 @@ CORES: dict[str, CoreSpec] = {
     "mingru": CoreSpec(lambda d, m: MinGRUCore(d, m.hidden_size)),
     "xlstm": CoreSpec(lambda d, m: XLSTMCore(d, m.hidden_size, conv=m.conv), _check_xlstm, conv=True),
     "rglru": CoreSpec(lambda d, m: RGLRUCore(d, m.hidden_size)),
-    "hawk": CoreSpec(lambda d, m: HawkCore(d, m.hidden_size, conv=m.conv), recurrent_view=False, conv=True),
+    "hawk": CoreSpec(lambda d, m: HawkCore(d, m.hidden_size, conv=m.conv), recurrent_view=False, conv=True,
+                     full=lambda d, m: HawkBlock(d, m.hidden_size, conv=m.conv)),
     "gated_deltanet": CoreSpec(lambda d, m: GatedDeltaNetCore(d, m.hidden_size, m.heads), _check_gated_deltanet),
     "gated_deltanet_layer": CoreSpec(lambda d, m: GatedDeltaNetLayer(d, m.hidden_size, m.heads, conv=m.conv),
-                                     _check_gated_deltanet, recurrent_view=False, conv=True),
+                                     _check_gated_deltanet, recurrent_view=False, conv=True,
+                                     full=lambda d, m: GatedDeltaNetBlock(d, m.hidden_size, m.heads, conv=m.conv)),
     "transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads), _check_transformer,
                             recurrent_view=False),
     "linear_transformer": CoreSpec(lambda d, m: CausalTransformerCore(d, m.hidden_size, m.layers, m.heads,
@@ -182,6 +186,12 @@ def check_model_config(m: ModelConfig, output_start: Optional[int] = None) -> No
         with_conv = ", ".join(n for n, c in CORES.items() if c.conv)
         raise PosrnnError(f"--no-conv (model.conv: false) applies to the cores with a short convolution ({with_conv}), "
                           f"not {m.name}; drop it")
+    if m.block not in catalog.BLOCKS:
+        raise PosrnnError(f"unknown --block {m.block!r} (model.block); choose one of: {', '.join(catalog.BLOCKS)}")
+    if m.block != "mixer" and getattr(spec, "full", None) is None:
+        with_block = ", ".join(n for n, c in CORES.items() if c.full is not None)
+        raise PosrnnError(f"--block {m.block} (model.block) applies to the cores with a full block ({with_block}), "
+                          f"not {m.name}; drop it")
     spec.check(m)
     PE_FORMS[m.pe].check(m, output_start)
 
@@ -196,7 +206,7 @@ def build_model(cfg: RunConfig, task) -> SequenceModel:
                           f"steps that predict them; drop --autoregressive or use a causal core")
     encoder = InputEncoder(task.n_input_ids, m, PE_FORMS[m.pe], task.max_steps,
                            continuous_dim=task.cfg.dim if task.continuous else None, output_start=task.output_start)
-    core = spec.build(encoder.out_dim, m)
+    core = (spec.full if m.block == "full" else spec.build)(encoder.out_dim, m)
     if m.frozen_vocab is None:
         return SequenceModel(encoder, core, m.hidden_size, task.n_outputs)
     # a vocabulary-extended run (posrnn extend-vocab): rebuild the trained shapes, then extend

@@ -20,7 +20,8 @@ the derivative of the square root is capped at 1000 (their ``SqrtBoundDerivative
 r_t → 0, a_t → 1 and d√u/du = 1/(2√u) would overflow). Where that code differs from the paper,
 this core follows the paper: the gate weights are dense H × H matrices as the equations write
 them (recurrentgemma's are block-diagonal, one block per head); the factor √(1 − a_t²) applies
-at every step as in eq. 4 (recurrentgemma leaves a document's first token unscaled); and a^c,
+at every step as in eq. 4 (recurrentgemma leaves a document's first token unscaled, as the
+``hawk`` core's full block does: ``lru_coefficients``'s ``reset_first``); and a^c,
 not a, is drawn uniform in [0.9, 0.999] (recurrentgemma draws a with a² uniform in
 [0.81, 0.998], so its a^c starts in [0.43, 0.992]).
 
@@ -74,12 +75,17 @@ def initial_lambda(H: int) -> nn.Parameter:
     return nn.Parameter(torch.log(a) - torch.log1p(-a))
 
 
-def lru_coefficients(gates: nn.Linear, Lambda: Tensor, xt: Tensor) -> tuple[Tensor, Tensor]:
+def lru_coefficients(gates: nn.Linear, Lambda: Tensor, xt: Tensor, reset_first: bool = False) -> tuple[Tensor, Tensor]:
     """a_t and b_t = √(1 − a_t²) ⊙ i_t ⊙ x̃_t of the RG-LRU's ``h_t = a_t h_{t−1} + b_t`` from its
-    input x̃ (..., H), its gates ``[W_a; W_x] x̃ + [b_a; b_x]`` and Λ: 2 × (..., H)."""
+    input x̃ (..., H), its gates ``[W_a; W_x] x̃ + [b_a; b_x]`` and Λ: 2 × (..., H). ``reset_first``
+    (x̃ of shape (B, T, H)): step 0 is a document's first, which ``recurrentgemma``'s RG-LRU leaves
+    unscaled (its factor is 1 there, and h_0 = 0 makes a_0 irrelevant)."""
     r, i = torch.sigmoid(gates(xt)).chunk(2, dim=-1)
     log_a = -C * F.softplus(-Lambda) * r  # log a_t = c·r_t·log σ(Λ)
-    return torch.exp(log_a), SqrtBoundedGrad.apply(-torch.expm1(2 * log_a)) * (i * xt)
+    scale = SqrtBoundedGrad.apply(-torch.expm1(2 * log_a))
+    if reset_first:
+        scale = torch.cat([torch.ones_like(scale[:, :1]), scale[:, 1:]], 1)
+    return torch.exp(log_a), scale * (i * xt)
 
 
 def linear_recurrence(a: Tensor, b: Tensor) -> Tensor:
