@@ -110,11 +110,11 @@ def _flat(path) -> str:
     return " ".join((ROOT / path).read_text(encoding="utf-8").split())
 
 
-def test_the_readmes_paper_core_prices_are_what_its_dry_run_gives_now():
-    """README's paper_core figures (run counts, the headline claim count, the H100-hours each way:
-    the range over the factors not measured on a GPU, and the figure at their assumed values, with
-    each factor's range) and docs/pipeline.md's are recomputed by the dry run's own functions on the
-    committed params and GPU rows; the LSTM vocabularies it leaves out are counted from the plans."""
+def test_paper_cores_prices_in_docs_pipeline_are_what_its_dry_run_gives_now():
+    """docs/pipeline.md's paper_core figures (run counts, the headline claim count, the H100-hours
+    each way: the range over the factors not measured on a GPU, and the figure at their assumed
+    values, with each factor's range) are recomputed by the dry run's own functions on the committed
+    params and GPU rows; the LSTM vocabularies it leaves out are counted from the plans."""
     import re
 
     from posrnn_cli.common.profiles import load_profile
@@ -132,30 +132,30 @@ def test_the_readmes_paper_core_prices_are_what_its_dry_run_gives_now():
     runs, fp32, amp, packed = got["synthetic tasks"]
     _, lm_fp32, lm_amp, _ = got["language model"]
     r_fp32, r_amp, r_packed = ranges["synthetic tasks"]
-    readme = _flat("README.md")
-    assert f"its {runs} synthetic runs at **{r_packed} H100-hours**" in readme, text
-    assert f"{r_amp} solo under `amp` + `cuda_graph` and {r_fp32} in fp32" in readme, text
-    assert f"the language model {ranges['language model'][1]} under `amp` + `cuda_graph`" in readme, text
+    page = _flat("docs/pipeline.md")
+    assert f"its {runs} synthetic runs at **{r_packed} H100-hours**" in page, text
+    assert f"{r_amp} solo under `amp` + `cuda_graph` and {r_fp32} in fp32" in page, text
+    assert f"the language model {ranges['language model'][1]} under `amp` + `cuda_graph`" in page, text
     names = {"pack_gain": "the packing gain g", "amp_gain": "the recurrence's amp gain α",
              "lstm_step": "the LSTM's step over the GRU's"}
     assert set(names) == rate.model.used, text
     for key, words in names.items():
-        assert f"{words} ({FACTORS[key].low:g}–{FACTORS[key].high:g})" in readme
+        assert f"{words} ({FACTORS[key].low:g}–{FACTORS[key].high:g})" in page
     shown = ", ".join(FACTORS[k].shown or format(FACTORS[k].assumed, "g") for k in names)
-    assert f"assumed {shown.replace(', 4/3', ' and 4/3')}: **{packed}** packed, {amp} and {fp32}." in readme, text
+    assert f"assumed {shown.replace(', 4/3', ' and 4/3')}: **{packed}** packed, {amp} and {fp32}." in page, text
     assert (f"{r_packed} H100-hours with the seeds packed ({packed} at the assumed factors), and the language model "
-            f"as its own stage, {ranges['language model'][1]} ({lm_amp})") in _flat("docs/pipeline.md")
-    assert (f"(the {got['extend'][0]} extensions stay solo)" in readme
-            or f"the {got['extend'][0]} extensions stay" in readme)
+            f"as its own stage, {ranges['language model'][1]} ({lm_amp})") in page
+    assert (f"(the {got['extend'][0]} extensions stay solo)" in page
+            or f"the {got['extend'][0]} extensions stay" in page)
     headline = load_profile(ROOT / "params.yaml", "paper_core").get("headline") or []
-    assert f"each of the {len(headline)} claims it lists as `headline`" in readme
+    assert f"each of the {len(headline)} claims it lists as `headline`" in page
     lstm = {p: {j.run_config().task.vocab_size for j in _plan(p) if j.experiment == "fig2" and j.config
                 and j.run_config().model.name == "lstm" and 256 <= j.run_config().task.vocab_size <= 16384}
             for p in ("paper", "paper_core")}
     left = sorted(lstm["paper"] - lstm["paper_core"])
-    assert f"the LSTM at V = {left[0]:,}–{left[-1]:,} left out" in readme and all(v in left for v in (2048, 8192))
+    assert f"the LSTM at V = {left[0]:,}–{left[-1]:,} left out" in page and all(v in left for v in (2048, 8192))
     n_core, n_paper = len(lstm["paper_core"]), len(lstm["paper"])
-    assert f"`fig2_lstm_pe_95` is scored on {n_core} of its {n_paper} vocabularies" in readme
+    assert f"`fig2_lstm_pe_95` is scored on {n_core} of its {n_paper} vocabularies" in page
 
 
 def test_the_times_the_readme_quotes_are_the_measured_repros():

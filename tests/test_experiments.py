@@ -267,3 +267,12 @@ def test_mamba_conv_and_mqar_run_end_to_end_at_micro_size_and_their_hypotheses_a
                          "beyond_pe_helps_mqar"}
     for cid, r in rows.items():
         assert r["at_regime"]["verdict"] != "not measured", (cid, r["at_regime"])
+
+
+def test_a_sweep_runs_the_named_experiments_then_its_stages_or_else_every_one():
+    assert reg.experiments_to_run(None, None) == list(EXPERIMENTS)
+    assert reg.experiments_to_run(["dual"], None) == ["dual"]
+    stage = reg.experiments_of_stage("extend")
+    assert stage and reg.experiments_to_run(["fig2"], "extend") == ["fig2", *stage]
+    with pytest.raises(PosrnnError, match="unknown stage 'plots'; choose one of: .*train"):
+        reg.experiments_to_run(None, "plots")

@@ -506,49 +506,74 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
               n_resamples: int = 10_000, curves_dir: Optional[Path] = None) -> dict[str, list[dict]]:
     """Aggregate every experiment directory under ``runs_root`` (or those named) into
     ``out_dir/<experiment>.csv``, ``metrics_dir/<experiment>.json`` and the training curves
-    ``curves_dir/<experiment>.csv`` (by default ``metrics`` and ``curves`` beside ``out_dir``)."""
+    ``curves_dir/<experiment>.csv`` (by default ``metrics`` and ``curves`` beside ``out_dir``).
+    Every table is computed before the first is written, and they are swapped in together."""
     runs_root, out_dir = Path(runs_root), Path(out_dir)
     metrics_dir = Path(metrics_dir) if metrics_dir is not None else out_dir.parent / "metrics"
     curves_dir = Path(curves_dir) if curves_dir is not None else out_dir.parent / "curves"
+    check_aggregate_dirs(runs_root, {"--out": out_dir, "--metrics": metrics_dir, "--curves": curves_dir})
+    present = sorted(d.name for d in runs_root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    tables: dict[str, list[dict]] = {}
+    files: dict[Path, bytes] = {}
+    for name in experiments or present:
+        if name not in present:
+            raise PosrnnError(f"no experiment {name!r} under {runs_root}; present: {', '.join(present) or 'none'}")
+        built = experiment_files(runs_root / name, out_dir / f"{name}.csv", metrics_dir / f"{name}.json",
+                                 curves_dir / f"{name}.csv", n_resamples)
+        if built is not None:
+            tables[name] = built[0]
+            files.update(built[1])
+    write_aggregate_files(files)
+    return tables
+
+
+def check_aggregate_dirs(runs_root: Path, outs: dict[str, Path]) -> None:
+    """Refuse a run root that is not a directory, and output directories (by option) that are one
+    another or the run root."""
     if not runs_root.is_dir():
         what = "is a file, not a directory" if runs_root.exists() else "does not exist"
         raise PosrnnError(f"{runs_root} {what}; pass a profile's run root (runs/<profile>) after running its sweeps")
-    outs = (("--out", out_dir), ("--metrics", metrics_dir), ("--curves", curves_dir))
-    for i, (a, pa) in enumerate(outs):
-        for b, pb in outs[i + 1:]:
+    named = list(outs.items())
+    for i, (a, pa) in enumerate(named):
+        for b, pb in named[i + 1:]:
             if same_path(pa, pb):
                 raise PosrnnError(f"{a} and {b} are the same directory ({pa}): one would overwrite the other's tables; "
                                   f"pass different directories")
         if same_path(pa, runs_root):
             raise PosrnnError(f"{a} {pa} is the run root itself; pass another directory")
-    present = sorted(d.name for d in runs_root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    wanted = experiments or present
-    tables: dict[str, list[dict]] = {}
-    files: dict[Path, bytes] = {}
-    for name in wanted:
-        if name not in present:
-            raise PosrnnError(f"no experiment {name!r} under {runs_root}; present: {', '.join(present) or 'none'}")
-        runs = runs_of(runs_root / name)
-        form = table_form(runs_root / name) if runs or (runs_root / name / MANIFEST).is_file() else None
-        if not runs or form is None:  # an empty grid, or an experiment whose runs feed another (lm_data)
-            old = [p for p in (out_dir / f"{name}.csv", metrics_dir / f"{name}.json") if p.exists()]
-            if old and form is not None:
-                raise PosrnnError(f"{runs_root / name} has no runs in its current grid, but {old[0]} holds a table of "
-                                  f"an older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run "
-                                  "its sweep)")
-            continue
-        rows = drop_unset(resolve(TABLE_FORMS[form].build)(runs, n_resamples))
-        if rows:
-            check_table(rows, runs_root / name, what=f"{form} table",
-                        fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then "
-                            "re-run their sweep")
-            tables[name] = rows
-            files[out_dir / f"{name}.csv"] = csv_text(rows).encode()
-            files[metrics_dir / f"{name}.json"] = metrics_text(name, form, resolve(TABLE_FORMS[form].headline)(rows))
-            log = curves(runs)
-            if log:
-                files[curves_dir / f"{name}.csv"] = csv_text(log).encode()
-    # every table is computed before the first is written, and they are swapped in together
+
+
+def experiment_files(exp_dir: Path, table: Path, metrics: Path, curve: Path,
+                     n_resamples: int) -> Optional[tuple[list[dict], dict[Path, bytes]]]:
+    """The table of the experiment in ``exp_dir`` and the files it makes (``table``, ``metrics``,
+    ``curve``: its training curves, when its runs logged any) → (rows, {path: bytes}); None for
+    an empty grid or an experiment whose runs feed another (``lm_data``), and no rows: no files.
+    An empty grid beside an older grid's table is refused."""
+    name, runs = exp_dir.name, runs_of(exp_dir)
+    form = table_form(exp_dir) if runs or (exp_dir / MANIFEST).is_file() else None
+    if not runs or form is None:
+        old = [p for p in (table, metrics) if p.exists()]
+        if old and form is not None:
+            raise PosrnnError(f"{exp_dir} has no runs in its current grid, but {old[0]} holds a table of "
+                              f"an older one; remove {', '.join(map(str, old))} (or give {name} cells and re-run "
+                              "its sweep)")
+        return None
+    rows = drop_unset(resolve(TABLE_FORMS[form].build)(runs, n_resamples))
+    if not rows:
+        return None
+    check_table(rows, exp_dir, what=f"{form} table",
+                fix="a cell without scores (an empty condition?) or non-finite scores; check its runs, then "
+                    "re-run their sweep")
+    files = {table: csv_text(rows).encode(),
+             metrics: metrics_text(name, form, resolve(TABLE_FORMS[form].headline)(rows))}
+    log = curves(runs)
+    if log:
+        files[curve] = csv_text(log).encode()
+    return rows, files
+
+
+def write_aggregate_files(files: dict[Path, bytes]) -> None:
+    """Swap ``files`` in together (each replaced only where posrnn wrote it), or write none."""
     for path in files:
         if path.parent.exists() and not path.parent.is_dir():
             raise PosrnnError(f"{path.parent} is a file, not a directory; pass another output directory")
@@ -557,4 +582,3 @@ def aggregate(runs_root: Path, out_dir: Path, metrics_dir: Optional[Path] = None
     except OSError as e:
         raise PosrnnError(f"cannot write the tables ({e.strerror or type(e).__name__}: {e.filename or '?'}); "
                           f"nothing was replaced") from None
-    return tables

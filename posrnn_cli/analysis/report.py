@@ -98,6 +98,22 @@ def write_seeds(rows: list[dict], out_dir: Path, name: str) -> Path:
 PARTIAL = "partial, counted apart"
 
 
+
+def score_profile(folder: Path, label: str, power: Optional[dict] = None, out: Optional[Path] = None,
+                  page: Optional[Path] = None) -> tuple[list[dict], Optional[list[str]]]:
+    """``posrnn scorecard``'s work: every claim scored on the tables in ``folder`` (``power``: the
+    profile's stated design); with ``out`` (checked first), scorecard.md, scorecard.json and seeds.md
+    written there; with ``page``, the blocks of profile ``label`` in it rewritten → (the rows, the
+    blocks rewritten: None without ``page``)."""
+    from .scorecard import scorecard, write_scorecard
+
+    if out is not None:
+        check_scorecard_out(out)
+    rows = write_scorecard(folder, out_dir=out, power=power) if out is not None else scorecard(folder, power=power)
+    if out is not None:
+        write_seeds(rows, out, label)
+    return rows, (update_page(page, rows, label) if page is not None else None)
+
 def _cell(x: dict) -> str:
     if x["verdict"] == "not measured":
         return "—"

@@ -122,39 +122,41 @@ def sweep(
     """Run the grid of one or more experiments of a profile: each run trained (or resumed, or
     skipped when finished with the same config) and evaluated, in parallel. A failed run does
     not stop the others; the sweep then exits non-zero naming each and its log."""
-    from ..sweep import SweepOptions, run_sweep
+    from ..sweep import SweepOptions
     from ..sweep.packing import parse_k
-    from ..common.experiments import EXPERIMENTS, experiments_of_stage
+    from ..common.experiments import EXPERIMENTS, experiments_to_run
 
     if list_:
         for e in EXPERIMENTS.values():
             echo_hanging(f"{e.name:<10} {e.stage:<10} ", e.about)
         return
-    stages = sorted({e.stage for e in EXPERIMENTS.values()})
-    if stage is not None and stage not in stages:
-        raise PosrnnError(f"unknown stage {stage!r}; choose one of: {', '.join(stages)}")
-    names = list(experiments or []) + (experiments_of_stage(stage) if stage else [])
-    if not names:
-        names = list(EXPERIMENTS)
+    names = experiments_to_run(experiments, stage)
     name = active_profile(params, profile)
     slurm = {"partition": partition, "gpus_per_task": gpus_per_task, "cpus_per_task": cpus_per_task, "mem_gb": mem_gb,
              "timeout_min": timeout_min, "gres": gres}
     opts = SweepOptions(executor=executor, workers=workers, runs_per_gpu=runs_per_gpu, force=force, dry_run=dry_run,
                         wait=not no_wait, slurm=slurm, timeout=timeout, test_only=test_only,
                         retrain_stale=retrain_stale, ensemble=parse_k(ensemble))
-    try:
-        outcomes = run_sweep(params, name, names, opts)
-    except KeyboardInterrupt:
-        err = PosrnnError("interrupted: the workers were stopped; finished runs are kept and unfinished ones resume "
-                          "from their last checkpoint when you run the same command again")
-        err.exit_code = 130
-        raise err from None
+    outcomes = _run_or_stop(params, name, names, opts)
     if dry_run:
         _print_plan(params, name, outcomes, retrain_stale, json_out, verbose, opts.ensemble)
     elif json_out:
         typer.echo(json.dumps([{"run": o.job.label, "status": o.status, "seconds": o.seconds, "result": o.result}
                                for o in outcomes]))
 
+
+
+def _run_or_stop(params: Path, name: str, names: list[str], opts) -> list:
+    """``run_sweep``'s outcomes; Ctrl-C stops the workers and exits 130 in one line saying what is kept."""
+    from ..sweep import run_sweep
+
+    try:
+        return run_sweep(params, name, names, opts)
+    except KeyboardInterrupt:
+        err = PosrnnError("interrupted: the workers were stopped; finished runs are kept and unfinished ones resume "
+                          "from their last checkpoint when you run the same command again")
+        err.exit_code = 130
+        raise err from None
 
 def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, json_out: bool, verbose: bool = False,
                 ensemble: Optional[int] = None) -> None:
@@ -397,13 +399,27 @@ def scorecard(
     the seeds an open verdict needs. --detail (or scorecard.md, with --out) adds the claim, the
     measured values with their 95% CIs and seeds, and the reasons; the tests are declared in
     advance in posrnn_cli/analysis/claims.yaml."""
-    from ..analysis.report import check_scorecard_out, scorecard_lines, seeds_markdown, update_page, write_seeds
-    from ..analysis.scorecard import scorecard as score
-    from ..analysis.scorecard import scorecard_rich_table, write_scorecard
+    from ..analysis.report import score_profile
 
     if across:
         return _across(params, readme, quiet, json_out)
     _claims_only_viewed(claim, out, readme)
+    name, folder = _scorecard_tables(params, profile, results)
+    label = name or Path(folder).parent.name
+    rows, changed = score_profile(folder, label, _power_of(params, name), out, readme)
+    if claim:
+        rows, detail = _only_claims(rows, claim), True
+    if changed is not None and not quiet:
+        typer.echo(f"{readme}: results blocks for {label} "
+                   f"{'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
+    if quiet:
+        return
+    _show_scorecard(rows, label, out, seeds, json_out, detail, bool(claim))
+
+
+def _scorecard_tables(params: Path, profile: Optional[str], results: Optional[Path]) -> tuple[Optional[str], Path]:
+    """The profile a scorecard scores (None: only ``--results`` named) and its tables' directory,
+    refused in one line when it is not there."""
     name = profile if profile is not None or results is not None else active_profile(params, None)
     folder = results or Path("results") / name / "tables"
     if results is None and not Path(folder).is_dir():
@@ -411,28 +427,22 @@ def scorecard(
     if not Path(folder).is_dir():
         what = "is a file, not a directory" if Path(folder).exists() else "does not exist"
         raise PosrnnError(f"{folder} {what}; pass the tables of a profile (results/<profile>/tables) after dvc repro")
-    power = _power_of(params, name)
-    if out is not None:
-        check_scorecard_out(out)
-    rows = write_scorecard(folder, out_dir=out, power=power) if out is not None else score(folder, power=power)
-    label = name or Path(folder).parent.name
-    if claim:
-        rows, detail = _only_claims(rows, claim), True
-    if out is not None:
-        write_seeds(rows, out, label)
-    if readme is not None:
-        changed = update_page(readme, rows, label)
-        if not quiet:
-            typer.echo(f"{readme}: results blocks for {label} "
-                       f"{'rewritten: ' + ', '.join(changed) if changed else 'already up to date'}")
-    if quiet:
-        return
+    return name, folder
+
+
+def _show_scorecard(rows: list[dict], label: str, out: Optional[Path], seeds: bool, json_out: bool, detail: bool,
+                    some: bool) -> None:
+    """The scorecard as asked: the seeds open claims need, JSON, each claim in full (``some``: only
+    those asked for, without the counts), or one line a claim."""
+    from ..analysis.report import scorecard_lines, seeds_markdown
+    from ..analysis.scorecard import scorecard_rich_table
+
     if seeds:
         typer.echo(seeds_markdown(rows, label), nl=False)
     elif json_out:
         typer.echo(json.dumps(rows))
     elif detail:
-        console().print(scorecard_rich_table(rows, counts=not claim))
+        console().print(scorecard_rich_table(rows, counts=not some))
     else:
         where = f"results/{label}/scorecard/scorecard.md" if out is None else str(Path(out) / "scorecard.md")
         console().print(scorecard_lines(rows, f"Each claim in full: posrnn scorecard {label} --detail, or {where}.",

@@ -363,7 +363,6 @@ def stability(
     """Gradient stability over training (003 §4.3): for every checkpoint, the Jacobians
     ∂h_2L/∂z_t of triplets sharing the target or the suffix, compared row-wise; per (target
     kind × disturbant kind) for dual-frequency runs. Writes a CSV (mean and 95% CI)."""
-    from ..engine.lock import run_lock
     from ..engine.paths import check_stability_out, resolve_checkpoint
 
     run_dir = resolve_checkpoint(run, checkpoint)[1]
@@ -371,7 +370,7 @@ def stability(
     if plot:
         check_stability_out(csv_path.with_suffix(".png"), run, run_dir, header=b"\x89PNG")
     threads_for_run(threads, run)
-    from ..engine.stability import analyze  # torch: after what needs no tensor was checked
+    from ..engine.stability import write_stability  # torch: after what needs no tensor was checked
 
     c = console()
 
@@ -379,22 +378,23 @@ def stability(
         if not json_out:
             c.print(f"checkpoint {step}: {seconds:.1f}s ({3 * triplets / max(seconds, 1e-9):.0f} sequences/s)")
 
-    with run_lock(run_dir, f"posrnn stability {run}", reading=True):  # no training or second analysis meanwhile
-        rows = analyze(run, step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed,
-                       on_checkpoint=tick, target_position=target_position)
-        if plot:  # the table and its figure as one swap: never a new table beside an old figure
-            from ..analysis.plots import fig_stability
-            from ..common.io import csv_text, write_table_and_figure
-
-            write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
-                                   lambda p: fig_stability(rows, p))
-        else:
-            from ..common.io import csv_text, write_owned
-
-            write_owned(csv_path, csv_text(rows))
+    rows = write_stability(run, run_dir, csv_path, _draw_stability if plot else None, f"posrnn stability {run}",
+                           step=checkpoint, n_triplets=triplets, chunk_size=chunk_size, device=device, seed=seed,
+                           on_checkpoint=tick, target_position=target_position)
     if json_out:
         typer.echo(json.dumps(rows))
         return
+    _stability_table(c, rows, csv_path, target_position)
+    _stability_notes(c, run, checkpoint, rows)
+
+
+def _draw_stability(rows: list[dict], path: Path) -> None:
+    from ..analysis.plots import fig_stability  # matplotlib: only when a figure is drawn
+
+    fig_stability(rows, path)
+
+
+def _stability_table(c, rows: list[dict], csv_path: Path, target_position: int) -> None:
     from rich.table import Table
 
     at = "" if target_position == 1 else f" (target at t = {target_position})"
@@ -405,7 +405,6 @@ def stability(
         table.add_row(str(r["step"]), r["condition"], r["pair"], f"{r['stability']:.3f}",
                       f"{r['ci_low']:.3f}–{r['ci_high']:.3f}")
     c.print(table)
-    _stability_notes(c, run, checkpoint, rows)
 
 
 def _stability_notes(c, run: Path, checkpoint: Optional[int], rows: list[dict]) -> None:
@@ -448,7 +447,7 @@ def extend_vocab(
     from ..engine.paths import check_extension_out
 
     check_extension_out(run, extra_vocab, out)  # what needs no tensor, before torch loads
-    from ..engine.extend import extend_vocab as run_extension
+    from ..engine.extend import extend_vocab as run_extension, not_learned
 
     choice = threads_for_run(threads, run)  # the trained run's size decides
     sets = [f"train.threads={choice.n}", *(set_ or [])]  # an explicit --set still wins
@@ -461,9 +460,18 @@ def extend_vocab(
     if json_out:
         typer.echo(json.dumps(r))
         return
+    _extension_table(r)
+    seeded = f" --seed {seed}" if seed is not None else ""
+    advice = not_learned(r, f"posrnn extend-vocab {run} --extra-vocab {extra_vocab}{seeded} --out {out}")
+    if advice:
+        typer.echo(f"warning: {advice}", err=True)
+
+
+def _extension_table(r: dict) -> None:
+    """An extension's scores on each test set, with what each set and column measures."""
     from rich.table import Table
 
-    from ..engine.extend import TEST_SETS, not_learned
+    from ..engine.extend import TEST_SETS
 
     table = Table(title=f"vocabulary extension: V = {r['vocab_size']} + {r['extra_vocab']} ({r['model']}, "
                         f"pe={r['pe']})")
@@ -478,10 +486,6 @@ def extend_vocab(
     for _, label, about in TEST_SETS:
         c.print(f"  {label}: {about}", highlight=False)
     c.print("  token/seq acc: tokens/sequences right; DL: Damerau–Levenshtein distance", highlight=False)
-    seeded = f" --seed {seed}" if seed is not None else ""
-    advice = not_learned(r, f"posrnn extend-vocab {run} --extra-vocab {extra_vocab}{seeded} --out {out}")
-    if advice:
-        typer.echo(f"warning: {advice}", err=True)
 
 
 def cores() -> None:

@@ -241,6 +241,16 @@ def experiments_of_stage(stage: str) -> list[str]:
     return [e.name for e in EXPERIMENTS.values() if e.stage == stage]
 
 
+def experiments_to_run(named: Optional[list[str]], stage: Optional[str]) -> list[str]:
+    """What ``posrnn sweep`` runs: the experiments ``named``, then every one of ``stage``; all of
+    them when neither is given. An unknown stage is refused with the known ones."""
+    stages = sorted({e.stage for e in EXPERIMENTS.values()})
+    if stage is not None and stage not in stages:
+        raise PosrnnError(f"unknown stage {stage!r}; choose one of: {', '.join(stages)}")
+    names = list(named or []) + (experiments_of_stage(stage) if stage else [])
+    return names or list(EXPERIMENTS)
+
+
 def trains(kind: str) -> bool:
     """Whether jobs of ``kind`` train a run directory (False for an unknown kind)."""
     return kind in JOB_KINDS and JOB_KINDS[kind].trains

@@ -97,20 +97,38 @@ def use_profile(params: Path, names: list[str]) -> str:
     itself are kept. The new text is parsed and compared before it replaces the old (a file it
     cannot edit safely is refused). Returns the new entry as one line, saying so when it stays a
     block list."""
-    import yaml
-
     params = Path(params)
     data = read_params(params)
+    _check_profile_names(params, data, names)
+    text = _params_text(params)
+    new, written = _with_profile_entry(params, text, names)
+    _check_rewrite(params, new, data, names)
+    if new != text:
+        replace_in_place(params, new.encode("utf-8"))
+    return written
+
+
+def _check_profile_names(params: Path, data: dict, names: list[str]) -> None:
+    """Refuse a name ``params`` defines no profile of (with the near miss), or one DVC cannot read plain."""
     known = profiles_of(data, params)
     for n in names:
         check_name(n, "profile")  # written plain into `profile: [...]`, where DVC reads it
         if n not in known:
             raise PosrnnError(f"unknown profile {n!r}{did_you_mean(n, known)}; choose one of: {', '.join(known)}")
-    raw = params.read_bytes()
+
+
+def _params_text(params: Path) -> str:
     try:
-        text = raw.decode("utf-8")
+        return params.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {params} is not text (not UTF-8); pass a YAML file") from None
+
+
+def _with_profile_entry(params: Path, text: str, names: list[str]) -> tuple[str, str]:
+    """``text`` with its top-level ``profile:`` entry set to ``names`` (added at the end when it has
+    none), changing that entry's value only → (the new text, the entry as written, in one line)."""
+    import yaml
+
     newline = "\r\n" if "\r\n" in text else "\n"
     entries = [(k, v) for k, v in _top_entries(text, params) if isinstance(k, yaml.ScalarNode) and k.value == "profile"]
     if len(entries) > 1:
@@ -118,35 +136,36 @@ def use_profile(params: Path, names: list[str]) -> str:
                           "keep one")
     line = f"profile: [{', '.join(names)}]"
     flow = f"[{', '.join(names)}]"
-    written = line  # the entry as written, in one line
     if not entries:
-        new = text + ("" if text.endswith(("\n", "\r")) or not text else newline) + line + newline
-    else:
-        key, value = entries[0]
-        a, b = value.start_mark.index, value.end_mark.index
-        if isinstance(value, yaml.SequenceNode) and not value.flow_style:
-            new = _edit_block_list(text, value.value, names, newline)
-            if new is None:
-                raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
-            written = f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"
-        elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode)
-                                                                   and value.value == ""):
-            raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
-                              f"set it by hand to {line}")
-        elif isinstance(value, yaml.ScalarNode) and value.value == "" and a == b:
-            new = text[:a] + " " + flow + text[b:] if not text[a - 1:a].isspace() else text[:a] + flow + text[b:]
-        else:
-            new = text[:a] + flow + text[b:]
+        return text + ("" if text.endswith(("\n", "\r")) or not text else newline) + line + newline, line
+    key, value = entries[0]
+    a, b = value.start_mark.index, value.end_mark.index
+    if isinstance(value, yaml.SequenceNode) and not value.flow_style:
+        new = _edit_block_list(text, value.value, names, newline)
+        if new is None:
+            raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
+        return new, f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"
+    empty = isinstance(value, yaml.ScalarNode) and value.value == ""
+    if value.start_mark.line != key.start_mark.line and not empty:
+        raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
+                          f"set it by hand to {line}")
+    if empty and a == b:
+        return (text[:a] + " " + flow + text[b:] if not text[a - 1:a].isspace() else text[:a] + flow + text[b:]), line
+    return text[:a] + flow + text[b:], line
+
+
+def _check_rewrite(params: Path, new: str, data: dict, names: list[str]) -> None:
+    """Refuse a rewrite whose text does not read back as ``data`` with ``profile:`` set to ``names``."""
+    import yaml
+
     try:
         check = yaml.safe_load(new)
     except yaml.YAMLError:
         check = None
     if not isinstance(check, dict) or check.get("profile") != names or \
             {k: v for k, v in check.items() if k != "profile"} != {k: v for k, v in data.items() if k != "profile"}:
-        raise PosrnnError(f"could not rewrite the `profile:` entry of {params} safely; set it by hand to {line}")
-    if new != text:
-        replace_in_place(params, new.encode("utf-8"))
-    return written
+        raise PosrnnError(f"could not rewrite the `profile:` entry of {params} safely; "
+                          f"set it by hand to profile: [{', '.join(names)}]")
 
 
 def _edit_block_list(text: str, items: list, names: list[str], newline: str) -> Optional[str]:

@@ -56,41 +56,20 @@ def extend_vocab(
 ) -> dict:
     """``posrnn extend-vocab``: extend the trained run in ``run`` by ``extra`` ids into ``out``
     (``resume``: continue an interrupted extension in ``out`` from its last checkpoint;
-    ``on_start``: called once every check has passed, as training starts)."""
+    ``on_start``: called once every check has passed, as training starts). Validate (the run, the
+    new config, the machine), prepare the trainer of the new rows, train, score."""
     trained, source_sha = _extendable(Path(run), extra, out)
-    cfg, model, ckpt, ckpt_path = trained.cfg, trained.model, trained.ckpt, trained.ckpt_path
+    cfg, model, ckpt_path = trained.cfg, trained.model, trained.ckpt_path
+    new_cfg, tests, dev, combined = extension_config(cfg, extra, iterations, seed, device, sets)
     V = cfg.task.vocab_size
-    new_cfg = resolve_config(base=cfg, options={"task.vocab_size": V + extra, "model.frozen_vocab": V,
-                                                "train.iterations": iterations, "train.seed": seed,
-                                                "train.device": device}, sets=sets)
-    if new_cfg.task.vocab_size != V + extra or new_cfg.model.frozen_vocab != V:
-        raise PosrnnError("--set may not change task.vocab_size or model.frozen_vocab of an extension")
-    check_train_config(new_cfg.train)
-    tests = extension_tasks(new_cfg.task, V)
-    dev = resolve_device(new_cfg.train.device)
-    check_fast_paths(new_cfg.train, dev)
-    combined = build_task(new_cfg.task)
-    check_machine(new_cfg.train, combined, dev)
     out = Path(out)
     with owned_run_dir(out, f"posrnn extend-vocab --out {out}"):
         if (out / "extend.json").is_file() and not force:
             read_extend_json(out / "extend.json")  # a corrupt summary is refused before anything is written
         resume_from, res = open_run(out, new_cfg, resume=resume, force=force)
         setup_threads(new_cfg.train.threads)
-
-        model.to(dev)
-        batch = new_cfg.train.eval_batch_size
-        before_old, _ = evaluate_model(tests["old_ids"], OldIdsView(model, V, extra), dev, batch)
-        torch.manual_seed(new_cfg.train.seed)
-        new_params = extend_model(model, V, extra)
-        model.to(dev)
-        held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(),
-                                  combined.test_set()]).to(dev))
-        trainer = Trainer(new_cfg, out, model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
-                          params=new_params,
-                          extra={"extended_from": str(ckpt_path), "extended_from_step": int(ckpt["step"]),
-                                 "extended_from_sha256": source_sha},
-                          keep_checkpoints=keep_checkpoints)
+        trainer, before_old = extension_trainer(trained, source_sha, new_cfg, tests, combined, dev, out,
+                                                keep_checkpoints)
         if resume_from is not None:
             trainer.load(resume_from, res.checkpoint)
 
@@ -103,6 +82,48 @@ def extend_vocab(
             return {**result, **score_extension(out, model, new_cfg, dev, old_before=before_old)}
 
         return start_and_fit(out, new_cfg, force, resume_from is None, ("loop", "extension"), dev.type, on_start, work)
+
+
+def extension_config(cfg, extra: int, iterations: Optional[int], seed: Optional[int], device: str,
+                     sets: Optional[list[str]]) -> tuple:
+    """The config of the extension of a run of ``cfg`` by ``extra`` ids (``--iterations``, ``--seed``,
+    ``--device``, ``--set`` applied), checked with the machine before the disk is touched →
+    (config, its test sets, device, the task over the combined vocabulary)."""
+    V = cfg.task.vocab_size
+    new_cfg = resolve_config(base=cfg, options={"task.vocab_size": V + extra, "model.frozen_vocab": V,
+                                                "train.iterations": iterations, "train.seed": seed,
+                                                "train.device": device}, sets=sets)
+    if new_cfg.task.vocab_size != V + extra or new_cfg.model.frozen_vocab != V:
+        raise PosrnnError("--set may not change task.vocab_size or model.frozen_vocab of an extension")
+    check_train_config(new_cfg.train)
+    tests = extension_tasks(new_cfg.task, V)
+    dev = resolve_device(new_cfg.train.device)
+    check_fast_paths(new_cfg.train, dev)
+    combined = build_task(new_cfg.task)
+    check_machine(new_cfg.train, combined, dev)
+    return new_cfg, tests, dev, combined
+
+
+def extension_trainer(trained, source_sha: str, new_cfg, tests: dict, combined, dev: torch.device, out: Path,
+                      keep_checkpoints: str) -> tuple[Trainer, dict]:
+    """The trained model scored on old ids, then extended (its new rows seeded by ``train.seed``),
+    and the trainer of those rows on batches of the combined vocabulary (``tests``: the extension's
+    test sets) → (trainer, the scores on old ids before)."""
+    model, V = trained.model, trained.cfg.task.vocab_size
+    extra = new_cfg.task.vocab_size - V
+    model.to(dev)
+    before_old, _ = evaluate_model(tests["old_ids"], OldIdsView(model, V, extra), dev, new_cfg.train.eval_batch_size)
+    torch.manual_seed(new_cfg.train.seed)
+    new_params = extend_model(model, V, extra)
+    model.to(dev)
+    held = HeldOut(Batch.cat([tests["new_ids"].test_set(), tests["old_ids"].test_set(),
+                              combined.test_set()]).to(dev))
+    trainer = Trainer(new_cfg, out, model, combined, lambda n, g, d: held.sample(combined, n, g, d), dev,
+                      params=new_params,
+                      extra={"extended_from": str(trained.ckpt_path), "extended_from_step": int(trained.ckpt["step"]),
+                             "extended_from_sha256": source_sha},
+                      keep_checkpoints=keep_checkpoints)
+    return trainer, before_old
 
 
 def load_finished_run(run: Path):

@@ -253,4 +253,23 @@ def analyze(run: Path, step: Optional[int] = None, n_triplets: int = 1024, chunk
     return rows
 
 
+
+def write_stability(run: Path, run_dir: Path, csv_path: Path, draw: Optional[Callable[[list[dict], Path], None]] = None,
+                    what: str = "posrnn stability", **options) -> list[dict]:
+    """``posrnn stability``'s work: ``analyze(run, **options)`` while holding the lock of ``run_dir``
+    for reading (``what`` names the holder: no training or second analysis meanwhile), then the
+    table written to ``csv_path`` and, with ``draw(rows, path)``, its figure beside it (``.png``) as
+    one swap, never a new table beside an old figure → the rows."""
+    from ..common.io import csv_text, write_owned, write_table_and_figure
+    from .lock import run_lock
+
+    with run_lock(run_dir, what, reading=True):
+        rows = analyze(run, **options)
+        if draw is not None:
+            write_table_and_figure(csv_text(rows).encode(), csv_path, csv_path.with_suffix(".png"),
+                                   lambda p: draw(rows, p))
+        else:
+            write_owned(csv_path, csv_text(rows))
+    return rows
+
 #: how every stability CSV begins (``posrnn stability`` overwrites only such a file)

@@ -318,65 +318,98 @@ class Trainer:
                           signal=signal_name)
 
     def fit(self, stop_after: Optional[int] = None, progress: bool = True) -> dict:
+        """Train to ``train.iterations`` (``stop_after``: at most that many more steps): prepare the logs
+        and the untrained model's checkpoint, run the loop (``_loop``), keep the work of a run stopped
+        early, report (the run's summary)."""
         t = self.cfg.train
         if self.is_main:
             for run_dir in self.run_dirs():
                 truncate_log(run_dir / METRICS_FILE, self.step)
         start_step, t0 = self.step, time.perf_counter()
-        sums = self.log_sums  # loss, correct, count, grad norm since the last log line (in place)
-        counter = torch.full((), self.step, device=self.device, dtype=torch.long)  # the step, on the device
-        first_bad = torch.full((), -1, device=self.device, dtype=torch.long)  # first step with a non-finite value
-        last: dict = {}
-        saved_step = self.step
-        # train.checkpoint_minutes: also a checkpoint once that long has passed since the last one
-        every_s = t.checkpoint_minutes * 60 if t.checkpoint_minutes is not None else None
-        saved_at = time.monotonic()
-
-        def kept() -> str:  # every checkpoint was checked for non-finite values when it was written
-            return (f"its last checkpoint (step {saved_step}) is kept" if list_checkpoints(self.run_dir)
-                    else "no checkpoint had been written yet")
-
-        def check_finite() -> None:  # one host sync
-            bad = int(first_bad)
-            if bad >= 0:
-                raise TrainingStopped(
-                    f"non-finite loss or gradient at step {bad}: the run stopped there and {kept()}; "
-                    f"lower train.lr or train.clip, then --resume or --force"
-                )
-
+        watch = FitWatch(self)
         if t.checkpoint_initial and self.step == 0 and not list_checkpoints(self.run_dir):
             self.save()  # the untrained model, where a stability curve starts
-        bar = ProgressBar(progress and self.is_main, t.iterations, self.step)
-        self.model.train()
-        with bar as (update, _), stop_requests(self.world_size == 1) as stop:  # read after each step
-            while self.step < t.iterations:
-                loss, n_ok, n, gnorm = self._step(self.next_batch(), kept)
-                counter += 1
-                bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm)).all()  # any member's, in an ensemble
-                first_bad = torch.where(bad & (first_bad < 0), counter, first_bad)
-                sums += torch.stack([loss.double(), n_ok.double(), n.double(), gnorm.double()], dim=-1)
-                self.step += 1
-                self.log_since += 1
-                since = self.log_since
-                if self.step % t.log_every == 0 or self.step == t.iterations:
-                    last = self._log(sums, since, t0, check_finite)
-                    update(self.step, last)
-                timed = every_s is not None and time.monotonic() - saved_at >= every_s
-                if self.step % t.checkpoint_every == 0 or self.step == t.iterations or timed:
-                    check_finite()
-                    self.save()
-                    saved_step, saved_at = self.step, time.monotonic()
-                if stop["signal"] is not None:
-                    self._interrupted(stop["signal"], saved_step, check_finite)
-                if stop_after is not None and self.step - start_step >= stop_after:
-                    break
-        if self.step != saved_step:
-            check_finite()
+        last = self._loop(watch, start_step, t0, stop_after, progress)
+        if self.step != watch.saved_step:
+            watch.check_finite()
             self.save()  # stopped early (--stop-after): keep the work
         elapsed = time.perf_counter() - t0
         return {"run_dir": str(self.run_dir), "step": self.step, "iterations": t.iterations,
                 "finished": self.step >= t.iterations, "seconds": elapsed,
                 "it_per_s": (self.step - start_step) / elapsed if elapsed > 0 else float("nan"), "last": last}
+
+    def _loop(self, watch: FitWatch, start_step: int, t0: float, stop_after: Optional[int], progress: bool) -> dict:
+        """The steps up to ``train.iterations`` (or ``stop_after`` of them), each summed into the log
+        line, logged and checkpointed on schedule (or on ``watch``'s clock) and stopped by a signal;
+        returns the last log line."""
+        t = self.cfg.train
+        sums = self.log_sums  # loss, correct, count, grad norm since the last log line (in place)
+        last: dict = {}
+        bar = ProgressBar(progress and self.is_main, t.iterations, self.step)
+        self.model.train()
+        with bar as (update, _), stop_requests(self.world_size == 1) as stop:  # read after each step
+            while self.step < t.iterations:
+                loss, n_ok, n, gnorm = self._step(self.next_batch(), watch.kept)
+                watch.record(loss, gnorm)
+                sums += torch.stack([loss.double(), n_ok.double(), n.double(), gnorm.double()], dim=-1)
+                self.step += 1
+                self.log_since += 1
+                since = self.log_since
+                if self.step % t.log_every == 0 or self.step == t.iterations:
+                    last = self._log(sums, since, t0, watch.check_finite)
+                    update(self.step, last)
+                if watch.checkpoint_due(self.step):
+                    watch.check_finite()
+                    self.save()
+                    watch.saved(self.step)
+                if stop["signal"] is not None:
+                    self._interrupted(stop["signal"], watch.saved_step, watch.check_finite)
+                if stop_after is not None and self.step - start_step >= stop_after:
+                    break
+        return last
+
+
+class FitWatch:
+    """What one ``Trainer.fit`` keeps an eye on besides the model: the first step with a non-finite
+    loss or gradient (on the device, read only at the loop's host syncs) and the last checkpoint
+    written (its step, and when: ``train.checkpoint_minutes`` adds one once that long has passed)."""
+
+    def __init__(self, trainer: Trainer):
+        t = trainer.cfg.train
+        self.run_dir, self.train = trainer.run_dir, t
+        self.counter = torch.full((), trainer.step, device=trainer.device, dtype=torch.long)  # the step, on the device
+        self.first_bad = torch.full((), -1, device=trainer.device, dtype=torch.long)  # first non-finite step
+        self.saved_step = trainer.step
+        self.every_s = t.checkpoint_minutes * 60 if t.checkpoint_minutes is not None else None
+        self.saved_at = time.monotonic()
+
+    def record(self, loss: torch.Tensor, gnorm: torch.Tensor) -> None:
+        """One more step: its loss and gradient norm checked on the device (no host sync)."""
+        self.counter += 1
+        bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm)).all()  # any member's, in an ensemble
+        self.first_bad = torch.where(bad & (self.first_bad < 0), self.counter, self.first_bad)
+
+    def kept(self) -> str:
+        """Which checkpoint a stopped run keeps (each was checked for non-finite values when written)."""
+        return (f"its last checkpoint (step {self.saved_step}) is kept" if list_checkpoints(self.run_dir)
+                else "no checkpoint had been written yet")
+
+    def check_finite(self) -> None:
+        """Stop the run at the first non-finite step, if there was one (one host sync)."""
+        bad = int(self.first_bad)
+        if bad >= 0:
+            raise TrainingStopped(
+                f"non-finite loss or gradient at step {bad}: the run stopped there and {self.kept()}; "
+                f"lower train.lr or train.clip, then --resume or --force"
+            )
+
+    def checkpoint_due(self, step: int) -> bool:
+        """Whether ``step`` is checkpointed: on the schedule, the last one, or the wall clock's."""
+        timed = self.every_s is not None and time.monotonic() - self.saved_at >= self.every_s
+        return step % self.train.checkpoint_every == 0 or step == self.train.iterations or timed
+
+    def saved(self, step: int) -> None:
+        self.saved_step, self.saved_at = step, time.monotonic()
 
 
 def drop_unscheduled(run_dir: Path, t, step: int, extra: dict) -> int:

@@ -127,11 +127,31 @@ def train_tokenizer(
     WikiText's literal ``<unk>`` one piece (module docstring). Refuses (``PosrnnError``) a
     vocabulary over 65,536 (uint16 storage), a missing or empty input, or a vocabulary the corpus
     cannot fill (the message says to lower ``--vocab-size``)."""
-    import sentencepiece as spm
-
     train_txt = Path(train_txt)
     n_bytes = _check_inputs(train_txt, vocab_size, input_sentence_size, seed)
-    prefix = Path(model_prefix)
+    options = {"vocab_size": vocab_size, "character_coverage": character_coverage, "byte_fallback": byte_fallback,
+               "input_sentence_size": input_sentence_size, "max_sentence_length": max_sentence_length,
+               "num_threads": num_threads or os.cpu_count() or 1, **_pieces(wikitext_unk)}
+    model, seconds = _train_into(train_txt, Path(model_prefix), seed, options)
+    return {"model": str(model), "vocab_size": vocab_size, "unk_id": UNK_ID, "bos_id": BOS_ID,
+            "eos_id": EOS_ID, "wikitext_unk_id": 3 if wikitext_unk else None, "seconds": seconds,
+            "input_bytes": n_bytes}
+
+
+def _pieces(wikitext_unk: bool) -> dict:
+    """The trainer's special pieces: the fixed ids, no padding piece, and (``wikitext_unk``)
+    WikiText's ``<unk>`` as pieces of its own beside a renamed unknown-character piece."""
+    return {"unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "pad_id": -1,
+            **({"unk_piece": UNK_PIECE, "user_defined_symbols": ["\u2581" + WIKITEXT_UNK, WIKITEXT_UNK]}
+               if wikitext_unk else {})}
+
+
+def _train_into(train_txt: Path, prefix: Path, seed: int, options: dict) -> tuple[Path, float]:
+    """Run SentencePiece's unigram trainer (``options``) on ``train_txt`` under temporary names, then
+    move ``.model``, ``.vocab`` and ``.log`` to ``prefix``; on a failure remove the temporary files
+    and the folders it made → (the model's path, seconds spent training)."""
+    import sentencepiece as spm
+
     new_top = make_parents(prefix)
     tmp = temp_beside(prefix)  # SentencePiece appends .model / .vocab to it
     finals = {ext: prefix.with_name(prefix.name + ext) for ext in (".model", ".vocab", ".log")}
@@ -141,14 +161,8 @@ def train_tokenizer(
     t0 = time.perf_counter()
     try:
         with _stderr_to(temps[".log"]):
-            spm.SentencePieceTrainer.train(
-                input=str(train_txt), model_prefix=str(tmp), model_type="unigram", vocab_size=vocab_size,
-                character_coverage=character_coverage, byte_fallback=byte_fallback,
-                input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-                max_sentence_length=max_sentence_length, num_threads=num_threads or os.cpu_count() or 1,
-                unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=-1,
-                **({"unk_piece": UNK_PIECE, "user_defined_symbols": ["\u2581" + WIKITEXT_UNK, WIKITEXT_UNK]}
-                   if wikitext_unk else {}))
+            spm.SentencePieceTrainer.train(input=str(train_txt), model_prefix=str(tmp), model_type="unigram",
+                                           shuffle_input_sentence=True, **options)
         seconds = time.perf_counter() - t0
         for ext in (".model", ".vocab", ".log"):
             os.replace(temps[ext], finals[ext])
@@ -161,9 +175,7 @@ def train_tokenizer(
             import shutil
 
             shutil.rmtree(new_top, ignore_errors=True)
-    return {"model": str(finals[".model"]), "vocab_size": vocab_size, "unk_id": UNK_ID, "bos_id": BOS_ID,
-            "eos_id": EOS_ID, "wikitext_unk_id": 3 if wikitext_unk else None, "seconds": seconds,
-            "input_bytes": n_bytes}
+    return finals[".model"], seconds
 
 
 def load_tokenizer(path: str | os.PathLike):
