@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from .config import bounded, check_bounds, coerce, load_yaml
 from .errors import PosrnnError, did_you_mean
-from .yamltypes import check_name
+from .yamltypes import MAX_YAML_NODES, NotYaml, check_name, expanded_size, load_as_dvc
 
 
 
@@ -72,19 +72,14 @@ def load_profile(params: Path, name: str) -> dict:
 
 def _top_entries(text: str, params: Path) -> list:
     """The top-level ``(key node, value node)`` pairs of ``text``, as YAML composed them (so a
-    quoted ``"profile":`` key is found as well as a plain one)."""
-    import yaml
+    quoted ``"profile":`` key is found as well as a plain one), composed as DVC's loader does."""
+    from ruamel.yaml import YAML, YAMLError
 
-    from .config import MAX_YAML_NODES, expanded_size
-
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-    except yaml.YAMLError:
+        node = YAML(typ="safe").compose(text)
+    except YAMLError:
         raise PosrnnError(f"{params} is not valid YAML; fix it before choosing a profile") from None
-    finally:
-        loader.dispose()
-    if not isinstance(node, yaml.MappingNode) or expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+    if node is None or node.id != "mapping" or expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
         raise PosrnnError(f"{params} is not a mapping of sections; restore it from git (git checkout {params})")
     return node.value
 
@@ -97,8 +92,6 @@ def use_profile(params: Path, names: list[str]) -> str:
     itself are kept. The new text is parsed and compared before it replaces the old (a file it
     cannot edit safely is refused). Returns the new entry as one line, saying so when it stays a
     block list."""
-    import yaml
-
     params = Path(params)
     data = read_params(params)
     known = profiles_of(data, params)
@@ -112,7 +105,7 @@ def use_profile(params: Path, names: list[str]) -> str:
     except UnicodeDecodeError:
         raise PosrnnError(f"params file {params} is not text (not UTF-8); pass a YAML file") from None
     newline = "\r\n" if "\r\n" in text else "\n"
-    entries = [(k, v) for k, v in _top_entries(text, params) if isinstance(k, yaml.ScalarNode) and k.value == "profile"]
+    entries = [(k, v) for k, v in _top_entries(text, params) if k.id == "scalar" and k.value == "profile"]
     if len(entries) > 1:
         raise PosrnnError(f"{params} has {len(entries)} top-level `profile:` entries (DVC refuses a repeated key); "
                           "keep one")
@@ -124,22 +117,21 @@ def use_profile(params: Path, names: list[str]) -> str:
     else:
         key, value = entries[0]
         a, b = value.start_mark.index, value.end_mark.index
-        if isinstance(value, yaml.SequenceNode) and not value.flow_style:
+        if value.id == "sequence" and not value.flow_style:
             new = _edit_block_list(text, value.value, names, newline)
             if new is None:
                 raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
             written = f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"
-        elif value.start_mark.line != key.start_mark.line and not (isinstance(value, yaml.ScalarNode)
-                                                                   and value.value == ""):
+        elif value.start_mark.line != key.start_mark.line and not (value.id == "scalar" and value.value == ""):
             raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
                               f"set it by hand to {line}")
-        elif isinstance(value, yaml.ScalarNode) and value.value == "" and a == b:
+        elif value.id == "scalar" and value.value == "" and a == b:
             new = text[:a] + " " + flow + text[b:] if not text[a - 1:a].isspace() else text[:a] + flow + text[b:]
         else:
             new = text[:a] + flow + text[b:]
     try:
-        check = yaml.safe_load(new)
-    except yaml.YAMLError:
+        check = load_as_dvc(new, str(params))
+    except (NotYaml, PosrnnError, RecursionError):
         check = None
     if not isinstance(check, dict) or check.get("profile") != names or \
             {k: v for k, v in check.items() if k != "profile"} != {k: v for k, v in data.items() if k != "profile"}:
@@ -154,9 +146,7 @@ def _edit_block_list(text: str, items: list, names: list[str], newline: str) -> 
     items' own lines: each kept item's name is replaced where it stands, surplus items' lines are
     removed, new items go on lines of their own after the last; comment lines stay where they
     are. None when an item is not a plain name."""
-    import yaml
-
-    if not items or not all(isinstance(i, yaml.ScalarNode) for i in items):
+    if not items or not all(i.id == "scalar" for i in items):
         return None
     edits = [(i.start_mark.index, i.end_mark.index, n) for i, n in zip(items, names)]
     for item in items[len(names):]:  # an item's whole line, its own trailing comment with it
