@@ -126,6 +126,7 @@ def use_profile(params: Path, names: list[str]) -> str:
             raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
                               f"set it by hand to {line}")
         elif value.id == "scalar" and value.value == "" and a == b:
+            a = b = text.index(":", key.end_mark.index) + 1  # ruamel.yaml marks an empty value on the next line
             new = text[:a] + " " + flow + text[b:] if not text[a - 1:a].isspace() else text[:a] + flow + text[b:]
         else:
             new = text[:a] + flow + text[b:]
