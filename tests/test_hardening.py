@@ -289,8 +289,11 @@ PROFILES_TEXT = "profiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n"
      "profile:\n- micro\n\n# the profiles\n# one a key\n" + PROFILES_TEXT),
     ("profile:\n- lite  # on the item\n# after\n" + PROFILES_TEXT,
      "profile:\n- micro  # on the item\n# after\n" + PROFILES_TEXT),
+    # no value yet: the list goes after the colon, not on the next line (where ruamel.yaml marks the empty value)
+    ("profile:\n" + PROFILES_TEXT, "profile: [micro]\n" + PROFILES_TEXT),
+    ("profile:  # the active one\n" + PROFILES_TEXT, "profile: [micro]  # the active one\n" + PROFILES_TEXT),
 ], ids=["comments", "quoted-key", "block-list-with-comment-and-blank", "indented-block-list", "scalar", "crlf",
-        "dvc-block-list-then-comments", "block-list-item-comment"])
+        "dvc-block-list-then-comments", "block-list-item-comment", "empty", "empty-with-comment"])
 def test_profile_use_edits_the_one_value_in_place(tmp_path, text, expected):
     from posrnn_cli.common.profiles import use_profile
 

@@ -37,7 +37,7 @@ def test_ensemble_option_cli_refuses_in_one_line(tmp_path, monkeypatch):
     assert parse_k("4") == 4 and parse_k(None) is None
 
 
-@pytest.mark.parametrize("value", ['!!int "02"', '" 2"', '"[2,2]"', '"2"', "[2, 2]"])
+@pytest.mark.parametrize("value", ["2.0", "true", '" 2"', '"[2,2]"', '"2"', "[2, 2]"])
 def test_a_profiles_ensemble_is_one_number_written_plainly(tmp_path, value):
     path = scratch(tmp_path, fig2=GRID)
     path.write_text(path.read_text().replace("  t:\n", f"  t:\n    ensemble: {value}\n", 1))

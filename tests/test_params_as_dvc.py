@@ -1,9 +1,11 @@
-"""Params files are read as DVC reads them (ruamel.yaml, YAML 1.2): a repeated key, which DVC
-refuses, is refused; a value that YAML 1.1 reads otherwise (a seed 0123 is 83 there, 123 in
-DVC) is refused in one line naming the key, so no run trains another seed than DVC records."""
+"""Params files and ``--set`` values are read as DVC reads them (its own loader,
+``dvc.utils.serialize.parse_yaml``: ruamel.yaml's safe loader, YAML 1.2): a seed ``0123`` is 123,
+``yes`` and ``on`` are text, ``1e-3`` a number, a date a date, here as in DVC, so no run trains
+another value than DVC records; a repeated key, which DVC refuses, is refused in one line."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import parse_set, resolve_config
+from posrnn_cli.common.config import load_yaml, parse_set, resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep.plan import plan
 
@@ -29,16 +31,55 @@ def params(tmp_path: Path, seed: str = "1", lr: str = "1e-3", extra: str = "") -
 
 
 def test_plain_values_plan_as_before(tmp_path):
-    (job,) = plan(params(tmp_path, lr="1e-4"), "t", ["fig2"])  # 1e-4: text in YAML 1.1, a number in DVC: one value
+    (job,) = plan(params(tmp_path, lr="1e-4"), "t", ["fig2"])  # 1e-4: a number to DVC
     assert job.config["train"]["seed"] == 1 and job.config["train"]["lr"] == 1e-4
 
 
-@pytest.mark.parametrize("seed, words", [("0123", "profiles.t.fig2.seeds[0] reads as 83 here but as 123 in DVC"),
-                                         ("1:30", "reads as 90 here but as '1:30' in DVC"),
-                                         ("0o17", "reads as '0o17' here but as 15 in DVC")])
-def test_a_value_dvc_reads_otherwise_is_refused(tmp_path, seed, words):
+#: values YAML 1.1 (PyYAML) and YAML 1.2 (DVC) read otherwise, and a few they read alike
+QUIRKS = ["0123", "0o17", "0x1F", "1_000", "1:30", "yes", "no", "on", "off", "y", "1e-3", "1e3", "1.5e+2", ".inf",
+          "-.inf", "nan", "~", "null", "2026-11-29", "2026-11-29 10:30:00", "!!int '0123'", "!!float '1'",
+          "!!str 12", "'12'", "True", "TRUE", "+2", "010", "0b11", "[1, 02]", "{a: 0o7}"]
+
+
+def dvc_reads(text: str):
+    from dvc.utils.serialize import parse_yaml
+
+    with warnings.catch_warnings():  # ruamel.yaml warns of a YAML 1.1 float without a dot
+        warnings.simplefilter("ignore")
+        return parse_yaml(text, "params.yaml")
+
+
+def test_a_params_file_reads_as_dvc_reads_it(tmp_path):
+    text = "quirks:\n" + "".join(f"  k{i}: {q}\n" for i, q in enumerate(QUIRKS)) + "merged:\n  <<: {a: 1}\n  b: 2\n"
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    mine, dvc = load_yaml(path), dvc_reads(text)
+    assert mine == dvc and [type(v) for v in mine["quirks"].values()] == [type(v) for v in dvc["quirks"].values()]
+    assert mine["quirks"]["k0"] == 123 and mine["quirks"]["k5"] == "yes" and mine["quirks"]["k10"] == 1e-3
+    path.write_text("%YAML 1.1\n---\n" + text)  # a directive makes both read YAML 1.1
+    assert load_yaml(path) == dvc_reads(path.read_text()) and load_yaml(path)["quirks"]["k0"] == 83
+
+
+@pytest.mark.parametrize("raw", QUIRKS)
+def test_a_set_value_reads_as_dvc_reads_it_in_params(raw):
+    key, value = parse_set(f"train.seed={raw}")
+    assert key == "train.seed" and value == dvc_reads(f"v: {raw}\n")["v"]
+
+
+@pytest.mark.parametrize("seed, want", [("0123", 123), ("0o17", 15), ("0x1F", 31), ("1_000", 1000)])
+def test_a_seed_trains_as_dvc_records_it(tmp_path, seed, want):
+    path = params(tmp_path, seed=seed)
+    (job,) = plan(path, "t", ["fig2"])
+    assert job.config["train"]["seed"] == want == dvc_reads(path.read_text())["profiles"]["t"]["fig2"]["seeds"][0]
+
+
+@pytest.mark.parametrize("seed, lr, words", [("1:30", "1e-3", "seeds must be integers, got ['1:30']"),
+                                             ("yes", "1e-3", "seeds must be integers, got ['yes']"),
+                                             ("1", '"1e-3"', "train.lr is '1e-3', quoted or tagged !!str: text to DVC"),
+                                             ("1", "yes", "train.lr must be of type float, got 'yes'")])
+def test_a_value_dvc_reads_as_text_is_refused_in_one_line(tmp_path, seed, lr, words):
     with pytest.raises(PosrnnError) as e:
-        plan(params(tmp_path, seed=seed), "t", ["fig2"])
+        plan(params(tmp_path, seed=seed, lr=lr), "t", ["fig2"])
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
@@ -54,11 +95,12 @@ def test_a_repeated_key_is_refused_as_dvc_refuses_it(tmp_path):
 def test_set_values_are_read_as_dvc_would_read_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert parse_set("train.seed=123") == ("train.seed", 123)
+    assert parse_set("train.seed=0123") == ("train.seed", 123)
     assert parse_set("model.pe='yes'") == ("model.pe", "yes")
-    for item in ("train.seed=0123", "task.autoregressive=yes", "train.seed=1:30"):
-        with pytest.raises(PosrnnError, match="in DVC \\(YAML 1.2\\)"):
-            parse_set(item)
+    assert parse_set("task.autoregressive=yes") == ("task.autoregressive", "yes")  # text in YAML 1.2
+    with pytest.raises(PosrnnError, match="task.autoregressive must be of type bool, got 'yes'"):
+        resolve_config(sets=["task.autoregressive=yes"])
     r = CliRunner().invoke(app,
                            ["train", "--task", "reverse", "--vocab-size", "6", "--length", "4", "--hidden-size", "8",
-                                 "--iterations", "2", "--device", "cpu", "--set", "train.seed=0123", "--out", "never"])
-    assert r.exit_code != 0 and "reads as 83 here but as 123 in DVC" in r.output and not Path("never").exists()
+                            "--iterations", "2", "--device", "cpu", "--set", "train.seed=1:30", "--out", "never"])
+    assert r.exit_code != 0 and "train.seed must be of type int, got '1:30'" in r.output and not Path("never").exists()

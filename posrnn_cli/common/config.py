@@ -8,10 +8,10 @@ the wrong type are refused with a message that names the key and the fix.
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import hashlib
 import math
-import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -22,7 +22,7 @@ import yaml
 
 from . import keys
 from .errors import PosrnnError
-from .yamltypes import NumberText, ParamsLoader, QuotedText, dvc_reading
+from .yamltypes import NotYaml, check_document, dvc_reading, load_as_dvc
 
 
 def bounded(default: Any, lo: Optional[float] = None, hi: Optional[float] = None, positive: bool = False,
@@ -188,14 +188,6 @@ class RunConfig:
 SECTIONS = {f.name: f for f in fields(RunConfig)}
 
 
-def _number(text: str) -> Optional[float]:
-    """``float(text)``, or None when the text is not a number (YAML reads ``1e-4`` as a string)."""
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it in canonical form."""
     origin = typing.get_origin(tp)
@@ -210,48 +202,34 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise PosrnnError(f"{key} must be a list of {len(args)} values, got {value!r}")
         return tuple(coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    check_dvc_type(value, tp, key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return int(value)
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        f = _number(value.replace("_", "")) if isinstance(value, str) else None
-        if f is not None and f.is_integer():
-            return int(f)
-    elif tp is float:
-        f = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            f = float(value)
-        elif isinstance(value, str):
-            f = _number(value)
-        if f is not None:
-            if not math.isfinite(f):
-                raise PosrnnError(f"{key} must be a finite number, got {value!r}")
-            return f
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    else:  # pragma: no cover - every annotation above is handled
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is bool and isinstance(value, bool) or tp is str and isinstance(value, str):
+        return value
+    if tp is int and number and (isinstance(value, int) or value.is_integer()):
+        return int(value)
+    if tp is float and number:
+        if not math.isfinite(value):
+            raise PosrnnError(f"{key} must be a finite number, got {value!r}")
+        return float(value)
+    if tp not in (bool, int, float, str):  # pragma: no cover - every annotation above is handled
         raise TypeError(f"unsupported annotation {tp!r} for {key}")
-    name = getattr(tp, "__name__", str(tp))
-    raise PosrnnError(f"{key} must be of type {name}, got {value!r}")
+    raise PosrnnError(refusal(value, tp, key))
 
 
-def check_dvc_type(value: Any, tp: Any, key: str) -> None:
-    """Refuse text where DVC reads text but a number or boolean is expected (``"12"``, ``!!str 12``),
-    and a plain value DVC reads as a number where text is expected (``1e3``)."""
-    if isinstance(value, QuotedText) and tp in (bool, int, float):
-        raise PosrnnError(f"{key} is {str(value)!r}, quoted or tagged !!str: text to DVC (YAML 1.2), where a "
-                          f"{tp.__name__} is expected; write it without quotes or tag: {value}")
-    if isinstance(value, NumberText) and tp is str:
-        raise PosrnnError(f"{key} is {value} unquoted, which DVC (YAML 1.2) reads as {dvc_reading(value)!r}, where "
-                          f"text is expected; quote it: \"{value}\"")
+def refusal(value: Any, tp: Any, key: str) -> str:
+    """Why ``value`` is no ``tp``, in one line: text where a number or boolean is expected (quoted,
+    ``"12"``, or tagged ``!!str``: text to DVC), a plain value DVC reads as a number where text is
+    expected (``1e3``), else the type."""
+    if isinstance(value, str) and tp in (bool, int, float):
+        if tp is float and value.strip().lower().lstrip("+-") in ("inf", "infinity", "nan"):
+            return f"{key} must be a finite number, got {value!r}"
+        plain = dvc_reading(value)
+        if isinstance(plain, bool) if tp is bool else isinstance(plain, (int, float)) and not isinstance(plain, bool):
+            return (f"{key} is {value!r}, quoted or tagged !!str: text to DVC (YAML 1.2), where a {tp.__name__} is "
+                    f"expected; write it without quotes or tag: {value}")
+    if tp is str and isinstance(value, (bool, int, float, datetime.date)):
+        return f"{key} reads as {value!r} in DVC (YAML 1.2), where text is expected; quote it"
+    return f"{key} must be of type {tp.__name__}, got {value!r}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -302,210 +280,30 @@ def parse_set(item: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise PosrnnError(f"--set expects KEY=VALUE (e.g. model.hidden_size=64), got {item!r}")
     try:
-        # as DVC would read it once `dvc exp run -S` wrote it into params.yaml
-        value = safe_load_bounded(raw, f"--set {key.strip()}", as_dvc=True) if raw.strip() else None
-    except yaml.YAMLError:
+        # as DVC reads it once `dvc exp run -S` wrote it into params.yaml
+        value = load_as_dvc(raw, f"--set {key.strip()}") if raw.strip() else None
+    except NotYaml:
         value = raw
+    except RecursionError:
+        raise PosrnnError(f"--set {key.strip()}: its YAML is nested too deeply to read; flatten it") from None
     return key.strip(), value
 
 
-#: the most YAML nodes a document may expand to through its aliases (``&a`` / ``*a``): a params
-#: file is a few hundred; a "billion laughs" document is refused before it is expanded
-MAX_YAML_NODES = 100_000
-
-
-def expanded_size(node, memo: dict, open_: set, limit: int) -> int:
-    """Nodes of ``node`` once every alias is expanded (memoised per node, so a shared anchor is
-    counted each time it is used but walked once); stops early above ``limit``."""
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    if key in open_:
-        return limit + 1  # an alias inside its own anchor: infinite
-    open_.add(key)
-    total = 1
-    if isinstance(node, yaml.SequenceNode):
-        children = node.value
-    elif isinstance(node, yaml.MappingNode):
-        children = [n for pair in node.value for n in pair]
-    else:
-        children = []
-    for child in children:
-        total += expanded_size(child, memo, open_, limit)
-        if total > limit:
-            break
-    open_.discard(key)
-    memo[key] = total
-    return total
-
-
-def _repeated_key(node, seen: set, path: str = "") -> Optional[str]:
-    """The dotted path of the first key that a mapping of ``node`` holds twice (DVC refuses such a
-    file; PyYAML would keep the last value), or None."""
-    if id(node) in seen:
-        return None
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        keys: set = set()
-        for k, v in node.value:
-            key = (k.tag, k.value) if isinstance(k, yaml.ScalarNode) else None
-            name = f"{path}.{k.value}" if path and key else (str(k.value) if key else path)
-            if key is not None and key[1] != "<<":
-                if key in keys:
-                    return name
-                keys.add(key)
-            found = _repeated_key(v, seen, name)
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            found = _repeated_key(v, seen, f"{path}[{i}]")
-            if found:
-                return found
-    return None
-
-
-#: documents found to read alike in YAML 1.1 and 1.2 (a params file is read several times per command)
-_AGREED: dict[str, None] = {}
-
-
-def safe_load_bounded(text: str, source: str, as_dvc: bool = False) -> Any:
-    """``yaml.safe_load(text)``, but a document whose aliases expand beyond ``MAX_YAML_NODES``
-    nodes (or refer to themselves) is refused before it is built, and so is one that repeats a
-    key in a mapping (DVC refuses it; PyYAML would keep the last). ``as_dvc`` (params files and
-    ``--set`` values): also one that DVC reads otherwise (``check_as_dvc_reads``). The message
-    never shows the value."""
-    loader = ParamsLoader(text) if as_dvc else yaml.SafeLoader(text)
+def safe_load_bounded(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)`` of a YAML file posrnn wrote (a run's config.yaml, ``dump_yaml``),
+    but a document whose aliases expand beyond bounds or that repeats a key is refused before it
+    is built (``yamltypes.check_document``). The message never shows the value."""
+    loader = yaml.SafeLoader(text)
     try:
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            if expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
-                raise PosrnnError(f"{source}: its YAML aliases (&/*) expand beyond {MAX_YAML_NODES:,} values; "
-                                  f"write the values out instead of aliasing them")
-            repeated = _repeated_key(node, set())
-            if repeated:
-                raise PosrnnError(f"{source}: the key {repeated} appears twice in one mapping (DVC refuses such a "
-                                  f"file, and which value counts is unclear); keep one")
-            if as_dvc and loader.yaml_version is not None:
-                raise PosrnnError(f"{source}: a %YAML {'.'.join(map(str, loader.yaml_version))} directive changes how "
-                                  "values read (DVC and posrnn read params as YAML 1.2 without it); remove the "
-                                  "directive")
-            if as_dvc and text not in _AGREED:
-                check_as_dvc_reads(node, source)
-                _AGREED[text] = None
-                if len(_AGREED) > 16:
-                    _AGREED.pop(next(iter(_AGREED)))
-            return loader.construct_document(node)
-        except RecursionError:
-            raise PosrnnError(f"{source}: its YAML is nested too deeply to read; flatten it") from None
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_document(node, source)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise PosrnnError(f"{source}: its YAML is nested too deeply to read; flatten it") from None
     finally:
         loader.dispose()
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    """Whether two readings of one YAML value give one config: equal, or a number read as text
-    by one (YAML 1.1 reads ``1e-4`` as text) that ``coerce`` turns into the other's number."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
-    if type(a) is type(b) or {type(a), type(b)} <= {int, float}:
-        return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
-    text, number = (a, b) if isinstance(a, str) else (b, a)
-    return isinstance(text, str) and isinstance(number, (int, float)) and not isinstance(number, bool) \
-        and _number(text.replace("_", "")) == number
-
-
-#: a plain number that YAML 1.1 and 1.2 read alike (no leading zero, underscore, sign of base or colon)
-_PLAIN_NUMBER = re.compile(r"[-+]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-
-
-@functools.lru_cache(maxsize=1024)
-def _two_readings(text: str) -> tuple[Any, Any]:
-    """A plain scalar as YAML 1.1 (posrnn's PyYAML) and as YAML 1.2 (DVC's ruamel.yaml) read it."""
-    from ruamel.yaml import YAML
-
-    return yaml.safe_load(text), YAML(typ="safe", pure=True).load(text)
-
-
-class _Unreadable:
-    def __repr__(self) -> str:
-        return "an error"
-
-
-@functools.lru_cache(maxsize=256)
-def _tagged_readings(tag: str, value: str) -> tuple[Any, Any]:
-    """A quoted scalar under an explicit core tag (``!!int "0123"``) as PyYAML and as DVC's
-    ruamel.yaml read it; a reader that cannot read it gives ``_Unreadable``."""
-    import json as _json
-
-    from ruamel.yaml import YAML
-
-    text = f"!<{tag}> {_json.dumps(value)}"
-    out = []
-    for load in (yaml.safe_load, YAML(typ="safe", pure=True).load):
-        try:
-            out.append(load(text))
-        except Exception:
-            out.append(_Unreadable())
-    return out[0], out[1]
-
-
-@functools.lru_cache(maxsize=1)
-def _resolver_12():
-    from ruamel.yaml.resolver import VersionedResolver
-
-    return VersionedResolver(version=(1, 2))
-
-
-def _disagreement(node, seen: set, path: str = "") -> Optional[tuple[str, Any, Any]]:
-    """The first plain scalar of ``node`` that YAML 1.1 and YAML 1.2 read as different values
-    (``_same_value``): its dotted path and both values, or None."""
-    from ruamel.yaml.nodes import ScalarNode
-
-    if id(node) in seen:
-        return None
-    seen.add(id(node))
-    if isinstance(node, yaml.ScalarNode):
-        if node.style is not None:  # quoted or a block: text in both, unless a tag (``!!int "0123"``) says otherwise
-            if node.tag.endswith(":str") or not node.tag.startswith("tag:yaml.org,2002:"):
-                return None
-            mine, dvc = _tagged_readings(node.tag, node.value)
-            return None if _same_value(mine, dvc) else (path or "its value", mine, dvc)
-        tag12 = _resolver_12().resolve(ScalarNode, node.value, (True, False))
-        if tag12 == node.tag and (node.tag.endswith(":str") or _PLAIN_NUMBER.fullmatch(node.value)
-                                  or not node.tag.endswith((":int", ":float"))):
-            return None
-        mine, dvc = _two_readings(node.value)
-        return None if _same_value(mine, dvc) else (path or "its value", mine, dvc)
-    children = (node.value if isinstance(node, yaml.SequenceNode) else
-                [v for _, v in node.value] if isinstance(node, yaml.MappingNode) else [])
-    names = (range(len(children)) if isinstance(node, yaml.SequenceNode) else
-             [k.value if isinstance(k, yaml.ScalarNode) else "?" for k, _ in node.value] if children else [])
-    for name, child in zip(names, children):
-        sub = f"{path}[{name}]" if isinstance(name, int) else (f"{path}.{name}" if path else str(name))
-        found = _disagreement(child, seen, sub)
-        if found:
-            return found
-    if isinstance(node, yaml.MappingNode):  # a key read otherwise is another key
-        for k, _ in node.value:
-            found = _disagreement(k, seen, f"{path}.<key {k.value}>" if path else f"<key {k.value}>")
-            if found:
-                return found
-    return None
-
-
-def check_as_dvc_reads(node, source: str) -> None:
-    """Refuse a document that DVC (ruamel.yaml, YAML 1.2) reads otherwise than posrnn (PyYAML,
-    YAML 1.1): a seed ``0123`` is 83 here but 123 there, ``yes`` a boolean here but text there,
-    ``1:30`` 90 here; one line naming the key and how to write it so both agree."""
-    found = _disagreement(node, set())
-    if found:
-        key, mine, dvc = found
-        raise PosrnnError(f"{source}: {key} reads as {str(repr(mine))[:40]} here but as {str(repr(dvc))[:40]} in DVC "
-                          f"(YAML 1.2); write it so both agree (no leading zero, true/false, quotes around text)")
 
 
 #: params files parsed in this process, by the SHA-256 of their text (the YAML parser is slow)
@@ -513,6 +311,8 @@ _PARSED: dict[bytes, Any] = {}
 
 
 def load_yaml(path: Path) -> Any:
+    """A params file as DVC reads it (``yamltypes.load_as_dvc``), refused in one line when it
+    cannot be read."""
     path = Path(path)
     if not path.is_file():
         what = ("is a directory" if path.is_dir() else "is not a regular file (a FIFO or device)" if path.exists()
@@ -520,27 +320,21 @@ def load_yaml(path: Path) -> Any:
         fix = ("change into the repository (or pass --params FILE)" if path == Path("params.yaml") and
                not path.exists() else "pass an existing --params file")
         raise PosrnnError(f"params file {path} {what} here ({Path.cwd()}); {fix}")
+    source = f"params file {path}"
     try:
         text = path.read_text(encoding="utf-8")
         key = hashlib.sha256(text.encode()).digest()
         if key not in _PARSED:  # one parse per content: a sweep's plan reads params.yaml once per experiment
             if len(_PARSED) >= 8:
                 _PARSED.pop(next(iter(_PARSED)))
-            _PARSED[key] = safe_load_bounded(text, f"params file {path}", as_dvc=True)
+            _PARSED[key] = load_as_dvc(text, source)
         return copy.deepcopy(_PARSED[key])
     except UnicodeDecodeError:
-        raise PosrnnError(f"params file {path} is not text (not UTF-8); pass a YAML file") from None
-    except yaml.YAMLError as e:
-        raise PosrnnError(f"params file {path} is not valid YAML ({yaml_problem(e)}); fix the file") from None
-
-
-def yaml_problem(e: Exception) -> str:
-    """A YAML error in a few words: its problem and line (``expected a mapping or list of mappings
-    for merging`` for a merge key ``<<`` over a value), never the parser's multi-line trace."""
-    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
-    if problem:
-        return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
-    return str(e).splitlines()[0] if str(e) else "parse error"
+        raise PosrnnError(f"{source} is not text (not UTF-8); pass a YAML file") from None
+    except NotYaml as e:
+        raise PosrnnError(f"{source} is not valid YAML ({e.problem}); fix the file") from None
+    except RecursionError:
+        raise PosrnnError(f"{source}: its YAML is nested too deeply to read; flatten it") from None
 
 
 def resolve_config(

@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from .config import bounded, check_bounds, coerce, load_yaml
 from .errors import PosrnnError, did_you_mean
-from .yamltypes import check_name
+from .yamltypes import MAX_YAML_NODES, NotYaml, check_name, expanded_size, load_as_dvc
 
 
 
@@ -72,19 +72,14 @@ def load_profile(params: Path, name: str) -> dict:
 
 def _top_entries(text: str, params: Path) -> list:
     """The top-level ``(key node, value node)`` pairs of ``text``, as YAML composed them (so a
-    quoted ``"profile":`` key is found as well as a plain one)."""
-    import yaml
+    quoted ``"profile":`` key is found as well as a plain one), composed as DVC's loader does."""
+    from ruamel.yaml import YAML, YAMLError
 
-    from .config import MAX_YAML_NODES, expanded_size
-
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-    except yaml.YAMLError:
+        node = YAML(typ="safe").compose(text)
+    except YAMLError:
         raise PosrnnError(f"{params} is not valid YAML; fix it before choosing a profile") from None
-    finally:
-        loader.dispose()
-    if not isinstance(node, yaml.MappingNode) or expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+    if node is None or node.id != "mapping" or expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
         raise PosrnnError(f"{params} is not a mapping of sections; restore it from git (git checkout {params})")
     return node.value
 
@@ -127,10 +122,8 @@ def _params_text(params: Path) -> str:
 def _with_profile_entry(params: Path, text: str, names: list[str]) -> tuple[str, str]:
     """``text`` with its top-level ``profile:`` entry set to ``names`` (added at the end when it has
     none), changing that entry's value only → (the new text, the entry as written, in one line)."""
-    import yaml
-
     newline = "\r\n" if "\r\n" in text else "\n"
-    entries = [(k, v) for k, v in _top_entries(text, params) if isinstance(k, yaml.ScalarNode) and k.value == "profile"]
+    entries = [(k, v) for k, v in _top_entries(text, params) if k.id == "scalar" and k.value == "profile"]
     if len(entries) > 1:
         raise PosrnnError(f"{params} has {len(entries)} top-level `profile:` entries (DVC refuses a repeated key); "
                           "keep one")
@@ -140,27 +133,26 @@ def _with_profile_entry(params: Path, text: str, names: list[str]) -> tuple[str,
         return text + ("" if text.endswith(("\n", "\r")) or not text else newline) + line + newline, line
     key, value = entries[0]
     a, b = value.start_mark.index, value.end_mark.index
-    if isinstance(value, yaml.SequenceNode) and not value.flow_style:
+    if value.id == "sequence" and not value.flow_style:
         new = _edit_block_list(text, value.value, names, newline)
         if new is None:
             raise PosrnnError(f"{params}: the `profile:` list holds more than names; set it by hand to {line}")
         return new, f"profile: {', '.join(names)} (kept as a block list, one `- name` a line)"
-    empty = isinstance(value, yaml.ScalarNode) and value.value == ""
+    empty = value.id == "scalar" and value.value == ""
     if value.start_mark.line != key.start_mark.line and not empty:
         raise PosrnnError(f"{params}: the `profile:` entry spans lines in a form posrnn cannot edit safely; "
                           f"set it by hand to {line}")
     if empty and a == b:
+        a = b = text.index(":", key.end_mark.index) + 1  # ruamel.yaml marks an empty value on the next line
         return (text[:a] + " " + flow + text[b:] if not text[a - 1:a].isspace() else text[:a] + flow + text[b:]), line
     return text[:a] + flow + text[b:], line
 
 
 def _check_rewrite(params: Path, new: str, data: dict, names: list[str]) -> None:
     """Refuse a rewrite whose text does not read back as ``data`` with ``profile:`` set to ``names``."""
-    import yaml
-
     try:
-        check = yaml.safe_load(new)
-    except yaml.YAMLError:
+        check = load_as_dvc(new, str(params))
+    except (NotYaml, PosrnnError, RecursionError):
         check = None
     if not isinstance(check, dict) or check.get("profile") != names or \
             {k: v for k, v in check.items() if k != "profile"} != {k: v for k, v in data.items() if k != "profile"}:
@@ -173,9 +165,7 @@ def _edit_block_list(text: str, items: list, names: list[str], newline: str) -> 
     items' own lines: each kept item's name is replaced where it stands, surplus items' lines are
     removed, new items go on lines of their own after the last; comment lines stay where they
     are. None when an item is not a plain name."""
-    import yaml
-
-    if not items or not all(isinstance(i, yaml.ScalarNode) for i in items):
+    if not items or not all(i.id == "scalar" for i in items):
         return None
     edits = [(i.start_mark.index, i.end_mark.index, n) for i, n in zip(items, names)]
     for item in items[len(names):]:  # an item's whole line, its own trailing comment with it

@@ -1,34 +1,138 @@
-"""Text as DVC reads it. DVC reads params.yaml as YAML 1.2 (ruamel.yaml), posrnn with PyYAML
-(YAML 1.1); the values where the two differ are refused when the file is read
-(``config.check_as_dvc_reads``). Two kinds of text read alike by both yet typed otherwise by DVC
-are kept apart here, so the config can refuse them where a type is expected:
-
-- ``QuotedText``: a quoted or ``!!str``-tagged scalar (``"12"``, ``'0.001'``, ``!!str 12``,
-  ``"true"``): text to DVC, so never a number or a boolean;
-- ``NumberText``: a plain scalar PyYAML reads as text but DVC as a number, boolean or null
-  (``1e-4``, ``1e3``): a number to DVC, so never a name.
-
-Both are ``str``; they dump as plain strings.
+"""YAML as DVC reads it. DVC reads params.yaml with ruamel.yaml's safe loader (YAML 1.2;
+``dvc.utils.serialize.parse_yaml``: ``YAML(typ="safe")``); posrnn reads params files and
+``--set`` values with the same loader (``load_as_dvc``), so a value means here what DVC records
+(``0123`` is 123, ``yes`` text, ``1e-3`` a number, ``"12"`` text). Before a document is built,
+the expansion of its aliases is bounded and a key repeated in one mapping is named
+(``check_document``, for any composed YAML node); a name DVC reads as a number, boolean or null
+is refused where a name is expected (``check_name``).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
-
-import yaml
+import warnings
+from typing import Any, Optional
 
 from .errors import PosrnnError
 
-_STR = "tag:yaml.org,2002:str"
+#: the most YAML nodes a document may expand to through its aliases (``&a`` / ``*a``): a params
+#: file is a few hundred; a "billion laughs" document is refused before it is expanded
+MAX_YAML_NODES = 100_000
 
 
-class QuotedText(str):
-    """A scalar DVC reads as text because it is quoted or tagged ``!!str``."""
+class NotYaml(ValueError):
+    """Text DVC's loader cannot read (a syntax error, a value its tag cannot hold); ``problem``
+    says why in a few words."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
 
 
-class NumberText(str):
-    """A plain scalar that PyYAML reads as text and DVC as a number, boolean or null."""
+def children(node) -> list:
+    """The nodes directly under a composed node (a mapping's keys and values), PyYAML's or ruamel's."""
+    if node.id == "sequence":
+        return list(node.value)
+    if node.id == "mapping":
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def expanded_size(node, memo: dict, open_: set, limit: int) -> int:
+    """Nodes of ``node`` once every alias is expanded (memoised per node, so a shared anchor is
+    counted each time it is used but walked once); stops early above ``limit``."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in open_:
+        return limit + 1  # an alias inside its own anchor: infinite
+    open_.add(key)
+    total = 1
+    for child in children(node):
+        total += expanded_size(child, memo, open_, limit)
+        if total > limit:
+            break
+    open_.discard(key)
+    memo[key] = total
+    return total
+
+
+def repeated_key(node, seen: set, path: str = "") -> Optional[str]:
+    """The dotted path of the first key that a mapping of ``node`` holds twice (DVC refuses such a
+    file), or None."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if node.id == "mapping":
+        keys: set = set()
+        for k, v in node.value:
+            key = (str(k.tag), k.value) if k.id == "scalar" else None
+            name = f"{path}.{k.value}" if path and key else (str(k.value) if key else path)
+            if key is not None and key[1] != "<<":
+                if key in keys:
+                    return name
+                keys.add(key)
+            found = repeated_key(v, seen, name)
+            if found:
+                return found
+    elif node.id == "sequence":
+        for i, v in enumerate(node.value):
+            found = repeated_key(v, seen, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def check_document(node, source: str) -> None:
+    """Refuse a composed document whose aliases expand beyond ``MAX_YAML_NODES`` nodes (or refer
+    to themselves), or that repeats a key in one mapping, in one line that never shows a value."""
+    if expanded_size(node, {}, set(), MAX_YAML_NODES) > MAX_YAML_NODES:
+        raise PosrnnError(f"{source}: its YAML aliases (&/*) expand beyond {MAX_YAML_NODES:,} values; "
+                          f"write the values out instead of aliasing them")
+    repeated = repeated_key(node, set())
+    if repeated:
+        raise PosrnnError(f"{source}: the key {repeated} appears twice in one mapping (DVC refuses such a "
+                          f"file, and which value counts is unclear); keep one")
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_constructor(source: str) -> type:
+    from ruamel.yaml.constructor import SafeConstructor
+
+    class CheckedConstructor(SafeConstructor):
+        """ruamel.yaml's safe constructor, DVC's, that first checks the composed document."""
+
+        def construct_document(self, node: Any) -> Any:
+            check_document(node, source)
+            return super().construct_document(node)
+
+    return CheckedConstructor
+
+
+def load_as_dvc(text: str, source: str) -> Any:
+    """``text`` as DVC reads it (``YAML(typ="safe")``; None for an empty document), checked by
+    ``check_document`` before it is built. Text that loader cannot read raises ``NotYaml``."""
+    from ruamel.yaml import YAML, YAMLError
+
+    yaml = YAML(typ="safe")  # as dvc.utils.serialize.parse_yaml reads params.yaml
+    yaml.Constructor = _checked_constructor(source)
+    try:
+        with warnings.catch_warnings():  # a %YAML 1.1 document's "1e3" warns in many lines; it reads as in DVC
+            warnings.simplefilter("ignore")
+            return yaml.load(text)
+    except YAMLError as e:
+        raise NotYaml(yaml_problem(e)) from None
+    except (ValueError, TypeError, OverflowError) as e:  # a value its tag cannot hold (!!int "1:30")
+        raise NotYaml(f"a value cannot be read as its tag says: {str(e)[:80]}") from None
+
+
+def yaml_problem(e: Exception) -> str:
+    """A YAML error in a few words: its problem and line (``expected a mapping or list of mappings
+    for merging`` for a merge key ``<<`` over a value), never the parser's multi-line trace."""
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    if problem:
+        return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
+    return str(e).splitlines()[0] if str(e) else "parse error"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -43,48 +147,13 @@ def dvc_reading(text: str) -> Any:
         return text
 
 
-class ParamsLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, its text marked ``QuotedText`` or ``NumberText`` where DVC types it."""
-
-
-def _construct_str(loader: ParamsLoader, node: yaml.ScalarNode) -> str:
-    value = loader.construct_scalar(node)
-    if node.style is not None or loader.resolve(yaml.ScalarNode, node.value, (True, False)) != _STR:
-        return QuotedText(value)
-    if value and not isinstance(dvc_reading(value), str):
-        return NumberText(value)
-    return value
-
-
-class TaggedInt(int):
-    """An integer written as quoted text under a ``!!int`` tag (``!!int "02"``), not plainly."""
-
-
-def _construct_int(loader: ParamsLoader, node: yaml.ScalarNode) -> int:
-    value = loader.construct_yaml_int(node)
-    return TaggedInt(value) if node.style is not None else value
-
-
-def written_plainly(value: Any) -> bool:
-    """Whether ``value`` is an integer written plainly (``4``; not ``"4"`` or ``!!int "04"``)."""
-    return type(value) is int
-
-
-ParamsLoader.add_constructor(_STR, _construct_str)
-ParamsLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-yaml.SafeDumper.add_representer(TaggedInt, yaml.representer.SafeRepresenter.represent_int)
-for _cls in (QuotedText, NumberText):
-    yaml.SafeDumper.add_representer(_cls, yaml.representer.SafeRepresenter.represent_str)
-    yaml.Dumper.add_representer(_cls, yaml.representer.SafeRepresenter.represent_str)
-
-
 def check_name(name: Any, what: str) -> str:
     """Refuse, in one line, a name DVC would read as a number, boolean or null when written plain
     in params.yaml or dvc.yaml (a profile ``1e3`` is 1000.0 there, ``null`` nothing, ``true`` a
     boolean), so a name means one thing to posrnn and DVC."""
     text = str(name)
-    reading = dvc_reading(text)
-    if isinstance(name, NumberText) or not isinstance(reading, str):
+    reading = dvc_reading(text) if isinstance(name, str) else name
+    if not isinstance(reading, str):
         raise PosrnnError(f"{what} {text!r} reads as {reading!r} in DVC (YAML 1.2), not as a name; choose a name that "
                           f"starts with a letter")
     return text

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
-from ..common.config import RunConfig
+from ..common.config import RunConfig, load_yaml
 
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
@@ -169,7 +169,7 @@ def scratch_profile(params: Path, out: Path, seeds: list[int]) -> Path:
     """A params file whose one profile ``t`` is lite's fig2 grid on ``seeds`` at two iterations, one worker."""
     import yaml
 
-    base = yaml.safe_load(Path(params).read_text())
+    base = load_yaml(Path(params))  # as DVC reads it
     fig2 = {**base["profiles"]["lite"]["fig2"], "iterations": 2, "warmup": 1, "seeds": seeds}
     prof = {"device": "cpu", "threads": 1, "n_test": base["profiles"]["lite"].get("n_test", 1024),
             "executor": {"kind": "local", "workers": 1}, "fig2": fig2}

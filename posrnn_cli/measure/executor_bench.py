@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from ..common.config import load_yaml
 from ..common.errors import PosrnnError
 from ..sweep import SweepOptions, run_sweep
 
@@ -20,7 +21,7 @@ def sweep_throughput(workers: tuple[int, ...] = (1, 2), runs: int = 8, iteration
     runs (V = 16, L = 8, H = 64, batch 128, ``iterations`` each, one thread per run)."""
     if runs < 1 or iterations < 1 or not workers or min(workers) < 1:
         raise PosrnnError("--runs, --iterations and every --workers value must be at least 1")
-    base = yaml.safe_load(Path(params).read_text()) if Path(params).is_file() else {}
+    base = load_yaml(Path(params)) if Path(params).is_file() else {}  # as DVC reads it
     grid = {"cells": [{"model": "gru", "vocab": 16}], "pe": ["none", "sinusoidal"],
             "seeds": list(range(1, (runs + 1) // 2 + 1)), "length": 8, "hidden": 64, "iterations": iterations,
             "batch": 128, "checkpoint_every": iterations}

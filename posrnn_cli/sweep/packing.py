@@ -23,7 +23,6 @@ from typing import Callable, Optional
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from ..common.yamltypes import written_plainly
 from .plan import Job, JobOutcome
 
 #: the job kinds a pack may hold (plain training runs, and irie's, which train the same way)
@@ -142,7 +141,7 @@ def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
         import torch  # only once something was measured: the visible GPU's kind (none: no measured K applies)
 
         return default_k(device, rows, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-    if not written_plainly(k) or k < 1:
+    if type(k) is not int or k < 1:  # a bool, a float, text: not one whole number written plainly
         where = "--ensemble" if option is not None else f"profile {profile!r}: ensemble"
         raise PosrnnError(f"{where} must be the most runs per ensemble, one positive whole number written plainly "
                           f"(e.g. 4; 1: no packing), got {str(k)!r}")
@@ -152,7 +151,7 @@ def ensemble_k(prof: dict, option: Optional[int], profile: str) -> int:
 def parse_k(text: "str | int | None") -> Optional[int]:
     """``--ensemble`` as typed: one positive whole number written plainly (``4``), else refused in
     one line (``" 2"``, ``"02"``, ``"2.0"``, ``"[2,2]"``)."""
-    if text is None or written_plainly(text):
+    if text is None or type(text) is int:
         return text
     if not re.fullmatch(r"[1-9][0-9]{0,8}", str(text)):
         raise PosrnnError(f"--ensemble must be the most runs per ensemble, one positive whole number written plainly "
