@@ -154,3 +154,28 @@ def test_the_map_crosses_pe_conv_and_three_vocabularies_for_each_core_on_matched
     assert task == "reverse" and length >= 12  # the map's hypotheses read L ≥ 12 cells only
     for (model, V), n in sizes.items():
         assert abs(n / gru[V] - 1) < 0.02, f"{profile} {model} V={V}: {n:,} core parameters, the GRU {gru[V]:,}"
+
+
+@pytest.mark.parametrize("profile, cores, length", [("beyond_map_long", {"mamba", "gated_deltanet_layer", "hawk"}, 32),
+                                                     ("beyond_map_xlstm", {"xlstm"}, 12)])
+def test_the_maps_later_profiles_keep_its_cells_sizes_and_budget(profile, cores, length):
+    """beyond_map_long is the map's grid for three cores at L = 32 (a width-4 convolution sees an
+    eighth of it) and beyond_map_xlstm its xLSTM cells again: each arm as beyond_map runs it (the
+    same core sizes, iterations, batch and seeds), every arm crossed PE × conv."""
+    base = {(j.config["model"]["name"], j.config["model"]["hidden_size"], j.config["train"]["iterations"],
+             j.config["train"]["batch_size"], j.config["train"]["seed"])
+            for j in plan(PARAMS, "beyond_map", ["mamba_conv"])}
+    jobs = plan(PARAMS, profile, ["mamba_conv"])
+    arms = defaultdict(set)
+    for j in jobs:
+        c = j.config
+        assert (c["model"]["name"], c["model"]["hidden_size"], c["train"]["iterations"], c["train"]["batch_size"],
+                c["train"]["seed"]) in base
+        assert c["task"]["name"] == "reverse" and c["task"]["length"] == length
+        m = c["model"]
+        arms[(m["name"], m["conv"], m["pe"], c["task"]["vocab_size"])].add(c["train"]["seed"])
+    assert {a[0] for a in arms} == cores
+    assert all(len(s) == 3 for s in arms.values())
+    assert set(arms) == {(m, conv, pe, V) for m, _, _, V in arms for conv in (True, False)
+                         for pe in ("none", "sinusoidal")}
+    assert length == 12 or length >= 8 * 4  # the map's L, or one where a width-4 convolution sees an eighth
