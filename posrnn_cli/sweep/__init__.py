@@ -131,9 +131,10 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     k = ensemble_k(prof, opts.ensemble, profile)
     if opts.dry_run:
         return _dry_run(jobs, executor, settings, opts, runs_root, out, k, prof)
-    pool = local_pool(prof, opts, k) if executor == "local" else None  # its options refused before torch loads
-    from .jobs import validate
+    from .jobs import check_recipes, validate
 
+    check_recipes(jobs)  # torch-free, as the pool's options are
+    pool = local_pool(prof, opts, k) if executor == "local" else None  # its options refused before torch loads
     validate(jobs)
     what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
     sweep = None
