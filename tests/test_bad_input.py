@@ -372,6 +372,7 @@ class Outcome:
     after: dict
     seconds: float
     cwd: Path
+    torch: bool = False  # torch was imported by the time the command ended
 
 
 def row(id: str, args: str, *, ok: bool = False, locked: bool = False):
@@ -619,20 +620,29 @@ ROWS = [
 ]
 
 
+#: ``python -m posrnn_cli ARGS`` that, as it exits, leaves a mark file (outside the row's tree) when
+#: torch was imported: what a refusal checked before torch loads never does
+PROBE = ("import atexit, os, runpy, sys\n"
+         "mark = os.environ.pop('POSRNN_TORCH_MARK')\n"
+         "atexit.register(lambda: 'torch' in sys.modules and open(mark, 'w').close())\n"
+         "runpy.run_module('posrnn_cli', run_name='__main__', alter_sys=True)\n")
+
+
 def run_row(r: Row, base: Path, cwd: Path) -> Outcome:
     """Copy the fixture tree to ``cwd``, run ``posrnn ARGS`` there, hash the tree before and after."""
     shutil.copytree(base, cwd, symlinks=True)
     before = tree_state(cwd)
     prefix = (LOCK_PREFIX or []) if r.locked else []
+    mark = cwd.with_name(cwd.name + ".torch")
     start = time.perf_counter()
     try:
-        p = subprocess.run([*prefix, sys.executable, "-m", "posrnn_cli", *shlex.split(r.args)], cwd=cwd, env=ENV,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                           timeout=ROW_TIMEOUT_S)
+        p = subprocess.run([*prefix, sys.executable, "-c", PROBE, *shlex.split(r.args)], cwd=cwd,
+                           env={**ENV, "POSRNN_TORCH_MARK": str(mark)}, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, errors="replace", timeout=ROW_TIMEOUT_S)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc, out, err = None, str(e.stdout or ""), str(e.stderr or "")
-    return Outcome(rc, out, err, before, tree_state(cwd), time.perf_counter() - start, cwd)
+    return Outcome(rc, out, err, before, tree_state(cwd), time.perf_counter() - start, cwd, mark.exists())
 
 
 @pytest.fixture(scope="module")
@@ -685,6 +695,20 @@ def test_bad_input(r: Row, outcomes, base, request):
         assert o.before == o.after, f"the tree changed ({tree_diff(o.before, o.after)}): {shown}"
     unlock_tree(o.cwd)
     shutil.rmtree(o.cwd)
+
+
+#: the most refusals (rows not ``ok``) that may import torch before refusing: each command refuses what
+#: it can tell from its options and paths before torch loads (``engine.paths``' checks, ``lm``'s)
+TORCH_REFUSALS_CEILING = 36
+
+
+def test_refusals_import_torch_no_more_often_than_the_ceiling(outcomes):
+    """Of the refused rows run here (every row, run with the whole module), those that imported
+    torch: never more than the ceiling, lowered as commands check more before torch."""
+    rows = {p.id: p.values[0] for p in ROWS}
+    heavy = sorted(k for k, o in outcomes.items() if o.torch and not rows[k].ok)
+    assert len(heavy) <= TORCH_REFUSALS_CEILING, f"{len(heavy)} refusals import torch: {', '.join(heavy)}"
+    print(f"{len(heavy)} of {sum(not rows[k].ok for k in outcomes)} refusals import torch: {', '.join(heavy)}")
 
 
 # ---- property: posrnn train --set KEY=VALUE ------------------------------------------------------

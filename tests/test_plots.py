@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Optional
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -433,23 +434,53 @@ def _notes(fig) -> list[str]:
     return [" ".join(t.get_text().split()) for ax in fig.axes for t in ax.texts if t.get_gid() == "note"]
 
 
-def test_equal_stability_lines_and_values_one_by_construction_are_said(kept, tmp_path):
-    """A panel whose conditions give exactly equal values says which (one line hides the other);
-    a core whose stability is 1 by construction says so; a panel with distinct lines says nothing."""
-    rows = stability_rows([("gru", "none"), ("mingru", "none")])
+def _equal_to(rows: list[dict], model: str, cond: str, other: str, pair: Optional[str] = None) -> None:
     for r in rows:
-        if r["model"] == "gru" and r["condition"] == "F/R":  # F/R made equal to F/F
+        if r["model"] == model and r["condition"] == cond and pair in (None, r["pair"]):
             twin = next(o for o in rows if (o["model"], o["pair"], o["step"], o["condition"]) ==
-                        (r["model"], r["pair"], r["step"], "F/F"))
+                        (r["model"], r["pair"], r["step"], other))
             r.update({k: twin[k] for k in ("stability", "stability_by_seed", "ci_low", "ci_high")})
+
+
+def test_equal_stability_lines_and_values_one_by_construction_are_said(kept, tmp_path):
+    """A panel whose conditions give exactly equal values says which and draws the later ones
+    dashed over the first (both stay visible); a core whose stability is 1 by construction says
+    so; a panel with distinct lines says nothing."""
+    rows = stability_rows([("gru", "none"), ("mingru", "none")])
+    _equal_to(rows, "gru", "F/R", "F/F")
+    for r in rows:
         if r["model"] == "mingru":
             r.update(stability=1.0, stability_by_seed="1 1 1", ci_low=1.0, ci_high=1.0)
     plots.fig_stability(rows, tmp_path / "s.png")
-    notes = _notes(kept["s.png"])
-    assert notes.count("equal values, one line over the other: F/F = F/R") == 2  # both pairs of the GRU
+    fig = kept["s.png"]
+    notes = _notes(fig)
+    assert notes.count("equal values, dashed over the first: F/F = F/R") == 2  # both pairs of the GRU
     assert sum("by construction" in n for n in notes) == 2 and sum("F/F = F/R = R/F = R/R" in n for n in notes) == 2
+    gru = [ax for ax in fig.axes if ax.get_title().startswith("GRU")]
+    for ax in gru:  # F/R drawn dashed, with its own marker, over the solid F/F
+        styles = [(ln.get_linestyle(), ln.get_marker()) for ln in ax.lines if len(ln.get_xdata())]
+        assert styles == [("-", "o"), ("--", "x"), ("-", "o"), ("-", "o")], styles
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[:4] == ["F/F", "F/R", "R/F", "R/R"]  # every condition named, though the panel dashes three
     plots.fig_stability(stability_rows([("gru", "none")]), tmp_path / "t.png")
     assert _notes(kept["t.png"]) == []
+
+
+def test_a_panel_at_one_throughout_says_why_and_equal_disturbants_are_named(kept, tmp_path):
+    """As the Gated DeltaNet's panels read: its common-suffix pair is 1 at every step (the pair
+    shares the inputs after the target, and its output is affine in the state), and conditions
+    with the same disturbants give equal values (the target does not change the Jacobian)."""
+    rows = stability_rows([("gru", "none")])
+    _equal_to(rows, "gru", "R/F", "F/F", "common_target")
+    _equal_to(rows, "gru", "R/R", "F/R", "common_target")
+    for r in rows:
+        if r["pair"] == "common_suffix":
+            r.update(stability=1.0, stability_by_seed="1 1 1", ci_low=1.0, ci_high=1.0)
+    plots.fig_stability(rows, tmp_path / "s.png")
+    notes = _notes(kept["s.png"])
+    assert sum(n.startswith("1 at every step: the pair shares every input after the target") for n in notes) == 1
+    assert "equal values, dashed over the first: F/F = R/F; F/R = R/R (the same disturbants: the target does not " \
+           "change the Jacobian)" in notes
 
 
 def test_the_baseline_line_a_reader_would_name_is_drawn_and_named(kept, tmp_path):

@@ -116,21 +116,39 @@ def _conditions(rows: list[dict]) -> list[str]:
     return sorted(names, key=lambda c: (DUAL_CONDITIONS.index(c) if c in DUAL_CONDITIONS else len(DUAL_CONDITIONS), c))
 
 
-def _panel_notes(ax, model: str, drawn: dict[str, tuple]) -> None:
+#: the characters of one line of a stability panel's note (fontsize 6 in a panel 4.2 inches wide)
+NOTE_COLUMNS = 50
+#: why a panel of a core not 1 by construction reads 1 at every step, by its pair
+FLAT_ONE = {
+    "common_suffix": "1 at every step: the pair shares every input after the target, so equal Jacobians for "
+                     "any target mean h_2L is affine in z_t (a state update linear in the state)",
+    "common_target": "1 at every step: each pair's two Jacobians point the same way, row by row",
+}
+
+
+def _panel_notes(ax, model: str, drawn: dict[str, tuple], pair: str = "") -> None:
     """What a stability panel cannot show by itself, written in it (gid "note"): conditions whose
-    values are exactly equal (one line hides the other) and values that are 1 by construction."""
+    values are exactly equal (drawn dashed over the first), values that are 1 by construction, and
+    a panel at 1 throughout, with why."""
     notes = []
     if model in catalog.ONE_BY_CONSTRUCTION:
         notes.append("1 by construction (diagonal positive state Jacobian): measures nothing")
+    elif drawn and all(float(v) == 1.0 for series in drawn.values() for _, v, _ in series):
+        notes.append(FLAT_ONE.get(pair, "1 at every step"))
     firsts: dict[tuple, list[str]] = {}
     for cond, series in drawn.items():
         firsts.setdefault(series, []).append(cond)
-    equal = [" = ".join(conds) for conds in firsts.values() if len(conds) > 1]
-    if equal:
-        notes.append(f"equal values, one line over the other: {'; '.join(equal)}")
-    if notes:
-        ax.text(0.02, 0.02, "\n".join(notes), transform=ax.transAxes, fontsize=6, va="bottom", ha="left",
-                color="0.25", gid="note", wrap=True)
+    groups = [conds for conds in firsts.values() if len(conds) > 1]
+    if groups:
+        shared = all(len({c.split("/")[-1] for c in conds}) == 1 and "/" in conds[0] for conds in groups)
+        why = " (the same disturbants: the target does not change the Jacobian)" if shared else ""
+        notes.append(f"equal values, dashed over the first: {'; '.join(' = '.join(c) for c in groups)}{why}")
+    if notes:  # wrapped to the panel's width; bottom right, clear of an early dip
+        import textwrap
+
+        text = "\n".join(textwrap.fill(n, NOTE_COLUMNS) for n in notes)
+        ax.text(0.98, 0.02, text, transform=ax.transAxes, fontsize=6, va="bottom", ha="right", color="0.25",
+                gid="note")
 
 
 def fig_stability(rows: list[dict], path: Path) -> None:
@@ -146,15 +164,17 @@ def fig_stability(rows: list[dict], path: Path) -> None:
     several = len({r["step"] for r in rows}) > 1
     for (model, pe), panels in zip(arms, items):
         for pair, ax in zip(pairs, panels):
-            drawn: dict[str, tuple] = {}
-            for cond in conds:
-                rs = sorted((r for r in rows
-                             if (r["model"], r["pe"], r["pair"], r["condition"]) == (model, pe, pair, cond)),
-                            key=lambda r: r["step"])
-                if rs:
-                    spreads += draw_series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], cond, band=True)
-                    drawn[cond] = tuple((r["step"], r["stability"], str(r.get("stability_by_seed", ""))) for r in rs)
-            _panel_notes(ax, model, drawn)
+            series = {cond: sorted((r for r in rows if (r["model"], r["pe"], r["pair"], r["condition"])
+                                    == (model, pe, pair, cond)), key=lambda r: r["step"]) for cond in conds}
+            drawn = {cond: tuple((r["step"], r["stability"], str(r.get("stability_by_seed", ""))) for r in rs)
+                     for cond, rs in series.items() if rs}
+            for cond in drawn:
+                rs, same = series[cond], [c for c in drawn if drawn[c] == drawn[cond]]
+                k, n = same.index(cond), len(same)  # the k-th of n equal lines: solid first, then dashes in turn
+                style = {"ls": (3 * (k - 1), (3, 3 * (n - 1))), "marker": "x"} if k else {}
+                spreads += draw_series(ax, [r["step"] for r in rs], rs, "stability", colors[cond], "_nolegend_",
+                                       band=True, **style)
+            _panel_notes(ax, model, drawn, pair)
             sweep_axis(ax, [r["step"] for r in rows], log2=False)
             ax_title(ax, f"{model_label(model)} {pe_label(pe)}: {pair.replace('_', ' ')}", fontsize=9)
             ax.grid(alpha=0.3)
@@ -162,6 +182,8 @@ def fig_stability(rows: list[dict], path: Path) -> None:
             ax.set_ylabel("gradient stability")
     mark = "bands" if several else "bars"
     note, name = describe(spreads, mark)
+    for cond in conds:  # every condition in the legend, whichever lines the first panel drew dashed
+        items[0][0].plot([], [], marker="o", ms=4, color=colors[cond], label=cond)
     add_legend(items[0][0], name, mark, title="target/disturbant", title_fontsize=7)
     at = sorted({int(r.get("target_position") or 1) for r in rows})  # a row without the column: the first token
     where = "" if at == [1] else f"; target at t = {', '.join(map(str, at))}"

@@ -149,11 +149,16 @@ def train_lm(
     the papers' recipe through the same training loop as every other task. Several GPUs or nodes:
     `torchrun --nproc-per-node N $(which posrnn) lm train ...` (DistributedDataParallel; each
     process trains its slice of every global batch)."""
-    from ..engine.train import train
-    from ..tasks.lm import lm_config
+    from ..engine.paths import check_out_dir_of_run
+    from ..engine.recipe import check_train_config
+    from ..lm.encode import lm_config
 
     options = config_options(opts)
-    cfg = lm_config(data, options, params, set_)
+    cfg = lm_config(data, options, params, set_)  # the corpus, the config and the recipe: refused before torch loads
+    check_train_config(cfg.train)
+    check_out_dir_of_run(out)
+    from ..engine.train import train
+
     with advise_on_interrupt(out, None if force else f"posrnn lm train --data {data} --out {out} --resume"):
         s = train(cfg, out, resume=resume, force=force, stop_after=stop_after, on_start=note,
                   given=given_keys(options, set_, params))
@@ -182,14 +187,22 @@ def eval_lm(
     (RUN/nll_by_position.csv), to see where along the paragraph PE matters."""
     import json
 
-    from ..engine.paths import resolve_checkpoint
+    from ..engine.paths import check_eval_batch, resolve_checkpoint
     from ..engine.rundir import read_run_config
-    from ..engine.evaluate import evaluate
+    from ..lm.encode import LMCorpus
 
     cfg = read_run_config(resolve_checkpoint(run)[1])
     if cfg is not None and _measure(cfg.task.name) != "perplexity":
         raise PosrnnError(f"{run} is a {cfg.task.name!r} run, not a language model; use `posrnn eval`")
+    if cfg is not None and cfg.task.data:  # its corpus, read as evaluation reads it: refused before torch loads
+        if not Path(cfg.task.data).is_dir():
+            raise PosrnnError(f"encoded corpus {cfg.task.data} does not exist; run `posrnn lm encode` first or fix "
+                              "--data")
+        LMCorpus(cfg.task.data, "test")
+    check_eval_batch(batch_size)
     threads_for_run(threads, run)
+    from ..engine.evaluate import evaluate
+
     r = evaluate(run, device=device, batch_size=batch_size, n_resamples=1000)
     if _measure(r["task"]) != "perplexity":
         raise PosrnnError(f"{run} is a {r['task']!r} run, not a language model; use `posrnn eval`")

@@ -59,8 +59,9 @@ WorkersOpt = Annotated[Optional[int], typer.Option(
 RunsPerGpuOpt = Annotated[Optional[int], typer.Option(
     metavar="N", help="local on GPUs: runs sharing each GPU. [default: 1]", show_default=False)]
 EnsembleOpt = Annotated[Optional[str], typer.Option(
-    metavar="K", help="local: train up to K same-shape runs (a cell's seeds) as one batched model, each member "
-                      "equal to its solo run; 1: no packing. [default: the profile's ensemble:, else 1]",
+    metavar="K", help="Train up to K same-shape runs (a cell's seeds) as one batched model, each member equal to "
+                      "its solo run (one worker, or one SLURM array task); 1: no packing. [default: the profile's "
+                      "ensemble:, else 1]",
     show_default=False)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace run directories that hold a different config.")]
 DryRunOpt = Annotated[bool, typer.Option(

@@ -26,7 +26,8 @@ from .evaluate import check_finite_scores, evaluate_model, load_run
 from ..common.provenance import file_sha256
 from .lock import check_free
 from ..common.rundir import list_checkpoints
-from .optim import check_fast_paths, check_train_config
+from .optim import check_fast_paths
+from .recipe import check_train_config
 from .train import Trainer, open_run, owned_run_dir, start_and_fit
 from .device import check_machine
 

@@ -1,6 +1,7 @@
 """The optimiser and its schedule (001 §3.3, 003 §4.2): Adam with one parameter group per
 optimiser tag, linear warm-up from 0 then cosine decay to 0, and the checks of the training
-settings and of the fast paths a device or launch can run."""
+settings and of the fast paths a device or launch can run (the recipe's own, torch-free:
+``recipe``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from ..common.config import TrainConfig, check_bounds
+from ..common.config import TrainConfig
 from ..common.errors import PosrnnError
 from .device import check_amp
 
@@ -62,15 +63,3 @@ def check_fast_paths(t: TrainConfig, device: torch.device, world_size: int = 1) 
 def make_scheduler(opt: torch.optim.Optimizer, t: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
     warmup, total = t.warmup_steps, t.iterations
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, warmup, total))
-
-
-def check_train_config(t: TrainConfig) -> None:
-    """The field bounds (declared with ``TrainConfig``), then what relates two fields."""
-    check_bounds(t, "train")
-    if not t.warmup_steps < t.iterations:
-        raise PosrnnError(
-            f"warm-up ({t.warmup_steps}) must be shorter than the run ({t.iterations} iterations); pass a smaller "
-            "--warmup"
-        )
-    if not all(0 <= b < 1 for b in t.betas):
-        raise PosrnnError(f"Adam betas must lie in [0, 1), got {list(t.betas)}")

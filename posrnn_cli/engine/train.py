@@ -47,7 +47,8 @@ from .checkpoint import NonFiniteState, check_belongs, check_resumable, load_che
 from .device import (check_machine, join_process_group, local_device,
                      resolve_device, setup_threads, world)
 from .graphed import GraphedStep, graph_lr
-from .optim import check_fast_paths, check_train_config, make_optimizer, make_scheduler
+from .optim import check_fast_paths, make_optimizer, make_scheduler
+from .recipe import check_train_config
 from .progress_bar import ProgressBar
 from .rundir import (Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, restamp_config,
                      run_state, truncate_log)

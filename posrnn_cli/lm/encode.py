@@ -18,6 +18,10 @@ and fed the first 1,024; the difference is one position in the rare >1,000-piece
 
 For WikiText-103 (~540 MB, ~1.2 M paragraphs, ~130 M tokens) ``ids.npy`` is ~260 MB; it is
 memory-mapped, never loaded, so DDP ranks and data-loader workers share the page cache.
+
+Torch-free but for ``LMCorpus.collate``: ``posrnn lm encode`` and the checks of ``posrnn lm train``
+and ``posrnn lm eval`` (the corpus and the run config it gives, ``lm_config``) refuse bad input
+before torch loads.
 """
 
 from __future__ import annotations
@@ -28,16 +32,19 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
-import torch
 
+from ..common.config import RunConfig, resolve_config
 from ..common.errors import PosrnnError
 from ..common.io import temp_beside, undo_new_dirs
 from ..common.provenance import file_sha256
 from .data import SPLITS
 from .tokenizer import MAX_VOCAB, MODEL_NAME, load_tokenizer
+
+if TYPE_CHECKING:
+    import torch
 
 META_NAME = "meta.json"
 FORMAT_VERSION = 1
@@ -271,8 +278,9 @@ class LMCorpus:
     def n_tokens(self) -> int:
         return int(self.lengths.sum())
 
-    def collate(self, rows: Sequence[int], pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def collate(self, rows: Sequence[int], pad_id: int | None = None) -> tuple["torch.Tensor", "torch.Tensor"]:
         """Paragraphs ``rows`` → (ids (B, T_max) int64 padded, lengths (B,) int64)."""
+        import torch  # here only: encoding and reading a corpus's metadata need no torch
         pad = self.pad_id if pad_id is None else pad_id
         paras = [self[int(r)] for r in rows]
         lengths = np.fromiter((len(p) for p in paras), dtype=np.int64, count=len(paras))  # (B,)
@@ -280,3 +288,17 @@ class LMCorpus:
         for b, p in enumerate(paras):
             out[b, : len(p)] = p
         return torch.from_numpy(out), torch.from_numpy(lengths)
+
+
+def lm_config(data: Path, options: dict, params: Path | None = None, sets: list[str] | None = None) -> RunConfig:
+    """The config of a language-model run on the encoded corpus ``data``: the vocabulary and
+    paragraph length come from the corpus (read once), the rest from params → options → sets."""
+    corpus = LMCorpus(data, "train")
+    fixed = {"task.name": "lm", "task.data": str(data), "task.vocab_size": corpus.vocab_size,
+             "task.length": corpus.max_tokens}
+    cfg = resolve_config(params, {**fixed, **options}, sets)
+    flat = cfg.flat()
+    changed = [k for k, v in fixed.items() if flat[k] != v]
+    if changed:
+        raise PosrnnError(f"{', '.join(changed)} come from the encoded corpus {data}; drop them from --set/--params")
+    return cfg

@@ -36,7 +36,8 @@ from ..common.errors import PosrnnError
 from ..models import build_model, core_spec
 from ..tasks import Batch, HeldOut, build_task
 from ..engine.device import resolve_device, setup_threads
-from ..engine.optim import check_fast_paths, check_train_config, lr_factor
+from ..engine.optim import check_fast_paths, lr_factor
+from ..engine.recipe import check_train_config
 from ..engine.train import Trainer
 
 # dense peak TFLOP/s: fp32 without tensor cores (torch's default for fp32 matmuls), bf16 with

@@ -415,7 +415,8 @@ def switch_line(works: dict[str, tuple[Job, RunConfig, Work]], per_exp: dict[str
     total = {key: sum(by[key] for by in per_exp.values()) / 3600 for key in ("amp", "packed")}
     return (f"  `dvc repro` of this plan trains each run alone at its profile's switches ({own}): the total above; "
             f"train.amp and train.cuda_graph set true in the profile price it at {amount(total['amp'])}, and "
-            f"ensemble: {k} beside them (local executor) at {amount(total['packed'])} (GPU-hours, the columns above)")
+            f"ensemble: {k} beside them (local or SLURM executor) at {amount(total['packed'])} (GPU-hours, the "
+            f"columns above)")
 
 
 def gpu_lines(works: dict[str, tuple[Job, RunConfig, Work]], rate: Rate, k: int = PACK_K) -> list[str]:

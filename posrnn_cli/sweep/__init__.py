@@ -51,7 +51,7 @@ class SweepOptions:
     test_only: bool = False  # with dry_run: ask sbatch --test-only about the array
     lost_after_s: Optional[float] = None  # slurm: a task SLURM no longer lists, without a result, is lost after this
     retrain_stale: bool = False  # retrain runs trained by other code (jobs.code_of) from step 0
-    ensemble: Optional[int] = None  # local: most same-shape runs per ensemble (packing.ensemble_k); None: the profile's
+    ensemble: Optional[int] = None  # most same-shape runs per ensemble (packing.ensemble_k); None: the profile's
 
 
 def parse_duration(text: Optional[str]) -> Optional[float]:
@@ -129,14 +129,12 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
     from .packing import ensemble_k
 
     k = ensemble_k(prof, opts.ensemble, profile)
-    if k > 1 and executor != "local":  # the dry run plans only what the run would do: refused alike
-        raise PosrnnError(f"ensembles (ensemble {k}) pack runs for the local executor only; pass --ensemble 1 or "
-                          f"--executor local")
     if opts.dry_run:
         return _dry_run(jobs, executor, settings, opts, runs_root, out, k, prof)
-    pool = local_pool(prof, opts, k) if executor == "local" else None  # its options refused before torch loads
-    from .jobs import validate
+    from .jobs import check_recipes, validate
 
+    check_recipes(jobs)  # torch-free, as the pool's options are
+    pool = local_pool(prof, opts, k) if executor == "local" else None  # its options refused before torch loads
     validate(jobs)
     what = f"posrnn sweep --profile {profile} --executor {executor} on {socket.gethostname()}"
     sweep = None
@@ -144,7 +142,11 @@ def run_sweep(params: Path, profile: str, experiments: list[str], opts: SweepOpt
         from .slurm import SlurmSweep, check_available
 
         check_available("slurm" if executor == "slurm" else "local")
-        sweep = SlurmSweep(params=params_, what=what, wait=opts.wait, lost_after_s=opts.lost_after_s)
+        sweep = SlurmSweep(params=params_, what=what, wait=opts.wait, lost_after_s=opts.lost_after_s, ensemble=k)
+        if k > 1:  # one array task trains each pack, of as many members as its task's memory holds
+            from .storage import member_fit, task_memory
+
+            sweep.fit = member_fit(*task_memory(prof, settings, executor))
         if timeout is not None:
             sweep.deadline = time.monotonic() + timeout
     outcomes = _execute(jobs, experiments, executor, pool, runs_root, out, what, sweep)
@@ -202,9 +204,9 @@ def _dry_run(jobs: list[Job], executor: str, settings: dict, opts: SweepOptions,
     """What would happen to each job (and, with --test-only, what ``sbatch --test-only`` says);
     with ``k`` > 1 each training job's result says its pack (``packing.pack``)."""
     from .packing import pack
-    from .storage import member_fit, sweep_memory
+    from .storage import member_fit, task_memory
 
-    fit = member_fit(*sweep_memory(prof or {})) if k > 1 else None
+    fit = member_fit(*task_memory(prof or {}, settings, executor)) if k > 1 else None
     packs = {id(j): p for p in (pack([j for j in jobs if trains(j.kind)], k, fit) if k > 1 else []) for j in p.jobs}
     states = [status(j) for j in jobs]
     outcomes = [JobOutcome(j, s, 0.0, result={"code": code_status(j, s)}) for j, s in zip(jobs, states)]

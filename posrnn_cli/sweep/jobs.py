@@ -384,25 +384,40 @@ def in_step(members: list[Job]) -> list[Job]:
     return members
 
 
+def distinct_configs(jobs: list[Job]) -> list[tuple[Job, RunConfig]]:
+    """(job, config) of the first job of each config but its seed."""
+    out, seen = [], set()
+    for job in jobs:
+        if job.config:
+            cfg = job.run_config()
+            key = tuple(sorted((k, repr(v)) for k, v in cfg.flat().items() if k != "train.seed"))
+            if key not in seen:
+                seen.add(key)
+                out.append((job, cfg))
+    return out
+
+
+def check_recipes(jobs: list[Job]) -> None:
+    """Every job's training settings, as the run checks them (``engine.recipe``), torch-free: a sweep
+    refuses a bad recipe before torch loads, in one line naming the run."""
+    from ..engine.recipe import check_train_config
+
+    for job, cfg in distinct_configs(jobs):
+        try:
+            check_train_config(cfg.train)
+        except PosrnnError as e:
+            raise PosrnnError(f"{job.label}: {e}") from None
+
+
 def validate(jobs: list[Job]) -> None:
-    """Check every job's config as the run would (the task, the model, the recipe) before the
-    sweep writes anything: an impossible grid is one error naming the run, not a failed job."""
-    from ..engine.optim import check_train_config
+    """Check every job's config as the run would (the recipe, then the task and the model) before
+    the sweep writes anything: an impossible grid is one error naming the run, not a failed job."""
+    check_recipes(jobs)
     from ..models import check_model_config
     from ..tasks import build_task
 
-    seen: set = set()
-    for job in jobs:
-        if not job.config:
-            continue
-        cfg = job.run_config()
-        flat = cfg.flat()
-        key = tuple(sorted((k, repr(v)) for k, v in flat.items() if k != "train.seed"))
-        if key in seen:
-            continue
-        seen.add(key)
+    for job, cfg in distinct_configs(jobs):
         try:
-            check_train_config(cfg.train)
             if cfg.task.data is not None and not Path(cfg.task.data).is_dir():
                 check_model_config(cfg.model)  # the task's data is made by this sweep (lm_data)
                 continue

@@ -9,8 +9,9 @@ memory holds) no pack larger than fits. K comes from ``--ensemble K``, else the 
 none has been measured yet, so 1: no packing), and 1 on a CPU, where a member equals its solo run
 only within float rounding, so a profile opts in (``ensemble: K``; ``posrnn bench --ensemble``
 measures what it buys there).
-Packing is for the local executor; a run whose core has no ensemble path runs solo in the
-same sweep. Torch-free: the CLI's dry run reads it. A pack's job is run by ``jobs.run_pack``.
+A pack is one job (``PACK_KIND``): one worker of the local executor, or one array task on SLURM
+(``slurm``); a run whose core has no ensemble path runs solo in the same sweep. Torch-free: the
+CLI's dry run reads it. A pack's job is run by ``jobs.run_pack``.
 """
 
 from __future__ import annotations
@@ -160,16 +161,23 @@ def parse_k(text: "str | int | None") -> Optional[int]:
 
 
 def pack_jobs(jobs: list[Job], k: int, fit: Optional[Fit] = None) -> list[Job]:
-    """The jobs a local sweep runs: each pack of several runs as one ``PACK_KIND`` job."""
-    out = []
-    for p in pack(jobs, k, fit):
-        if p.solo:
-            out.append(p.jobs[0])
-            continue
-        first = p.jobs[0]
-        out.append(Job(first.experiment, f"{first.name}+{len(p.jobs) - 1}", PACK_KIND, first.run_dir, first.config,
-                       {"members": [j.to_dict() for j in p.jobs]}, first.force))
-    return out
+    """The jobs a sweep runs (a local worker or a SLURM task each): each pack of several runs as one
+    ``PACK_KIND`` job (``as_pack``)."""
+    return [p.jobs[0] if p.solo else as_pack(p.jobs) for p in pack(jobs, k, fit)]
+
+
+def as_pack(members: list[Job]) -> Job:
+    """The one ``PACK_KIND`` job that trains ``members`` (one run: that run's own job)."""
+    if len(members) == 1:
+        return members[0]
+    first = members[0]
+    return Job(first.experiment, f"{first.name}+{len(members) - 1}", PACK_KIND, first.run_dir, first.config,
+               {"members": [j.to_dict() for j in members]}, first.force)
+
+
+def members_of(job: Job) -> list[Job]:
+    """The runs ``job`` trains: a pack's members, else the job itself."""
+    return [Job(**d) for d in job.options["members"]] if job.kind == PACK_KIND else [job]
 
 
 def unpack_outcomes(outcomes: list[JobOutcome]) -> list[JobOutcome]:

@@ -1,4 +1,5 @@
-"""The SLURM executor: submitit job arrays, one task per run, and a sweep that reattaches.
+"""The SLURM executor: submitit job arrays, one task per run (or per pack of runs trained as one
+ensemble, ``packing``), and a sweep that reattaches.
 
 GPUs, CPUs, memory, time, partition, ``gres``, setup lines and extra sbatch parameters per
 task come from the profile's ``slurm:`` section or from ``posrnn sweep`` options; they are
@@ -16,6 +17,13 @@ happens, with its one-line cause and its log. A task that SLURM no longer knows 
 no result is reported lost after a grace period. ``submitit-local`` runs the same arrays
 through submitit's local executor (the code path SLURM uses, on this machine). The record
 lives in ``slurm_record``, the waiting on tasks in ``slurm_watch``.
+
+With ``--ensemble K`` a wave's runs to submit are packed as on the local executor (``packing.pack``,
+no pack larger than a task's memory holds: ``storage.task_memory``); a pack is one array task that
+runs ``jobs.run_pack``, so each member writes its own run directory as its solo run would, and the
+record lists the task under each member's run directory. A pack that fails, is cancelled or is lost
+is reported for each member; the next sweep packs those runs again and resumes them from the
+checkpoints every member holds, as the local executor's next sweep does.
 
 Requeue and preemption lose nothing. A task holds SIGTERM and SIGUSR2 for its whole life
 (``common.signals.task_signals``): training stops after the step in progress with a
@@ -44,6 +52,7 @@ from typing import Any, Optional, TextIO
 
 from ..common.errors import PosrnnError
 from ..common.experiments import trains
+from .packing import PACK_KIND, as_pack, members_of, pack_jobs, unpack_outcomes
 from .plan import Job, JobOutcome, order, status
 from .slurm_record import SUBMITIT_DIR, add_to_record, recorded_tasks
 from .slurm_settings import check_settings
@@ -242,6 +251,8 @@ class SlurmSweep:
     what: str = ""
     wait: bool = True  # wait on the tasks, else return once they are submitted
     lost_after_s: Optional[float] = None  # None: LOST_AFTER_S on SLURM, 30 s on submitit-local
+    ensemble: int = 1  # most same-shape runs per pack, one array task each (packing)
+    fit: Any = None  # packing.Fit of a task's memory (storage.task_memory), or None
 
 
 def mark_in_flight(outcomes: list[JobOutcome], runs_root: Path) -> None:
@@ -265,9 +276,13 @@ def _in_flight(jobs: list[Job], runs_root: Path, sweep: SlurmSweep,
     recorded = recorded_tasks(runs_root) if cluster == "slurm" else {}
     mine = {os.path.realpath(j.run_dir): j for j in jobs}
     ids = {rd: recorded[rd] for rd in mine if rd in recorded and rd not in sweep.seen}
-    states = slurm_states([jid for jid, _ in ids.values()]) if ids else {}
-    tasks = [task_for(mine[rd], jid, Path(folder), reattached=True) for rd, (jid, folder) in ids.items()
-             if states and states.get(jid) in IN_FLIGHT]
+    states = slurm_states(list(dict.fromkeys(jid for jid, _ in ids.values()))) if ids else {}
+    by_task: dict[tuple, list[Job]] = {}  # a pack's task: one task, its members as one pack job
+    for rd, key in ids.items():
+        if states and states.get(key[0]) in IN_FLIGHT:
+            by_task.setdefault(key, []).append(mine[rd])
+    tasks = [task_for(as_pack(members), jid, Path(folder), reattached=True)
+             for (jid, folder), members in by_task.items()]
     return mine, states, tasks
 
 
@@ -282,7 +297,7 @@ def observe(jobs: list[Job], runs_root: Path, out: TextIO, sweep: SlurmSweep) ->
         time.sleep(2.0)
         return
     sweep.arrays.update(t.array for t in tasks)
-    for o in _watch_tasks(tasks, "slurm", out, sweep):
+    for o in unpack_outcomes(_watch_tasks(tasks, "slurm", out, sweep)):
         if o.status != "done":
             sweep.seen[os.path.realpath(o.job.run_dir)] = o
 
@@ -299,7 +314,7 @@ def run_wave(jobs: list[Job], executor: str, runs_root: Path, out: TextIO, sweep
     if states is None:
         raise PosrnnError("squeue did not answer, so this sweep cannot tell which of its recorded tasks still run "
                           "(it would submit them twice); run the same command again when SLURM answers")
-    busy = {os.path.realpath(t.job.run_dir) for t in attach}
+    busy = {os.path.realpath(m.run_dir) for t in attach for m in members_of(t.job)}
     outcomes = [sweep.seen[rd] for rd in mine if rd in sweep.seen]  # failed while this sweep watched: not again
     free = [j for j in jobs if os.path.realpath(j.run_dir) not in busy
             and os.path.realpath(j.run_dir) not in sweep.seen]
@@ -312,13 +327,7 @@ def run_wave(jobs: list[Job], executor: str, runs_root: Path, out: TextIO, sweep
               f"again)", file=out, flush=True)
     tasks = list(attach)
     if to_submit:
-        sub = submit(to_submit, folder, sweep.params, cluster)
-        if cluster == "slurm":
-            add_to_record(runs_root, sub.array, cluster, folder,
-                          {t.job_id: {"run": t.job.label, "run_dir": t.job.run_dir} for t in sub.tasks})
-        print(f"submitted {len(sub.tasks)} task(s) as job array {sub.array} ({executor}); logs in {folder}",
-              file=out, flush=True)
-        tasks += sub.tasks
+        tasks += _submit_wave(to_submit, folder, cluster, executor, runs_root, out, sweep)
     if cluster == "slurm":
         sweep.arrays.update(t.array for t in tasks)
         if sweep.arrays:
@@ -327,7 +336,29 @@ def run_wave(jobs: list[Job], executor: str, runs_root: Path, out: TextIO, sweep
         outcomes += _evaluate_here(finished, out)
     if not sweep.wait:
         return outcomes
-    return outcomes + _watch_tasks(tasks, cluster, out, sweep)
+    return outcomes + unpack_outcomes(_watch_tasks(tasks, cluster, out, sweep))
+
+
+def _submit_wave(jobs: list[Job], folder: Path, cluster: str, executor: str, runs_root: Path, out: TextIO,
+                 sweep: SlurmSweep) -> list[Task]:
+    """Submit a wave's runs as one array, packed by ``sweep.ensemble`` (a pack: one task), and
+    record each task under its run directory or each of its members'."""
+    packed = pack_jobs(jobs, sweep.ensemble, sweep.fit) if sweep.ensemble > 1 else jobs
+    sub = submit(packed, folder, sweep.params, cluster)
+    if cluster == "slurm":
+        add_to_record(runs_root, sub.array, cluster, folder, {t.job_id: _record_entry(t.job) for t in sub.tasks})
+    packs = sum(1 for j in packed if j.kind == PACK_KIND)
+    what = f", {len(jobs)} run(s) with {packs} ensemble(s)" if packs else ""
+    print(f"submitted {len(sub.tasks)} task(s){what} as job array {sub.array} ({executor}); logs in {folder}",
+          file=out, flush=True)
+    return sub.tasks
+
+
+def _record_entry(job: Job) -> dict:
+    entry = {"run": job.label, "run_dir": job.run_dir}
+    if job.kind == PACK_KIND:
+        entry["members"] = [{"run": m.label, "run_dir": m.run_dir} for m in members_of(job)]
+    return entry
 
 
 def _evaluate_here(jobs: list[Job], out: TextIO) -> list[JobOutcome]:
@@ -365,7 +396,10 @@ def _watch_tasks(tasks: list[Task], cluster: str, out: TextIO, sweep: SlurmSweep
             print(f"{stamp} {task.job.label} ({task.job_id}): {what}", file=out, flush=True)
             return
         ended[0] += 1
-        if what.status == "done":
+        if what.status == "done" and "members" in (what.result or {}):
+            print(f"{stamp} [{ended[0]}/{n}] done {task.job.label} ({task.job_id}): {len(what.result['members'])} "
+                  f"runs as one ensemble", file=out, flush=True)
+        elif what.status == "done":
             info = (what.result or {}).get("training") or next(iter((what.result or {}).values()), "")
             print(f"{stamp} [{ended[0]}/{n}] done {task.job.label} ({task.job_id})" + (f": {info}" if info else ""),
                   file=out, flush=True)

@@ -1,6 +1,7 @@
 """The record of the job arrays a SLURM sweep submitted (``.slurm-arrays.json`` in the runs
-directory): each array's id, host, pid, and each task's job id and run directory, read back
-(and checked against the runs directory) when a sweep reattaches."""
+directory): each array's id, host, pid, and each task's job id and run directory (a task that
+trains a pack: each member's, under ``members``), read back (and checked against the runs
+directory) when a sweep reattaches."""
 
 from __future__ import annotations
 
@@ -66,11 +67,24 @@ def recorded_tasks(runs_root: Path, cluster: str = "slurm") -> dict[str, tuple[s
             raise PosrnnError(f"{path} lists the folder {folder!r} for array {a.get('array')!r}, not "
                               f"{runs_root / SUBMITIT_DIR}; remove the record (cancel its arrays with scancel first)")
         for job_id, t in a["tasks"].items():
-            run_dir = t.get("run_dir") if isinstance(t, dict) else None
-            if not _JOB_ID.match(str(job_id)) or not isinstance(run_dir, str) or not inside(run_dir, runs_root) \
-                    or os.path.realpath(run_dir) == os.path.realpath(runs_root):
-                raise PosrnnError(f"{path} lists task {str(job_id)[:40]!r} with run directory {str(run_dir)[:200]!r}, "
-                                  f"not a SLURM job of a run in {runs_root}; remove the record (cancel its arrays "
-                                  "with scancel first)")
-            out[os.path.realpath(run_dir)] = (str(job_id), folder)
+            for run_dir in task_run_dirs(t):
+                if not _JOB_ID.match(str(job_id)) or not isinstance(run_dir, str) or not inside(run_dir, runs_root) \
+                        or os.path.realpath(run_dir) == os.path.realpath(runs_root):
+                    raise PosrnnError(f"{path} lists task {str(job_id)[:40]!r} with run directory "
+                                      f"{str(run_dir)[:200]!r}, not a SLURM job of a run in {runs_root}; remove the "
+                                      "record (cancel its arrays with scancel first)")
+                out[os.path.realpath(run_dir)] = (str(job_id), folder)
     return out
+
+
+def task_run_dirs(task) -> list:
+    """The run directories one recorded task trains: its own, or a pack's members' (``members``:
+    a list of {"run", "run_dir"}); a malformed entry gives None, which the caller refuses."""
+    if not isinstance(task, dict):
+        return [None]
+    members = task.get("members")
+    if members is None:
+        return [task.get("run_dir")]
+    if not isinstance(members, list) or not members:
+        return [None]
+    return [m.get("run_dir") if isinstance(m, dict) else None for m in members]

@@ -123,6 +123,26 @@ def sweep_memory(prof: dict) -> tuple[Optional[int], str]:
     return available_bytes(), "this machine (memory available now)"
 
 
+def task_memory(prof: dict, settings: dict, executor: str) -> tuple[Optional[int], str]:
+    """The memory one task of a sweep's ``executor`` trains a pack in, where the submitting machine
+    can tell: this machine's for the local executors (``sweep_memory``); on SLURM, a CPU task's
+    ``mem_gb`` (its request), a GPU task's GPU where one of the same profile is visible here, else
+    (None, why): the packs are then not limited by memory."""
+    if executor in ("local", "submitit-local"):
+        return sweep_memory(prof)
+    device = str(prof.get("device", "auto"))
+    if device.startswith("cuda") or (device == "auto" and settings.get("gpus_per_task")):
+        import torch
+
+        if torch.cuda.is_available():
+            return sweep_memory(prof)
+        return None, "a SLURM task's GPU, not visible here"
+    mem = settings.get("mem_gb")
+    if mem is None:
+        return None, "a SLURM task without mem_gb"
+    return int(float(mem) * 1e9), f"a SLURM task (mem_gb: {mem})"
+
+
 def estimate(jobs: list[Job]) -> dict[str, Optional[RunStorage]]:
     """run label → its storage (None for jobs that keep no checkpoint: stability, lm_data)."""
     sizes: dict[str, int] = {}

@@ -25,25 +25,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.config import RunConfig, check_bounds, resolve_config
+from ..common.config import check_bounds
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
 from ..models.head import HEAD_CHUNK_TOKENS, chunked_cross_entropy, token_nll
 from .base import Batch, Task
-
-
-def lm_config(data: Path, options: dict, params: Path | None = None, sets: list[str] | None = None) -> RunConfig:
-    """The config of a language-model run on the encoded corpus ``data``: the vocabulary and
-    paragraph length come from the corpus (read once), the rest from params → options → sets."""
-    corpus = LMCorpus(data, "train")
-    fixed = {"task.name": "lm", "task.data": str(data), "task.vocab_size": corpus.vocab_size,
-             "task.length": corpus.max_tokens}
-    cfg = resolve_config(params, {**fixed, **options}, sets)
-    flat = cfg.flat()
-    changed = [k for k, v in fixed.items() if flat[k] != v]
-    if changed:
-        raise PosrnnError(f"{', '.join(changed)} come from the encoded corpus {data}; drop them from --set/--params")
-    return cfg
 
 
 def length_buckets(lengths, n: int) -> list[np.ndarray]:
