@@ -10,7 +10,7 @@ from posrnn_cli.analysis import scorecard as sc
 from fabricate import NT, R, SEEDS, at, measure, score, vals
 
 LINE = 1 / 7  # the order-blind line of the predecessor task at L = 8
-NEEDS, LEARNS = "irie_noncausal_needs_pe_to_learn", "irie_linear_two_layers_learn_without_pe"
+NEEDS, LEARNS = "irie_noncausal_needs_pe_to_learn", "irie_linear_learns_without_pe"
 
 
 def row(model, pe, acc, layers=2, spread=0.01):
