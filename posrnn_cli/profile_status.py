@@ -32,8 +32,8 @@ class ExperimentStatus:
 
 def is_stale(job) -> bool:
     """Whether the job's run records other numerics than this code computes for it here
-    (``engine.rundir.code_state`` "other"; a run without a record is not counted stale)."""
-    from .engine.rundir import code_state
+    (``common.rundir.code_state`` "other"; a run without a record is not counted stale)."""
+    from .common.rundir import code_state
 
     return code_state(Path(job.run_dir), job.run_config(), JOB_KINDS[job.kind].numerics) == "other"
 

@@ -18,7 +18,8 @@ import yaml
 from posrnn_cli.analysis import scorecard as sc
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.io import write_csv, write_npz
-from posrnn_cli.common.provenance import config_digest, eval_digest, file_sha256, stamped
+from posrnn_cli.common.config import config_digest
+from posrnn_cli.common.provenance import eval_digest, file_sha256, stamped
 
 
 def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequences.npz", summary: dict = None) -> Path:

@@ -14,7 +14,7 @@ import pytest
 
 from posrnn_cli.common.experiments import EXPERIMENTS
 from posrnn_cli.common.profiles import read_params
-from posrnn_cli.common.provenance import config_digest
+from posrnn_cli.common.config import config_digest
 from posrnn_cli.sweep.plan import plan
 
 from conftest import ROOT

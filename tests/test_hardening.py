@@ -407,7 +407,7 @@ def test_a_failed_write_names_the_file(tmp_path, monkeypatch):
 # ---- checkpoints prove what they are ------------------------------------------------------------------
 def test_a_checkpoint_records_its_config_digest_and_refuses_an_edit(tmp_path):
     from posrnn_cli.common.errors import PosrnnError
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.config import config_digest
 
     run = tmp_path / "run"
     assert cli("train", *SMALL, "--iterations", "4", "--out", str(run))[0] == 0

@@ -239,9 +239,9 @@ def test_the_length_check_counts_decorators_and_nested_functions(tmp_path):
 
 
 # ---- one name, one module ------------------------------------------------------------------------
-#: the one base name two modules still share (a run's identity names no module, so a rename of either
-#: leaves every run current; it waits for the common/ rooms to be arranged by domain)
-SHARED_NAMES = {"rundir.py": ["posrnn_cli/common/rundir.py", "posrnn_cli/engine/rundir.py"]}
+#: the base names two modules may share: none (a run's identity names no module, so a rename leaves
+#: every run current)
+SHARED_NAMES: dict[str, list[str]] = {}
 
 
 def shared_base_names(root: Path) -> dict[str, list[str]]:
@@ -255,7 +255,7 @@ def shared_base_names(root: Path) -> dict[str, list[str]]:
 
 def test_module_base_names_are_unique_across_the_package():
     """One name, one module (bench, status, …): a traceback, a grep or an import names which one it
-    is. The one pair in ``SHARED_NAMES`` waits for a rename; a pair it no longer holds fails too."""
+    is."""
     assert shared_base_names(ROOT) == SHARED_NAMES
 
 

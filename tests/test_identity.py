@@ -20,7 +20,7 @@ from posrnn_cli.common.config import RunConfig, dump_yaml, resolve_config
 from posrnn_cli.common.experiments import JOB_KINDS
 from posrnn_cli.common.sources import closure
 from posrnn_cli.common.pipeline_yaml import dvc_yaml
-from posrnn_cli.engine.rundir import code_differences, code_state, record_code
+from posrnn_cli.common.rundir import code_differences, code_state, record_code
 from posrnn_cli.profile_status import profile_status
 from posrnn_cli.sweep.plan import plan
 

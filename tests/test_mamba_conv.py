@@ -92,7 +92,7 @@ def test_a_conv_column_reads_back_as_booleans(tmp_path):
 
 def test_a_config_written_before_model_conv_keeps_its_digest_and_no_conv_changes_it():
     """Runs recorded before the key existed stay proven by their eval.json; only a set value counts."""
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.config import config_digest
 
     now = RunConfig().to_dict()
     before = {s: {k: v for k, v in sec.items() if f"{s}.{k}" != "model.conv"} for s, sec in now.items()}

@@ -214,7 +214,7 @@ def test_a_tiny_gru_with_pe_learns_it_above_chance(tmp_path):
 def test_a_config_without_task_pairs_keeps_its_digest_and_a_set_one_changes_it():
     """A run's config.yaml from before the key (read back with the default filled in) proves the
     scores recorded under the digest of the config as it was written; only a set value counts."""
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.config import config_digest
 
     now = RunConfig().to_dict()
     before = {s: {k: v for k, v in sec.items() if f"{s}.{k}" != "task.pairs"} for s, sec in now.items()}

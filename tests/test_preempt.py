@@ -19,9 +19,9 @@ from posrnn_cli.common.io import read_json, read_npz
 from posrnn_cli.common.signals import Stopped, stop_requests, task_signals
 from posrnn_cli.engine import train as train_mod
 from posrnn_cli.engine.checkpoint import load_checkpoint
-from posrnn_cli.common.provenance import config_digest
+from posrnn_cli.common.config import config_digest
 from posrnn_cli.common.rundir import list_checkpoints
-from posrnn_cli.engine.rundir import run_state
+from posrnn_cli.common.rundir import run_state
 from posrnn_cli.engine.train import Interrupted, train
 from posrnn_cli.sweep import jobs, slurm
 from posrnn_cli.sweep.plan import Job

@@ -1,4 +1,4 @@
-"""One answer to "what state is this run in": ``engine.rundir.run_state``, read by ``posrnn
+"""One answer to "what state is this run in": ``common.rundir.run_state``, read by ``posrnn
 train``, by the sweep's jobs and by ``posrnn sweep --dry-run``."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from posrnn_cli.common.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.io import write_marker
-from posrnn_cli.engine.rundir import prepare_run_dir, run_state
+from posrnn_cli.common.rundir import prepare_run_dir, run_state
 from posrnn_cli.engine.lock import LOCK_FILE, run_lock
 from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import run_action
@@ -98,7 +98,7 @@ def test_a_larger_iteration_count_extends_on_resume(tmp_path):
 
 
 def test_run_state_needs_no_torch():
-    code = "import sys, posrnn_cli.engine.rundir; print('torch' in sys.modules)"
+    code = "import sys, posrnn_cli.common.rundir; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
 

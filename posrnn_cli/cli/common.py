@@ -169,7 +169,7 @@ def threads_for_run(requested: Optional[int], run: Path):
     ``ThreadChoice``."""
     from ..common.machine import choose_threads, is_small_model
     from ..engine.paths import resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.rundir import read_run_config
     from ..engine.device import setup_threads
 
     cfg = read_run_config(resolve_checkpoint(run)[1]) if requested is None else None

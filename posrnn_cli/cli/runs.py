@@ -50,7 +50,7 @@ def train(
 ):
     from ..common.config import resolve_config
     from ..common.plugins import check_core_name
-    from ..engine.rundir import read_run_config
+    from ..common.rundir import read_run_config
     from ..engine.lock import restore_before_reading
     from ..engine.paths import check_out_dir_of_run
 
@@ -167,7 +167,7 @@ def eval_cmd(
 def _evaluated(run: Path, device: str) -> tuple[dict, object]:
     """A run's evaluation of its latest checkpoint (the cached one when current) and its config."""
     from ..engine.paths import resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.rundir import read_run_config
     from ..engine.evaluate import cached_eval, evaluate
 
     ckpt, run_dir = resolve_checkpoint(run)
@@ -199,7 +199,7 @@ def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, in
     """(seed, index in A, index in B) of each pair of runs, from their configs."""
     from ..analysis.compare import pair_by_seed
     from ..engine.paths import resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.rundir import read_run_config
 
     def seeds(side):
         out = []

@@ -11,6 +11,7 @@ import copy
 import datetime
 import functools
 import hashlib
+import json
 import math
 import types
 import typing
@@ -354,6 +355,19 @@ def resolve_config(
         key, value = parse_set(item)
         set_key(cfg, key, value)
     return cfg
+
+
+#: config keys added after runs began recording digests: left out of a digest while at their default,
+#: so a run recorded before a key existed (its config.yaml without it) keeps its digest and its scores
+LATER_KEYS = ("task.pairs", "model.conv", "task.filler", "task.length_buckets", "model.block")
+
+
+def config_digest(config: dict) -> str:
+    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
+    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
+    defaults = RunConfig().flat()
+    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS and not (k in LATER_KEYS and v == defaults[k])}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def config_diff(a: RunConfig, b: RunConfig, ignore: frozenset[str] = RUNTIME_KEYS) -> list[str]:

@@ -5,7 +5,7 @@ Three small tables, each entry in one place:
 
 * ``JOB_KINDS`` — what a worker does: how the profile section becomes jobs (``plan``), what one
   job runs (``run``) and whether it trains a run directory (``trains``: it then has a config,
-  a state — see ``engine.rundir`` — and a training log the sweep's progress reads).
+  a state — see ``common.rundir`` — and a training log the sweep's progress reads).
 * ``TABLE_FORMS`` — what aggregation makes of an experiment's runs: the function that builds the
   table (``build``), the one that reduces it to the headline numbers of ``dvc metrics show``
   (``headline``), and the columns every table of that form holds (``columns``; the scorecard

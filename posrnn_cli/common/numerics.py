@@ -132,7 +132,7 @@ def run_variants(cfg) -> tuple[str, ...]:
 def identity(cfg, procedures: tuple[str, ...], device: str) -> dict[str, Any]:
     """The identity of a run of ``cfg`` (a ``RunConfig``) made by ``procedures`` on ``device`` (a
     device type, or a config's ``train.device``)."""
-    from .provenance import config_digest
+    from .config import config_digest
 
     m = cfg.model
     if getattr(cfg.train, "amp", False) and "amp" not in procedures:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .rundir import CONFIG_FILE, EVAL_FILE
-from .config import RUNTIME_KEYS, RunConfig
+from .config import config_digest
 from .errors import PosrnnError
 
 #: the 0-d string arrays a per-sequence score file carries beside its scores
@@ -40,19 +40,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-#: config keys added after runs began recording digests: left out of a digest while at their default,
-#: so a run recorded before a key existed (its config.yaml without it) keeps its digest and its scores
-LATER_KEYS = ("task.pairs", "model.conv", "task.filler", "task.length_buckets", "model.block")
-
-
-def config_digest(config: dict) -> str:
-    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
-    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
-    defaults = RunConfig().flat()
-    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS and not (k in LATER_KEYS and v == defaults[k])}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def eval_digest(result: dict) -> str:

@@ -23,10 +23,10 @@ import torch
 
 from ..common.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.provenance import config_digest
+from ..common.config import config_digest
 from ..common.io import atomic_write, mark_files, read_marker
 from .lock import LOCK, read_lock_line
-from .rundir import read_run_config
+from ..common.rundir import read_run_config
 from ..common.rundir import METRICS_FILE, STEP_RE, CKPT_DIR
 
 FORMAT = "posrnn-checkpoint"

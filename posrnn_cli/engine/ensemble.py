@@ -42,7 +42,7 @@ from .checkpoint import check_belongs, check_resumable, load_checkpoint, non_fin
 from ..common.rundir import list_checkpoints
 from .device import check_machine, resolve_device, setup_threads, world
 from .graphed import graph_lr
-from .rundir import prune_checkpoints, record_code, run_state
+from ..common.rundir import prune_checkpoints, record_code, run_state
 from .optim import check_fast_paths
 from .train import (Trainer, TrainingStopped, begin_run, build_run, drop_unscheduled, owned_run_dir,
                     refuse_different_run)

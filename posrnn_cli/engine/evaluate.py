@@ -27,8 +27,8 @@ from ..tasks import Batch, Task, build_task
 from .checkpoint import CheckpointGone, check_belongs, load_checkpoint, vanished
 from .paths import check_eval_batch, resolve_checkpoint
 from ..common.rundir import CKPT_DIR, list_checkpoints
-from ..common.provenance import config_digest
-from .rundir import read_run_config
+from ..common.config import config_digest
+from ..common.rundir import read_run_config
 from .device import resolve_device
 
 

@@ -17,7 +17,8 @@ import torch
 from ..common.config import resolve_config
 from ..common.errors import PosrnnError
 from ..common.io import atomic_write_json, read_json, same_path, write_npz
-from ..common.provenance import config_digest, stamped
+from ..common.config import config_digest
+from ..common.provenance import stamped
 from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads

@@ -45,7 +45,7 @@ from ..models import CORES, core_spec
 from .checkpoint import load_checkpoint
 from .paths import resolve_checkpoint
 from ..common.rundir import list_checkpoints
-from .rundir import read_run_config
+from ..common.rundir import read_run_config
 from .device import resolve_device
 from .evaluate import load_run
 

@@ -33,7 +33,8 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..common.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, list_checkpoints
+from ..common.rundir import (CKPT_DIR, CONFIG_FILE, METRICS_FILE, Resumption, describe_diff, list_checkpoints,
+                             prepare_run_dir, prune_checkpoints, record_code, restamp_config, run_state, truncate_log)
 from ..common.config import RunConfig, dump_yaml
 from ..common.errors import PosrnnError
 from ..common.machine import fit_to_machine
@@ -49,8 +50,6 @@ from .device import (check_machine, join_process_group, local_device,
 from .graphed import GraphedStep, graph_lr
 from .optim import check_fast_paths, check_train_config, make_optimizer, make_scheduler
 from .progress_bar import ProgressBar
-from .rundir import (Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, restamp_config,
-                     run_state, truncate_log)
 from .replace import REPLACED, Replacement
 from .lock import run_lock
 
@@ -495,7 +494,7 @@ def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, proce
     """The rest of a run's life once every check has passed, the same for ``train`` and
     ``extend-vocab``: config.yaml is written now (an old run moved aside under ``--force``), a run
     trained from step 0 records its identity (made by ``procedures`` on the ``device`` type;
-    ``engine.rundir.record_code``), ``on_start`` announces it, ``work`` trains (and scores) it, and
+    ``common.rundir.record_code``), ``on_start`` announces it, ``work`` trains (and scores) it, and
     the old run is then dropped, or brought back on failure."""
     replacing = begin_run(out_dir, cfg, force)
     if fresh:

@@ -5,7 +5,7 @@
   holding a different config is refused unless the job is forced. Training is bit-exact
   across interruptions on CPU, so a sweep killed at any point and started again ends with the
   same files as one that was never interrupted.
-* Each run records its identity (``engine.rundir.record_code``: its config digest, the declared
+* Each run records its identity (``common.rundir.record_code``: its config digest, the declared
   numerics versions, the libraries and the device type, ``common.numerics``); a run trained by
   other code (one of them differs) is kept and reported, and retrained from step 0 only under
   ``--retrain-stale`` (option ``retrain_stale``). A run that records none is reported as
@@ -52,7 +52,7 @@ def locked(run_dir: Path):
 
 def code_of(job: Job) -> str:
     """The code that trained the job's run, against this one: current, other or unknown."""
-    from ..engine.rundir import code_state
+    from ..common.rundir import code_state
 
     return code_state(Path(job.run_dir), job.run_config(), JOB_KINDS[job.kind].numerics)
 
@@ -60,7 +60,7 @@ def code_of(job: Job) -> str:
 def run_action(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
     """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"; a run of
     other code is replaced when ``job`` asks for ``retrain_stale``."""
-    from ..engine.rundir import describe_diff, run_state
+    from ..common.rundir import describe_diff, run_state
 
     st = run_state(run_dir, cfg)
     if (st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale")
@@ -98,7 +98,7 @@ def ensure_trained(job: Job) -> str:
 
 
 def _prune(run_dir: Path, keep: str) -> None:
-    from ..engine.rundir import prune_checkpoints
+    from ..common.rundir import prune_checkpoints
 
     if keep == "last":
         prune_checkpoints(run_dir)

@@ -85,7 +85,7 @@ class JobOutcome:
 def status(job: Job) -> str:
     """What a sweep would do with ``job`` now (no torch): new, resume, done, different, or
     (for derived jobs) run."""
-    from ..engine.rundir import run_state
+    from ..common.rundir import run_state
 
     if not trains(job.kind):
         return "run"
