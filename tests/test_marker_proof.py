@@ -113,7 +113,7 @@ def test_an_interrupted_force_is_still_rolled_back_in_its_own_run(tmp_path, trai
     from posrnn_cli.common.rundir import read_config
     from posrnn_cli.engine import replace
     from posrnn_cli.engine.lock import run_lock
-    from posrnn_cli.engine.train import begin_run
+    from posrnn_cli.engine.lifecycle import begin_run
 
     run = tmp_path / "run"
     shutil.copytree(trained, run)

@@ -22,7 +22,8 @@ from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.common.config import config_digest
 from posrnn_cli.common.rundir import list_checkpoints
 from posrnn_cli.common.rundir import run_state
-from posrnn_cli.engine.train import Interrupted, train
+from posrnn_cli.engine.lifecycle import Interrupted
+from posrnn_cli.engine.train import train
 from posrnn_cli.sweep import jobs, slurm
 from posrnn_cli.sweep.plan import Job
 

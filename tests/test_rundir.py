@@ -97,8 +97,9 @@ def test_a_larger_iteration_count_extends_on_resume(tmp_path):
         prepare_run_dir(d, cfg(8), resume=True, force=False)
 
 
-def test_run_state_needs_no_torch():
-    code = "import sys, posrnn_cli.common.rundir; print('torch' in sys.modules)"
+@pytest.mark.parametrize("module", ["posrnn_cli.common.rundir", "posrnn_cli.engine.lifecycle"])
+def test_run_state_and_a_run_directorys_lifecycle_need_no_torch(module):
+    code = f"import sys, {module}; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
 

@@ -377,7 +377,8 @@ def test_watch_reports_states_as_they_change_and_each_end_with_its_cause(tmp_pat
 
     tasks = _fake_tasks(tmp_path, 4)
     trace = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
-             "posrnn_cli.engine.train.TrainingStopped: non-finite loss or gradient at step 2: the run stopped there\n")
+             "posrnn_cli.engine.lifecycle.TrainingStopped: non-finite loss or gradient at step 2: "
+             "the run stopped there\n")
     polls = [
         {"77_0": "PENDING", "77_1": "PENDING", "77_2": "PENDING", "77_3": "PENDING"},
         {"77_0": "RUNNING", "77_1": "RUNNING", "77_2": "RUNNING", "77_3": "PENDING"},

@@ -44,8 +44,8 @@ from .device import check_machine, resolve_device, setup_threads, world
 from .graphed import graph_lr
 from ..common.rundir import prune_checkpoints, record_code, run_state
 from .optim import check_fast_paths
-from .train import (Trainer, TrainingStopped, begin_run, build_run, drop_unscheduled, owned_run_dir,
-                    refuse_different_run)
+from .train import Trainer, build_run
+from .lifecycle import TrainingStopped, begin_run, drop_unscheduled, owned_run_dir, refuse_different_run
 
 
 @dataclass

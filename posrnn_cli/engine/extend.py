@@ -28,7 +28,8 @@ from ..common.provenance import file_sha256
 from .lock import check_free
 from ..common.rundir import list_checkpoints
 from .optim import check_fast_paths, check_train_config
-from .train import Trainer, open_run, owned_run_dir, start_and_fit
+from .train import Trainer, open_run
+from .lifecycle import owned_run_dir, start_and_fit
 from .device import check_machine
 
 
