@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.profiles import active_profiles, use_profile
+from posrnn_cli.common.settings.profiles import active_profiles, use_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
 from posrnn_cli.sweep.plan import plan
 
@@ -171,7 +171,7 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
     a re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
     and no partial file is ever left where a loader would read it."""
     from posrnn_cli.engine.checkpoint import load_checkpoint
-    from posrnn_cli.common.rundir import list_checkpoints
+    from posrnn_cli.common.files.rundir import list_checkpoints
 
     grid = {**TINY, "cells": [{"model": "gru", "vocab": 6}], "iterations": 4000, "checkpoint_every": 100,
             "set": {"train.log_every": 50}}

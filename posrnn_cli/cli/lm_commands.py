@@ -183,7 +183,7 @@ def eval_lm(
     import json
 
     from ..engine.paths import resolve_checkpoint
-    from ..common.rundir import read_run_config
+    from ..common.files.rundir import read_run_config
     from ..engine.evaluate import evaluate
 
     cfg = read_run_config(resolve_checkpoint(run)[1])

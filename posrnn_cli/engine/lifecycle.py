@@ -15,12 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..common.config import RunConfig, dump_yaml
+from ..common.settings.config import RunConfig, dump_yaml
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_text, read_marker, remove_stale_temps, write_marker
-from ..common.rundir import (CKPT_DIR, CONFIG_FILE, describe_diff, list_checkpoints, record_code, restamp_config,
-                             run_state)
-from ..common.signals import Stopped
+from ..common.files.io import atomic_write_text, read_marker, remove_stale_temps, write_marker
+from ..common.files.rundir import (CKPT_DIR, CONFIG_FILE, describe_diff, list_checkpoints, record_code, restamp_config,
+                                   run_state)
+from ..common.host.signals import Stopped
 from .lock import run_lock
 from .paths import check_out_dir_of_run
 from .replace import REPLACED, Replacement
@@ -88,7 +88,7 @@ def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, proce
     """The rest of a run's life once every check has passed, the same for ``train`` and
     ``extend-vocab``: config.yaml is written now (an old run moved aside under ``--force``), a run
     trained from step 0 records its identity (made by ``procedures`` on the ``device`` type;
-    ``common.rundir.record_code``), ``on_start`` announces it, ``work`` trains (and scores) it, and
+    ``common.files.rundir.record_code``), ``on_start`` announces it, ``work`` trains (and scores) it, and
     the old run is then dropped, or brought back on failure."""
     replacing = begin_run(out_dir, cfg, force)
     if fresh:

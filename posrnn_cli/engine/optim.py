@@ -10,7 +10,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from ..common.config import TrainConfig, check_bounds
+from ..common.settings.config import TrainConfig, check_bounds
 from ..common.errors import PosrnnError
 from .device import check_amp
 

@@ -8,14 +8,14 @@ optimiser, scheduler and RNG states, so ``resume`` continues bit-exactly.
 
 Guarantees: a non-finite loss or gradient norm stops the run with an error naming the step,
 and no checkpoint with non-finite values is written; SIGINT/SIGTERM (and SIGUSR2 in a SLURM
-task, ``common.signals``) stop after the current step with a checkpoint at that step; resuming
+task, ``common.host.signals``) stop after the current step with a checkpoint at that step; resuming
 a run whose only difference is a larger ``train.iterations`` continues it under the cosine
 schedule of the new total.
 
 Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
 ``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
 update replayed from one CUDA graph, ``graphed.GraphedStep``). ``posrnn bench`` measures them.
-The run directory's state (new, resume, done or different) is read by ``common.rundir``, its
+The run directory's state (new, resume, done or different) is read by ``common.files.rundir``, its
 life around the loop (locked, started, replaced) is ``lifecycle``'s; the optimiser and its
 schedule are built by ``optim``.
 """
@@ -31,13 +31,13 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..common.rundir import (CONFIG_FILE, METRICS_FILE, Resumption, list_checkpoints,
-                             prepare_run_dir, prune_checkpoints, truncate_log)
-from ..common.config import RunConfig
+from ..common.files.rundir import (CONFIG_FILE, METRICS_FILE, Resumption, list_checkpoints, prepare_run_dir,
+                                   prune_checkpoints, truncate_log)
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.machine import fit_to_machine
-from ..common.memory import check_run_fits, run_parts
-from ..common.signals import stop_requests
+from ..common.host.machine import fit_to_machine
+from ..common.host.memory import check_run_fits, run_parts
+from ..common.host.signals import stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
 from .checkpoint import NonFiniteState, check_belongs, check_resumable, load_checkpoint, save_checkpoint
@@ -378,7 +378,7 @@ def train(
     given: Optional[set[str]] = None,
 ) -> dict:
     """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary. A new run
-    is fitted to this machine first (``common.machine.fit_to_machine``; ``given``: the keys the
+    is fitted to this machine first (``common.host.machine.fit_to_machine``; ``given``: the keys the
     user set, else those that differ from the defaults). ``keep_checkpoints="last"`` keeps only
     the latest checkpoint (the sweep's policy); ``on_start(header)`` is called once every check
     has passed, as training starts, with the run header's lines.

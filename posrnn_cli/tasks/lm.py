@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.config import RunConfig, check_bounds, resolve_config
+from ..common.settings.config import RunConfig, check_bounds, resolve_config
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
 from ..models.head import HEAD_CHUNK_TOKENS, chunked_cross_entropy, token_nll

@@ -8,8 +8,8 @@ A run directory holds::
     metrics.jsonl         the training log, one JSON object a line (``log_entries``)
     checkpoints/step_NNNNNNN.pt
     code.json             the identity of the code that trained it (common.numerics)
-    eval.json, eval_sequences.npz     after ``posrnn eval`` (stamped: ``common.provenance``)
-    .posrnn.json          the ownership marker (``common.io.MARKER``)
+    eval.json, eval_sequences.npz     after ``posrnn eval`` (stamped: ``common.results.provenance``)
+    .posrnn.json          the ownership marker (``common.files.io.MARKER``)
 
 ``run_state`` compares one with a config and says what it holds for it:
 
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .config import RunConfig, config_diff, config_digest, safe_load_bounded
-from .errors import PosrnnError
+from ..settings.config import RunConfig, config_diff, config_digest, safe_load_bounded
+from ..errors import PosrnnError
 from .io import MARKER, atomic_write_text, loads_bounded, mark_files, marker_mismatch
-from .tables import is_number
+from ..results.tables import is_number
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -203,7 +203,7 @@ def record_code(run_dir: Path, cfg: RunConfig, procedures: tuple[str, ...], devi
     """Record the identity of the run from step 0 (``common.numerics.identity``: its config digest,
     the declared versions of its core, task, form and ``procedures``, the libraries and the device
     type), with ``extra`` fields beside it. A resumed run keeps the record of its start."""
-    from .numerics import identity
+    from ..numerics import identity
 
     atomic_write_text(Path(run_dir) / CODE_FILE, json.dumps({**identity(cfg, procedures, device), **extra}) + "\n")
 
@@ -211,7 +211,7 @@ def record_code(run_dir: Path, cfg: RunConfig, procedures: tuple[str, ...], devi
 def restamp_config(run_dir: Path, cfg: RunConfig) -> None:
     """A run resumed to more iterations (its only config change) records the digest of its new
     config; the rest of its record stays that of its start."""
-    from .numerics import FORMAT
+    from ..numerics import FORMAT
 
     rec = read_code(run_dir)
     digest = config_digest(cfg.to_dict())
@@ -233,7 +233,7 @@ def read_code(run_dir: Path):
 def code_differences(run_dir: Path, cfg: RunConfig, procedures: tuple[str, ...]) -> Optional[list[str]]:
     """What differs between the identity the run records and the one this code would record for
     ``cfg`` here (``common.numerics.differences``); None when it records none."""
-    from .numerics import differences, identity
+    from ..numerics import differences, identity
 
     return differences(read_code(run_dir), identity(cfg, procedures, cfg.train.device))
 

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import yaml
 
 from . import keys
-from .errors import PosrnnError
+from ..errors import PosrnnError
 from .yamltypes import NotYaml, check_document, dvc_reading, load_as_dvc
 
 
@@ -134,7 +134,7 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    # torch CPU threads; None = chosen by the command (common.machine)
+    # torch CPU threads; None = chosen by the command (common.host.machine)
     threads: Optional[int] = bounded(None, 1, 4096, none="auto: 1 for a small model, else the cores not busy")
 
     @property
@@ -157,7 +157,7 @@ RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_siz
                           "train.checkpoint_minutes"})
 
 #: Keys that do not split a cell of a grid: runs that differ only in these are seeds of one table
-#: row (the table of config keys, ``common.keys``).
+#: row (the table of config keys, ``common.settings.keys``).
 CELL_IGNORED = keys.CELL_IGNORED
 
 #: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
