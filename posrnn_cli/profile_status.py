@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .common.experiments import EXPERIMENTS, JOB_KINDS
+from .common.stages.experiments import EXPERIMENTS, JOB_KINDS
 
 #: the counts of one experiment, in the order the table shows them
 COUNTS = ("finished", "unfinished", "not started", "other config", "stale")
@@ -32,15 +32,15 @@ class ExperimentStatus:
 
 def is_stale(job) -> bool:
     """Whether the job's run records other numerics than this code computes for it here
-    (``engine.rundir.code_state`` "other"; a run without a record is not counted stale)."""
-    from .engine.rundir import code_state
+    (``common.files.rundir.code_state`` "other"; a run without a record is not counted stale)."""
+    from .common.files.rundir import code_state
 
     return code_state(Path(job.run_dir), job.run_config(), JOB_KINDS[job.kind].numerics) == "other"
 
 
 def profile_status(params: Path, profile: str, runs_root: Optional[Path] = None) -> list[ExperimentStatus]:
     """The counts of every experiment the profile defines, in pipeline order (see the module's doc)."""
-    from .common.profiles import load_profile
+    from .common.settings.profiles import load_profile
     from .sweep import status
     from .sweep.plan import plan
 

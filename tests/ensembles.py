@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.settings.config import RunConfig
 from posrnn_cli.engine.checkpoint import load_checkpoint
-from posrnn_cli.common.rundir import list_checkpoints
+from posrnn_cli.common.files.rundir import list_checkpoints
 
 #: float32: a member may differ from its solo run by rounding (the batched recurrence sums in
 #: another order than nn.GRU's kernel). After 200 steps on the CPU the largest difference seen

@@ -1,7 +1,7 @@
 """Made by hand for the tests, so a test can then break one thing at a time:
 
 - run directories for the aggregation tests: a config, a stand-in checkpoint file and scores
-  stamped exactly as ``posrnn eval`` stamps them (``common.provenance``);
+  stamped exactly as ``posrnn eval`` stamps them (``common.results.provenance``);
 - aggregated tables with per-seed values for the scorecard tests (``ev``, ``dual``, ``stab``,
   ``lm``, ``irie``), scored one claim at a time (``score``);
 - a params.yaml holding one profile ``t`` for the sweep tests (``scratch``)."""
@@ -16,9 +16,10 @@ import numpy as np
 import yaml
 
 from posrnn_cli.analysis import scorecard as sc
-from posrnn_cli.common.config import RunConfig, dump_yaml
-from posrnn_cli.common.io import write_csv, write_npz
-from posrnn_cli.common.provenance import config_digest, eval_digest, file_sha256, stamped
+from posrnn_cli.common.settings.config import RunConfig, dump_yaml
+from posrnn_cli.common.files.io import write_csv, write_npz
+from posrnn_cli.common.settings.config import config_digest
+from posrnn_cli.common.results.provenance import eval_digest, file_sha256, stamped
 
 
 def scored_run(run: Path, cfg: RunConfig, scores: dict, name: str = "eval_sequences.npz", summary: dict = None) -> Path:

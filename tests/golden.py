@@ -59,7 +59,7 @@ def trace(core: str, task: str, pe: str, data: Path, nudge: bool = False) -> dic
     ``nudge``: an element of the core's first weight moved by one ulp first (what the test must catch)."""
     import torch
 
-    from posrnn_cli.common.config import resolve_config
+    from posrnn_cli.common.settings.config import resolve_config
     from posrnn_cli.common.numerics import versions
     from posrnn_cli.engine.train import Trainer, build_run
     from posrnn_cli.tasks import HeldOut

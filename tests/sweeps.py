@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posrnn_cli.common.io import read_npz
-from posrnn_cli.common.provenance import STAMPS
+from posrnn_cli.common.files.io import read_npz
+from posrnn_cli.common.results.provenance import STAMPS
 
 from conftest import ROOT
 

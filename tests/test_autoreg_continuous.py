@@ -15,11 +15,11 @@ from fabricate import scored_run
 from posrnn_cli.analysis.aggregate import aggregate, headline_autoreg, headline_cosine, table_autoreg, table_cosine
 from posrnn_cli.analysis.figkit import spread
 from posrnn_cli.analysis.plots import draw_all
-from posrnn_cli.common.config import RunConfig, TaskConfig
+from posrnn_cli.common.settings.config import RunConfig, TaskConfig
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.experiments import required_columns
-from posrnn_cli.common.io import read_json
-from posrnn_cli.common.stats import hierarchical, t975
+from posrnn_cli.common.stages.experiments import required_columns
+from posrnn_cli.common.files.io import read_json
+from posrnn_cli.common.results.stats import hierarchical, t975
 from posrnn_cli.tasks import build_task
 
 from conftest import ROOT

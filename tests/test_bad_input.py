@@ -42,7 +42,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from posrnn_cli.common.config import RunConfig, parse_set, set_key
+from posrnn_cli.common.settings.config import RunConfig, parse_set, set_key
 from posrnn_cli.common.errors import PosrnnError
 
 from conftest import ROOT, tiny_train

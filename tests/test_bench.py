@@ -12,7 +12,7 @@ from posrnn_cli.engine.device import cpu_supports_bf16
 from posrnn_cli.measure.bench import RefCodeSampler, ReferenceSampler, concurrent_throughput
 from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import TaskConfig, resolve_config
+from posrnn_cli.common.settings.config import TaskConfig, resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.models import build_model
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows
@@ -271,7 +271,7 @@ def test_concurrent_workers_die_with_a_killed_bench():
     import time
 
     code = ("from posrnn_cli.measure.bench import concurrent_throughput\n"
-            "from posrnn_cli.common.config import resolve_config\n"
+            "from posrnn_cli.common.settings.config import resolve_config\n"
             "cfg = resolve_config(options={'task.vocab_size': 8, 'task.length': 5, 'task.n_test': 64, 'model.name': "
             "'gru', 'model.hidden_size': 8, 'train.batch_size': 16, 'train.device': 'cpu', 'train.threads': 1})\n"
             "concurrent_throughput(cfg, (2,), iters=10**9, warmup=0)\n")

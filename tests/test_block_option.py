@@ -12,9 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import RunConfig, resolve_config
+from posrnn_cli.common.settings.config import RunConfig, resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.provenance import config_digest
+from posrnn_cli.common.settings.config import config_digest
 from posrnn_cli.engine.train import Trainer, build_run
 from posrnn_cli.models import CORES, check_model_config, count_parameters
 from posrnn_cli.models.gdn_layer import GatedDeltaNetBlock, GatedDeltaNetLayer

@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from posrnn_cli.analysis.aggregate import aggregate
 from posrnn_cli.cli import app
-from posrnn_cli.common import memory
-from posrnn_cli.common.config import RunConfig, parse_set, resolve_config
+from posrnn_cli.common.host import memory
+from posrnn_cli.common.settings.config import RunConfig, parse_set, resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import MAX_JSON_DEPTH, loads_bounded, read_json
-from posrnn_cli.common.rundir import log_entries
-from posrnn_cli.engine.rundir import code_state
+from posrnn_cli.common.files.io import MAX_JSON_DEPTH, loads_bounded, read_json
+from posrnn_cli.common.files.rundir import log_entries
+from posrnn_cli.common.files.rundir import code_state
 from posrnn_cli.profile_status import is_stale
 from posrnn_cli.sweep.plan import Job, plan
 

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common import memory
-from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.host import memory
+from posrnn_cli.common.settings.config import RunConfig
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_csv, read_npz
+from posrnn_cli.common.files.io import read_csv, read_npz
 from posrnn_cli.engine.train import build_run
 from posrnn_cli.measure import gpu_check
 

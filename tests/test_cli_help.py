@@ -64,7 +64,7 @@ def test_shared_options_show_the_config_defaults(command):
     """train, lm train and bench build their shared options from one table; each shown default
     is RunConfig's (a changed default changes the help with it)."""
     from posrnn_cli.cli.options import RUN_OPTIONS, default_text
-    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.common.settings.config import RunConfig
 
     flat, text = RunConfig().flat(), help_text(*command)
     cmd = get_command(app)
@@ -110,7 +110,7 @@ def test_a_short_run_works_with_the_default_warm_up(tmp_path):
                             "--batch-size", "8", "--iterations", "40", "--device", "cpu", "--set", "task.n_test=32",
                             "--out", str(tmp_path / "run"), "--json"])
     assert r.exit_code == 0, r.output
-    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.common.settings.config import RunConfig
 
     assert RunConfig().train.warmup is None
     for its, warm in ((40, 0), (4000, 40), (300_000, 1000), (2_000_000, 1000)):

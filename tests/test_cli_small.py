@@ -200,7 +200,7 @@ def test_status_imports_no_torch():
 def test_an_interrupted_run_names_the_command_that_continues_it():
     from types import SimpleNamespace
 
-    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.common.settings.config import RunConfig
     from posrnn_cli.engine.train import Trainer
 
     cfg = RunConfig()

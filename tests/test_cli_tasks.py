@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app, run
-from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.settings.config import RunConfig
 from posrnn_cli.common import catalog
 from posrnn_cli.models import CORES, PE_FORMS, check_model_config
 from posrnn_cli.tasks import TASKS, build_task
@@ -282,7 +282,7 @@ def _run_key(cfg: RunConfig) -> tuple:
 def paper_profile_runs() -> set:
     """The run keys of the paper profile's training experiments (``posrnn sweep --dry-run``'s
     runs): the extension and the language model are not ``posrnn train`` commands."""
-    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
     from posrnn_cli.sweep.plan import plan
 
     exps = [e.name for e in EXPERIMENTS.values() if e.kind in ("train", "irie")]

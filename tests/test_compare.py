@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from posrnn_cli.analysis import compare as cmp
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.stats import bootstrap_ci, t_interval
+from posrnn_cli.common.results.stats import bootstrap_ci, t_interval
 
 runner = CliRunner()
 from conftest import tiny_train

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import evaluate as ev
-from posrnn_cli.common.rundir import list_checkpoints
+from posrnn_cli.common.files.rundir import list_checkpoints
 from posrnn_cli.engine.extend import extend_vocab
 from posrnn_cli.engine.lock import LockBusy, run_lock
 from posrnn_cli.engine.train import train

@@ -1,5 +1,5 @@
 """No run goes stale because of how params.yaml is read: the config digest
-(``provenance.config_digest``, which ``code.json`` records and staleness compares) of every job
+(``common.settings.config.config_digest``, which ``code.json`` records and staleness compares) of every job
 each profile plans is pinned here, per profile, as it was when posrnn read params.yaml with
 PyYAML and reconciled it with DVC's reading. Reading it with DVC's own loader leaves every one
 as it was."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli.common.experiments import EXPERIMENTS
-from posrnn_cli.common.profiles import read_params
-from posrnn_cli.common.provenance import config_digest
+from posrnn_cli.common.stages.experiments import EXPERIMENTS
+from posrnn_cli.common.settings.profiles import read_params
+from posrnn_cli.common.settings.config import config_digest
 from posrnn_cli.sweep.plan import plan
 
 from conftest import ROOT

@@ -8,12 +8,12 @@ import pytest
 import torch
 import yaml
 
-from posrnn_cli.common.io import mark_files
+from posrnn_cli.common.files.io import mark_files
 from posrnn_cli.engine.checkpoint import atomic_torch_save, load_checkpoint
-from posrnn_cli.common.rundir import list_checkpoints
-from posrnn_cli.common.config import RunConfig, TaskConfig, config_diff, resolve_config
+from posrnn_cli.common.files.rundir import list_checkpoints
+from posrnn_cli.common.settings.config import RunConfig, TaskConfig, config_diff, resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.stats import bootstrap_ci
+from posrnn_cli.common.results.stats import bootstrap_ci
 from posrnn_cli.tasks.scores import sequence_scores
 from posrnn_cli.models import CORES, build_model, sinusoidal_pe
 from posrnn_cli.tasks import HeldOut, ReverseTask, build_task, hash_rows

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from posrnn_cli.common import catalog
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.permutation import permutation_report
 from posrnn_cli.engine.train import train

@@ -80,8 +80,8 @@ def test_the_readme_shows_the_test_command_ci_runs():
 
 # ---- no stale number: figures the docs quote are regenerated from the command they cite ---------------
 def _plan(profile: str):
-    from posrnn_cli.common.experiments import EXPERIMENTS
-    from posrnn_cli.common.profiles import load_profile
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
+    from posrnn_cli.common.settings.profiles import load_profile
     from posrnn_cli.sweep.plan import plan
 
     prof = load_profile(ROOT / "params.yaml", profile)
@@ -96,7 +96,7 @@ def test_the_paper_profiles_disk_figures_in_docs_pipeline_are_the_dry_runs():
 
 
 def test_lites_run_counts_in_docs_results_are_the_plans():
-    from posrnn_cli.common.experiments import trains
+    from posrnn_cli.common.stages.experiments import trains
 
     jobs = [j for j in _plan("lite") if trains(j.kind)]
     ext = sum(j.experiment == "extend" for j in jobs)
@@ -117,7 +117,7 @@ def test_paper_cores_prices_in_docs_pipeline_are_what_its_dry_run_gives_now():
     params and GPU rows; the LSTM vocabularies it leaves out are counted from the plans."""
     import re
 
-    from posrnn_cli.common.profiles import load_profile
+    from posrnn_cli.common.settings.profiles import load_profile
     from posrnn_cli.measure import cost
     from posrnn_cli.measure.gpu_model import FACTORS
 

@@ -93,9 +93,9 @@ def test_the_batched_recurrence_equals_torch_modules_step_by_step():
 def test_a_member_directory_is_a_run_and_records_its_ensemble(tmp_path):
     import json
 
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.settings.config import config_digest
     from posrnn_cli.engine.evaluate import evaluate
-    from posrnn_cli.engine.rundir import run_state
+    from posrnn_cli.common.files.rundir import run_state
 
     solo, members = solo_and_ensemble(tmp_path, "gru", torch.float32)
     a, b = last_checkpoint(members[1]), last_checkpoint(solo[1])

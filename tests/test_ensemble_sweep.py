@@ -17,7 +17,7 @@ from fabricate import scratch
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
-from posrnn_cli.common.memory import member_parts, members_that_fit
+from posrnn_cli.common.host.memory import member_parts, members_that_fit
 from posrnn_cli.sweep.packing import default_k, describe, ensemble_k, measured_rows, pack
 from posrnn_cli.sweep.storage import member_bytes, member_fit
 from posrnn_cli.sweep.plan import plan
@@ -102,7 +102,7 @@ def test_the_packer_plans_no_ensemble_whose_members_exceed_the_devices_memory(tm
 
 def test_a_members_estimate_at_the_papers_lstm_cell_limits_the_pack_on_one_gpu():
     """The LSTM at V = 16,384 (L = 64, H = 512, B = 512): a member's logits alone are gigabytes."""
-    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.common.settings.config import RunConfig
 
     cfg = RunConfig.from_dict({"task": {"name": "reverse", "vocab_size": 16_384, "length": 64},
                                "model": {"name": "lstm", "hidden_size": 512}, "train": {"batch_size": 512}})
@@ -117,7 +117,7 @@ def test_a_packed_sweep_killed_while_its_ensemble_trains_ends_bit_identical(tmp_
     random moments; between kills every member's checkpoints load whole, and each member alone
     resumes; the re-run ends with the weights and scores of a packed sweep never interrupted."""
     from posrnn_cli.engine.checkpoint import load_checkpoint
-    from posrnn_cli.common.rundir import list_checkpoints
+    from posrnn_cli.common.files.rundir import list_checkpoints
 
     grid = {**GRID, "iterations": 3000, "checkpoint_every": 100, "set": {"train.log_every": 50}}
     ref = tmp_path / "ref"

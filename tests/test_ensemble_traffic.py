@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.settings.config import RunConfig
 from posrnn_cli.engine import ensemble as ens
 from posrnn_cli.measure.traffic import BytesWritten, ensemble_traffic
 from posrnn_cli.models import ensemble_model
@@ -81,7 +81,7 @@ def test_bytes_written_counts_outputs_and_in_place_writes_not_views():
 def test_a_task_that_shares_its_inputs_from_a_step_feeds_every_sequence_the_same_ids_there(task, shares):
     """``Task.shared_input_start``: the ensemble encodes and projects the steps from there once for the
     batch, exact only where every sequence is fed the same id at each of those steps."""
-    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.common.settings.config import TaskConfig
     from posrnn_cli.tasks import build_task
 
     t = build_task(TaskConfig(**{"vocab_size": 16, "length": 6, "n_test": 8, **task}))

@@ -1,4 +1,4 @@
-"""The experiment registry (``common.experiments``): every experiment, job kind and table form
+"""The experiment registry (``common.stages.experiments``): every experiment, job kind and table form
 declared once, read by planning, the jobs, sweep status and progress, aggregation, the figures
 and the scorecard's table list."""
 
@@ -11,11 +11,11 @@ import sys
 import pytest
 import yaml
 
-from posrnn_cli.common import experiments as reg
-from posrnn_cli.common.experiments import EXPERIMENTS, JOB_KINDS, TABLE_FORMS, Experiment, resolve
+from posrnn_cli.common.stages import experiments as reg
+from posrnn_cli.common.stages.experiments import EXPERIMENTS, JOB_KINDS, TABLE_FORMS, Experiment, resolve
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.pipeline_yaml import check_dvc_yaml, dvc_yaml
-from posrnn_cli.common.sources import closure
+from posrnn_cli.common.stages.pipeline_yaml import check_dvc_yaml, dvc_yaml
+from posrnn_cli.common.stages.sources import closure
 
 from conftest import ROOT
 
@@ -32,10 +32,12 @@ def test_every_reference_resolves_and_every_link_exists():
 
 
 def test_the_registry_imports_no_code_it_names():
-    assert closure("posrnn_cli.common.experiments") <= {"posrnn_cli", "posrnn_cli.common",
-                                                        "posrnn_cli.common.experiments",
-                                                         "posrnn_cli.common.errors"}
-    code = "import sys, posrnn_cli.common.experiments; print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    assert closure("posrnn_cli.common.stages.experiments") <= {"posrnn_cli", "posrnn_cli.common",
+                                                               "posrnn_cli.common.stages",
+                                                               "posrnn_cli.common.stages.experiments",
+                                                               "posrnn_cli.common.errors"}
+    code = ("import sys, posrnn_cli.common.stages.experiments; "
+            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "[]", r.stderr
 
@@ -149,7 +151,7 @@ def test_a_new_experiment_is_one_registry_entry(tmp_path, monkeypatch):
     """Registering one entry is all it takes: the profile plans it, the sweep trains and records
     it, aggregation makes its table and headline."""
     from posrnn_cli.analysis.aggregate import aggregate
-    from posrnn_cli.common.io import read_json
+    from posrnn_cli.common.files.io import read_json
     from posrnn_cli.sweep import SweepOptions, run_sweep
     from posrnn_cli.sweep.plan import plan
 
@@ -197,8 +199,8 @@ def test_the_papers_other_experiments_run_end_to_end_at_micro_size(tmp_path, mon
     required column, per-seed values), headline numbers and figure."""
     from posrnn_cli.analysis.aggregate import aggregate
     from posrnn_cli.analysis.plots import draw_all
-    from posrnn_cli.common.experiments import required_columns
-    from posrnn_cli.common.io import read_json
+    from posrnn_cli.common.stages.experiments import required_columns
+    from posrnn_cli.common.files.io import read_json
     from posrnn_cli.sweep import SweepOptions, run_sweep
 
     base = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -238,7 +240,7 @@ def test_mamba_conv_and_mqar_run_end_to_end_at_micro_size_and_their_hypotheses_a
     from posrnn_cli.analysis.aggregate import aggregate
     from posrnn_cli.analysis.plots import draw_all
     from posrnn_cli.analysis.scorecard import scorecard
-    from posrnn_cli.common.io import read_json
+    from posrnn_cli.common.files.io import read_json
     from posrnn_cli.sweep import SweepOptions, run_sweep
 
     base = yaml.safe_load((ROOT / "params.yaml").read_text())

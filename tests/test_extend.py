@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.evaluate import evaluate, load_run
 from posrnn_cli.engine.extend import extend_vocab

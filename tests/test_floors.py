@@ -1,4 +1,4 @@
-"""The floor lines every task declares once (common/floors.py): chance, and what position alone
+"""The floor lines every task declares once (common/results/floors.py): chance, and what position alone
 reaches, derived and checked against brute force; the task classes and the scorecard read them,
 and a comparison of arms all at or below them is "not testable"."""
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from posrnn_cli.analysis import scorecard as sc
-from posrnn_cli.common import floors
-from posrnn_cli.common.config import TaskConfig
+from posrnn_cli.common.results import floors
+from posrnn_cli.common.settings.config import TaskConfig
 from posrnn_cli.tasks import build_task
 from posrnn_cli.tasks import mqar as mqar_task
 from fabricate import R, NT, at, score, vals, measure, SEEDS

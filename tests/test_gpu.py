@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import TaskConfig, resolve_config
+from posrnn_cli.common.settings.config import TaskConfig, resolve_config
 from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.engine.graphed import GraphedStep
 from posrnn_cli.engine.train import train

@@ -270,7 +270,7 @@ def test_every_size_gives_commands_posrnn_accepts():
     from typer.testing import CliRunner
 
     from posrnn_cli.cli import app
-    from posrnn_cli.common.config import resolve_config
+    from posrnn_cli.common.settings.config import resolve_config
 
     for size, spec in gpu_check.SIZES.items():
         for name, extra in gpu_check.BENCH_VARIANTS.items():

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.models.head import HEAD_CHUNK_TOKENS
 from posrnn_cli.measure import cost
 from posrnn_cli.measure.gpu_model import GATES, Work, row_work

@@ -20,9 +20,9 @@ import torch
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.engine.checkpoint import load_checkpoint
-from posrnn_cli.common.rundir import list_checkpoints
+from posrnn_cli.common.files.rundir import list_checkpoints
 from posrnn_cli.engine.train import train
 
 from conftest import ROOT
@@ -295,7 +295,7 @@ PROFILES_TEXT = "profiles:\n  lite: {device: cpu}\n  micro: {device: cpu}\n"
 ], ids=["comments", "quoted-key", "block-list-with-comment-and-blank", "indented-block-list", "scalar", "crlf",
         "dvc-block-list-then-comments", "block-list-item-comment", "empty", "empty-with-comment"])
 def test_profile_use_edits_the_one_value_in_place(tmp_path, text, expected):
-    from posrnn_cli.common.profiles import use_profile
+    from posrnn_cli.common.settings.profiles import use_profile
 
     params = tmp_path / "params.yaml"
     params.write_bytes(text.encode())
@@ -317,7 +317,7 @@ def test_profile_use_after_dvc_rewrote_the_file_changes_only_the_value(tmp_path)
     assert code == 0, out
     after = params.read_text().splitlines()
     assert after == [("- lite" if ln == "- micro" else ln) for ln in before]
-    from posrnn_cli.common.profiles import active_profiles
+    from posrnn_cli.common.settings.profiles import active_profiles
 
     assert active_profiles(params) == ["lite"]
 
@@ -348,7 +348,7 @@ def test_profile_use_refuses_a_repeated_key_and_leaves_the_file(tmp_path):
 
 # ---- YAML aliases are bounded before they expand ------------------------------------------------------
 def test_a_billion_laughs_is_refused_at_once_without_showing_the_value():
-    from posrnn_cli.common.config import resolve_config
+    from posrnn_cli.common.settings.config import resolve_config
     from posrnn_cli.common.errors import PosrnnError
 
     laughs = "[" + ", ".join(f"&l{i} [" + ", ".join([f"*l{i - 1}" if i else "lol"] * 9) + "]" for i in range(9)) + "]"
@@ -375,7 +375,7 @@ def test_train_into_a_directory_leaves_unrelated_files_alone(tmp_path):
 
 
 def test_remove_stale_temps_removes_only_dead_writers_temporaries(tmp_path):
-    from posrnn_cli.common.io import remove_stale_temps, temp_path
+    from posrnn_cli.common.files.io import remove_stale_temps, temp_path
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
@@ -392,7 +392,7 @@ def test_remove_stale_temps_removes_only_dead_writers_temporaries(tmp_path):
 def test_a_failed_write_names_the_file(tmp_path, monkeypatch):
     import errno
 
-    from posrnn_cli.common.io import atomic_write_text
+    from posrnn_cli.common.files.io import atomic_write_text
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -407,7 +407,7 @@ def test_a_failed_write_names_the_file(tmp_path, monkeypatch):
 # ---- checkpoints prove what they are ------------------------------------------------------------------
 def test_a_checkpoint_records_its_config_digest_and_refuses_an_edit(tmp_path):
     from posrnn_cli.common.errors import PosrnnError
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.settings.config import config_digest
 
     run = tmp_path / "run"
     assert cli("train", *SMALL, "--iterations", "4", "--out", str(run))[0] == 0

@@ -17,7 +17,7 @@ from typing import Optional
 import pytest
 import yaml
 
-from posrnn_cli.common.sources import closure, cycles, import_graph, module_files
+from posrnn_cli.common.stages.sources import closure, cycles, import_graph, module_files
 
 from conftest import ROOT
 TRAINING = ("posrnn_cli/engine", "posrnn_cli/tasks", "posrnn_cli/models", "posrnn_cli/sweep", "posrnn_cli/lm")
@@ -135,7 +135,7 @@ RESULT_STAGES = ("aggregate", "plot", "scorecard")
 @pytest.mark.parametrize("name", [n for n in stages() if n not in RESULT_STAGES])
 def test_a_stage_that_runs_experiments_depends_on_declared_versions_not_on_code(name):
     """A refactor or a rename leaves its dvc.lock entry as it was; a bumped version changes it."""
-    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
     from posrnn_cli.common.numerics import NAMED
 
     stage = stages()[name]["do"]
@@ -175,17 +175,18 @@ def test_result_stages_depend_on_no_training_code(name):
 
 # ---- one table of config keys ----------------------------------------------------------------------
 def test_every_config_key_has_one_row_in_the_key_table_and_every_list_derives_from_it():
-    """A config key added to RunConfig and not to ``common.keys`` fails here; so does an option of
+    """A config key added to RunConfig and not to ``common.settings.keys`` fails here; so does an option of
     ``posrnn train``, a sweep short name, a table column or an ignored key kept anywhere else."""
     from posrnn_cli.analysis import aggregate
     from posrnn_cli.analysis.scorecard import core
     from posrnn_cli.cli.options import RUN_OPTIONS
-    from posrnn_cli.common import config, keys, tables
+    from posrnn_cli.common.settings import config, keys
+    from posrnn_cli.common.results import tables
     plan = importlib.import_module("posrnn_cli.sweep.plan")  # the module (the package exports a function of that name)
 
     rows = [k.config for k in keys.KEYS]
-    assert len(rows) == len(set(rows)), "a config key has two rows in common.keys"
-    assert set(rows) == set(config.RunConfig().flat()), "common.keys and RunConfig's fields differ"
+    assert len(rows) == len(set(rows)), "a config key has two rows in common.settings.keys"
+    assert set(rows) == set(config.RunConfig().flat()), "common.settings.keys and RunConfig's fields differ"
     assert {name: o.key for name, o in RUN_OPTIONS.items()} == keys.FLAGS
     assert plan.SHORT is keys.SHORT and plan.ABBREV is keys.ABBREV
     assert aggregate.CELL_COLUMNS is keys.CELL_COLUMNS and aggregate.IGNORED is keys.CELL_IGNORED
@@ -239,9 +240,9 @@ def test_the_length_check_counts_decorators_and_nested_functions(tmp_path):
 
 
 # ---- one name, one module ------------------------------------------------------------------------
-#: the one base name two modules still share (a run's identity names no module, so a rename of either
-#: leaves every run current; it waits for the common/ rooms to be arranged by domain)
-SHARED_NAMES = {"rundir.py": ["posrnn_cli/common/rundir.py", "posrnn_cli/engine/rundir.py"]}
+#: the base names two modules may share: none (a run's identity names no module, so a rename leaves
+#: every run current)
+SHARED_NAMES: dict[str, list[str]] = {}
 
 
 def shared_base_names(root: Path) -> dict[str, list[str]]:
@@ -255,7 +256,7 @@ def shared_base_names(root: Path) -> dict[str, list[str]]:
 
 def test_module_base_names_are_unique_across_the_package():
     """One name, one module (bench, status, …): a traceback, a grep or an import names which one it
-    is. The one pair in ``SHARED_NAMES`` waits for a rename; a pair it no longer holds fails too."""
+    is."""
     assert shared_base_names(ROOT) == SHARED_NAMES
 
 

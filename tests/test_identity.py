@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from posrnn_cli.common import catalog, numerics
-from posrnn_cli.common.config import RunConfig, dump_yaml, resolve_config
-from posrnn_cli.common.experiments import JOB_KINDS
-from posrnn_cli.common.sources import closure
-from posrnn_cli.common.pipeline_yaml import dvc_yaml
-from posrnn_cli.engine.rundir import code_differences, code_state, record_code
+from posrnn_cli.common.settings.config import RunConfig, dump_yaml, resolve_config
+from posrnn_cli.common.stages.experiments import JOB_KINDS
+from posrnn_cli.common.stages.sources import closure
+from posrnn_cli.common.stages.pipeline_yaml import dvc_yaml
+from posrnn_cli.common.files.rundir import code_differences, code_state, record_code
 from posrnn_cli.profile_status import profile_status
 from posrnn_cli.sweep.plan import plan
 
@@ -58,9 +58,9 @@ def test_a_record_holds_the_digest_versions_libraries_and_device_and_no_module(t
 
 
 def test_the_identity_is_computed_without_reading_the_source():
-    """The staleness check runs no import-graph hashing: its closure holds no ``common.sources``."""
-    assert "posrnn_cli.common.sources" not in closure("posrnn_cli.common.numerics")
-    assert "posrnn_cli.common.sources" not in closure("posrnn_cli.profile_status")
+    """The staleness check runs no import-graph hashing: its closure holds no ``common.stages.sources``."""
+    assert "posrnn_cli.common.stages.sources" not in closure("posrnn_cli.common.numerics")
+    assert "posrnn_cli.common.stages.sources" not in closure("posrnn_cli.profile_status")
 
 
 def runs(tmp_path: Path, cores=("gru", "lstm", "mamba"), device="cpu") -> dict[str, Path]:
@@ -271,7 +271,8 @@ def test_dvc_reruns_a_training_stage_when_a_version_is_bumped_and_not_when_code_
     assert dvc("repro").returncode == 0
     lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]["train@lite"]
     assert lock["params"]["numerics.json"]["core"]["gru"] == 1 and lock["params"]["numerics.json"]["loop"] == 1
-    (repo / "posrnn_cli" / "common" / "stats.py").rename(repo / "posrnn_cli" / "common" / "statistics.py")
+    results = repo / "posrnn_cli" / "common" / "results"
+    (results / "stats.py").rename(results / "statistics.py")
     assert "up to date" in dvc("status").stdout
     bump(monkeypatch, catalog.CORES, "gru")
     (repo / "numerics.json").write_text(numerics.numerics_table())

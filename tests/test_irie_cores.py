@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.models import build_model
 from posrnn_cli.models.transformer import CausalSelfAttention
 from posrnn_cli.tasks import build_task

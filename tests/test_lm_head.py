@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.models import build_model
 from posrnn_cli.models.head import chunked_cross_entropy, head_peak_bytes, token_nll
 
@@ -111,7 +111,7 @@ def test_the_heads_peak_memory_is_one_chunk_of_logits():
 def test_the_run_memory_check_counts_one_chunk_of_the_lm_heads_logits():
     """``posrnn train``'s fit check: the language model (``head_chunk``) holds one chunk of
     logits, where a plain head holds the whole batch's."""
-    from posrnn_cli.common.memory import run_parts
+    from posrnn_cli.common.host.memory import run_parts
     from posrnn_cli.tasks.lm import LMTask
 
     cfg = resolve_config(options={"train.batch_size": 512, "task.vocab_size": 32768})

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.engine.checkpoint import load_checkpoint
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.lm.encode import LMCorpus
 from posrnn_cli.engine.train import train
 
@@ -76,7 +76,7 @@ def _worker(rank: int, world: int, port: int, cfg_dict: dict, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.common.settings.config import RunConfig
 
     train(RunConfig.from_dict(cfg_dict), Path(out), progress=False)
     torch.distributed.destroy_process_group()
@@ -104,7 +104,7 @@ def test_two_gloo_processes_match_one_process_with_the_doubled_batch(encoded, tm
 def test_the_lm_task_gets_the_bounds_every_task_gets(encoded):
     """The LM task's own checks come after the bounds declared on TaskConfig's fields, which
     every task applies (a held-out count of 0 is refused as for the synthetic tasks)."""
-    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.common.settings.config import TaskConfig
     from posrnn_cli.common.errors import PosrnnError
     from posrnn_cli.tasks import build_task
 
@@ -119,7 +119,7 @@ def test_each_process_builds_its_task_for_its_rank_and_the_slices_make_the_whole
     """A task is built knowing its place under data parallelism (never patched afterwards):
     ``build_run`` for rank r of 2 gives an LM task whose batch is the r-th half of the batch one
     process draws with the same generator; a task built outside torchrun is rank 0 of 1."""
-    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.common.settings.config import TaskConfig
     from posrnn_cli.engine.train import build_run
     from posrnn_cli.tasks import build_task
 
@@ -170,7 +170,7 @@ def test_length_buckets_group_paragraphs_of_similar_length_and_draw_each_as_ofte
     paragraph is in one bucket, and the buckets hold equal counts (to one), so each is drawn as often."""
     from posrnn_cli.common.errors import PosrnnError
     from posrnn_cli.tasks import build_task
-    from posrnn_cli.common.config import TaskConfig
+    from posrnn_cli.common.settings.config import TaskConfig
 
     _, plain = _lm_task(encoded)
     _, task = _lm_task(encoded, length_buckets=32)

@@ -1,5 +1,5 @@
 """Defaults that fit the machine: the CPU threads of a standalone command and Mamba's state size
-on a CPU (``common.machine``), chosen when the command line leaves them, printed in the run
+on a CPU (``common.host.machine``), chosen when the command line leaves them, printed in the run
 header, and never over an explicit value."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.cli.common import given_keys
-from posrnn_cli.common import machine
-from posrnn_cli.common.config import RunConfig, resolve_config
-from posrnn_cli.common.machine import choose_threads, fit_to_machine, is_small_model, state_size_for
+from posrnn_cli.common.host import machine
+from posrnn_cli.common.settings.config import RunConfig, resolve_config
+from posrnn_cli.common.host.machine import choose_threads, fit_to_machine, is_small_model, state_size_for
 
 runner = CliRunner()
 from conftest import tiny_train
@@ -169,7 +169,7 @@ def test_posrnn_train_a_sweep_and_the_library_write_the_same_config(tmp_path):
     from fabricate import scratch
     from posrnn_cli.sweep.plan import plan
 
-    from posrnn_cli.common.config import RunConfig as RC, config_diff
+    from posrnn_cli.common.settings.config import RunConfig as RC, config_diff
 
     params = scratch(tmp_path, fig2={"cells": [{"model": "mamba", "vocab": 6}], "pe": ["sinusoidal"], "seeds": [0],
                                      "length": 4, "hidden": 8, "iterations": 2, "batch": 8,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.analysis.aggregate import cell_columns, drop_unset
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import RunConfig, resolve_config
+from posrnn_cli.common.settings.config import RunConfig, resolve_config
 
 pytest.importorskip("mambapy", reason="the mamba core needs mambapy (make setup installs it)")
 from posrnn_cli.models.mamba import MambaCore
@@ -82,7 +82,7 @@ def test_a_table_shows_conv_only_where_a_cell_sets_it():
 
 
 def test_a_conv_column_reads_back_as_booleans(tmp_path):
-    from posrnn_cli.common.io import csv_text, read_csv
+    from posrnn_cli.common.files.io import csv_text, read_csv
 
     on, off = RunConfig(), resolve_config(options={"model.name": "mamba", "model.conv": False})
     path = tmp_path / "t.csv"
@@ -92,7 +92,7 @@ def test_a_conv_column_reads_back_as_booleans(tmp_path):
 
 def test_a_config_written_before_model_conv_keeps_its_digest_and_no_conv_changes_it():
     """Runs recorded before the key existed stay proven by their eval.json; only a set value counts."""
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.settings.config import config_digest
 
     now = RunConfig().to_dict()
     before = {s: {k: v for k, v in sec.items() if f"{s}.{k}" != "model.conv"} for s, sec in now.items()}

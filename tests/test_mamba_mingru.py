@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.engine.stability import jacobians
 from posrnn_cli.models import CORES, build_model
 from posrnn_cli.models.mamba import MambaCore

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.io import MARKER, file_digest, write_marker
-from posrnn_cli.common.rundir import not_posrnns
+from posrnn_cli.common.files.io import MARKER, file_digest, write_marker
+from posrnn_cli.common.files.rundir import not_posrnns
 
 from conftest import tiny_train
 
@@ -110,10 +110,10 @@ def test_a_replacement_record_copied_into_a_live_run_moves_nothing(tmp_path, tra
 def test_an_interrupted_force_is_still_rolled_back_in_its_own_run(tmp_path, trained):
     """The record names the new run before its marker is written, so the run's own interrupted
     replacement is recognised and the old run restored byte-identical."""
-    from posrnn_cli.common.rundir import read_config
+    from posrnn_cli.common.files.rundir import read_config
     from posrnn_cli.engine import replace
     from posrnn_cli.engine.lock import run_lock
-    from posrnn_cli.engine.train import begin_run
+    from posrnn_cli.engine.lifecycle import begin_run
 
     run = tmp_path / "run"
     shutil.copytree(trained, run)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from posrnn_cli.common import memory
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.host import memory
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 
 from conftest import ROOT

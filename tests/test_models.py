@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.models import CORES, PE_FORMS, build_model, count_parameters
 from posrnn_cli.models.s4d import S4DCore

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.analysis.aggregate import aggregate
 from posrnn_cli.cli import app, run
-from posrnn_cli.common.config import RunConfig, TaskConfig
+from posrnn_cli.common.settings.config import RunConfig, TaskConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.tasks import HeldOut, MQARTask, build_task, hash_rows
@@ -160,7 +160,7 @@ def test_a_sweep_trains_an_mqar_cell_and_its_table_names_the_pairs(tmp_path, mon
 # ---- it can be learnt --------------------------------------------------------------------------
 def recall_above_baselines(acc: float, sequences: int, task: MQARTask) -> bool:
     """Recall shown: the token accuracy's lower 95% bound lies above both floors of the task
-    (``common.floors``): chance, a guess among the P values in context, and what position alone
+    (``common.results.floors``): chance, a guess among the P values in context, and what position alone
     reaches. The bound counts sequences, not queries: a sequence's queries rise and fall together
     (at L = 4P one slot drawn out of order puts two answers wrong)."""
     low = acc - 1.96 * (acc * (1 - acc) / sequences) ** 0.5
@@ -170,7 +170,7 @@ def recall_above_baselines(acc: float, sequences: int, task: MQARTask) -> bool:
 def position_guess(task: MQARTask, batch) -> torch.Tensor:
     """(B P) what a model that reads only each query's step answers: the value of the pair most
     likely asked at that slot (``floors.mqar_slot_probs``), copied from the context."""
-    from posrnn_cli.common import floors
+    from posrnn_cli.common.results import floors
 
     q = torch.tensor(floors.mqar_slot_probs(task.slots, task.P))  # (S P)
     pair = q.argmax(dim=1)[(batch.out_index - 2 * task.P) // 2]  # (B P): the likeliest pair per query slot
@@ -214,7 +214,7 @@ def test_a_tiny_gru_with_pe_learns_it_above_chance(tmp_path):
 def test_a_config_without_task_pairs_keeps_its_digest_and_a_set_one_changes_it():
     """A run's config.yaml from before the key (read back with the default filled in) proves the
     scores recorded under the digest of the config as it was written; only a set value counts."""
-    from posrnn_cli.common.provenance import config_digest
+    from posrnn_cli.common.settings.config import config_digest
 
     now = RunConfig().to_dict()
     before = {s: {k: v for k, v in sec.items() if f"{s}.{k}" != "task.pairs"} for s, sec in now.items()}

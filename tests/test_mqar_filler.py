@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from posrnn_cli.cli import run
-from posrnn_cli.common.config import RunConfig, TaskConfig
+from posrnn_cli.common.settings.config import RunConfig, TaskConfig
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.provenance import config_digest
+from posrnn_cli.common.settings.config import config_digest
 from posrnn_cli.tasks import build_task
 
 from conftest import tiny_train

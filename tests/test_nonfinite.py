@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine import evaluate as evaluate_mod
 from posrnn_cli.engine import permutation as permutation_mod

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.profiles import use_profile
+from posrnn_cli.common.settings.profiles import use_profile
 from posrnn_cli.engine.checkpoint import load_checkpoint
-from posrnn_cli.common.rundir import list_checkpoints
+from posrnn_cli.common.files.rundir import list_checkpoints
 from posrnn_cli.engine.train import train
 from posrnn_cli.lm.encode import LMCorpus
 

@@ -18,7 +18,7 @@ from posrnn_cli.measure import gpu_check
 from posrnn_cli.analysis import report
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.rundir import is_run_file, not_posrnns
+from posrnn_cli.common.files.rundir import is_run_file, not_posrnns
 from posrnn_cli.engine import replace
 from posrnn_cli.engine.replace import REPLACED, Replacement
 from posrnn_cli.engine.lock import run_lock

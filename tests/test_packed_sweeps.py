@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from fabricate import scratch
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.profiles import load_profile
+from posrnn_cli.common.settings.profiles import load_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.sweep.jobs import in_step, run_pack
 from posrnn_cli.sweep.packing import ensemble_k, pack_jobs, parse_k

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import load_yaml, parse_set, resolve_config
+from posrnn_cli.common.settings.config import load_yaml, parse_set, resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.sweep.plan import plan
 

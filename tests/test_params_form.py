@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from posrnn_cli.common.profiles import active_profiles, use_profile
+from posrnn_cli.common.settings.profiles import active_profiles, use_profile
 
 from conftest import ROOT
 PARAMS = ROOT / "params.yaml"

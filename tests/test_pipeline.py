@@ -21,11 +21,11 @@ from fabricate import scored_run
 
 from posrnn_cli.analysis.aggregate import aggregate, table_eval
 from posrnn_cli.analysis.plots import draw_all
-from posrnn_cli.common.config import RunConfig
-from posrnn_cli.common.io import read_csv
-from posrnn_cli.common.profiles import active_profiles, load_profile
+from posrnn_cli.common.settings.config import RunConfig
+from posrnn_cli.common.files.io import read_csv
+from posrnn_cli.common.settings.profiles import active_profiles, load_profile
 from posrnn_cli.analysis.scorecard import VERDICTS
-from posrnn_cli.common.stats import bootstrap_ci, hierarchical
+from posrnn_cli.common.results.stats import bootstrap_ci, hierarchical
 
 from conftest import ROOT
 # the stages call `posrnn`: this interpreter's bin/ first on PATH, so a bare `pytest` works too
@@ -53,7 +53,7 @@ def test_lite_is_the_active_profile_and_paper_is_spec():
 
 def test_every_profile_plans_every_experiment():
     """Each profile's grids resolve to valid configs (a typo fails here, not hours into a run)."""
-    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
     from posrnn_cli.sweep.plan import plan
     from posrnn_cli.tasks import build_task
 
@@ -147,7 +147,7 @@ def test_dvc_plots_show_loads_every_declared_plot(tmp_path):
     """Every file the stages write where dvc.yaml declares plots (each figure the experiment
     registry names, a training-curves table) is one DVC can draw, or one .dvcignore keeps out:
     `dvc plots show` reports no plot it failed to load."""
-    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
 
     repo = tmp_path / "repo"
     (repo / "posrnn_cli" / "analysis").mkdir(parents=True)
@@ -251,7 +251,7 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
                       "scorecard@micro"]
     figs = sorted(p.name for p in (repo / "figures" / "micro").glob("*.png"))
     # every experiment with a figure and runs in the micro profile draws it
-    from posrnn_cli.common.experiments import EXPERIMENTS
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
 
     assert figs == sorted(e.figure.file for e in EXPERIMENTS.values() if e.figure and e.figure.file.endswith(".png"))
     tables = sorted(p.stem for p in (repo / "results" / "micro" / "tables").glob("*.csv"))
@@ -282,7 +282,7 @@ def test_micro_profile_end_to_end_with_dvc(tmp_path):
     assert max(len(line.rstrip()) for line in dag.splitlines()) <= 100, dag
     metrics = json.loads(dvc(repo, "metrics", "show", "--json"))
     files = next(iter(metrics.values()))["data"]
-    from posrnn_cli.common.experiments import result_tables
+    from posrnn_cli.common.stages.experiments import result_tables
 
     assert sorted(Path(f).stem for f in files) == sorted(result_tables())  # the micro profile runs every experiment
     shown = dvc(repo, "metrics", "show")  # every file: a row each, a column per key (wide: docs/pipeline.md)

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from posrnn_cli.cli import run
-from posrnn_cli.common import numerics, plugins, tables
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common import numerics, plugins
+from posrnn_cli.common.results import tables
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 
 from conftest import tiny_train

@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 import torch
 
-from posrnn_cli.common.config import RunConfig, config_diff, resolve_config
+from posrnn_cli.common.settings.config import RunConfig, config_diff, resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_json, read_npz
-from posrnn_cli.common.signals import Stopped, stop_requests, task_signals
+from posrnn_cli.common.files.io import read_json, read_npz
+from posrnn_cli.common.host.signals import Stopped, stop_requests, task_signals
 from posrnn_cli.engine import train as train_mod
 from posrnn_cli.engine.checkpoint import load_checkpoint
-from posrnn_cli.common.provenance import config_digest
-from posrnn_cli.common.rundir import list_checkpoints
-from posrnn_cli.engine.rundir import run_state
-from posrnn_cli.engine.train import Interrupted, train
+from posrnn_cli.common.settings.config import config_digest
+from posrnn_cli.common.files.rundir import list_checkpoints
+from posrnn_cli.common.files.rundir import run_state
+from posrnn_cli.engine.lifecycle import Interrupted
+from posrnn_cli.engine.train import train
 from posrnn_cli.sweep import jobs, slurm
 from posrnn_cli.sweep.plan import Job
 

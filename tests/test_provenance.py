@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from posrnn_cli.analysis.aggregate import aggregate, table_eval, table_extend
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import RunConfig, dump_yaml
+from posrnn_cli.common.settings.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_npz, write_npz
-from posrnn_cli.common.provenance import eval_digest
+from posrnn_cli.common.files.io import read_npz, write_npz
+from posrnn_cli.common.results.provenance import eval_digest
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
 
@@ -78,7 +78,7 @@ def test_cut_or_ragged_scores_are_refused_even_restamped(runs):
     write_npz(path, {**good, "token_accuracy": good["token_accuracy"][:5]})  # ragged, stamps kept
     refused(runs, "not the file its eval.json recorded")
     e = json.loads((runs[0] / "eval.json").read_text())  # and with eval.json made to agree: still ragged
-    from posrnn_cli.common.provenance import file_sha256
+    from posrnn_cli.common.results.provenance import file_sha256
 
     e["sequences_sha256"] = file_sha256(path)
     e["digest"] = eval_digest(e)

@@ -16,8 +16,8 @@ from fabricate import scratch
 from posrnn_cli.analysis.aggregate import aggregate
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import json_digest
-from posrnn_cli.common.provenance import Proof, proven_record
+from posrnn_cli.common.files.io import json_digest
+from posrnn_cli.common.results.provenance import Proof, proven_record
 from posrnn_cli.sweep import SweepOptions, run_sweep
 
 from conftest import tiny_train

@@ -14,9 +14,9 @@ import pytest
 from fabricate import scored_run
 
 from posrnn_cli.analysis.aggregate import aggregate
-from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.settings.config import RunConfig
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.engine.rundir import code_state
+from posrnn_cli.common.files.rundir import code_state
 from posrnn_cli.sweep import slurm_record, slurm_watch
 from posrnn_cli.sweep.plan import Job
 

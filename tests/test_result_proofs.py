@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from posrnn_cli.analysis.aggregate import table_extend, table_irie, table_stability
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import RunConfig, resolve_config
+from posrnn_cli.common.settings.config import RunConfig, resolve_config
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_npz, write_npz
-from posrnn_cli.common.provenance import Proof, file_sha256
+from posrnn_cli.common.files.io import read_npz, write_npz
+from posrnn_cli.common.results.provenance import Proof, file_sha256
 from posrnn_cli.engine.train import train
 from posrnn_cli.sweep import jobs
 from posrnn_cli.sweep.plan import Job

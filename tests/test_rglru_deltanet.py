@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common import catalog
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.stability import jacobians
 from posrnn_cli.models import CORES, build_model, count_parameters

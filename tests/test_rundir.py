@@ -1,4 +1,4 @@
-"""One answer to "what state is this run in": ``engine.rundir.run_state``, read by ``posrnn
+"""One answer to "what state is this run in": ``common.files.rundir.run_state``, read by ``posrnn
 train``, by the sweep's jobs and by ``posrnn sweep --dry-run``."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli.common.config import RunConfig, dump_yaml
+from posrnn_cli.common.settings.config import RunConfig, dump_yaml
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import write_marker
-from posrnn_cli.engine.rundir import prepare_run_dir, run_state
+from posrnn_cli.common.files.io import write_marker
+from posrnn_cli.common.files.rundir import prepare_run_dir, run_state
 from posrnn_cli.engine.lock import LOCK_FILE, run_lock
 from posrnn_cli.sweep import status
 from posrnn_cli.sweep.jobs import run_action
@@ -97,8 +97,9 @@ def test_a_larger_iteration_count_extends_on_resume(tmp_path):
         prepare_run_dir(d, cfg(8), resume=True, force=False)
 
 
-def test_run_state_needs_no_torch():
-    code = "import sys, posrnn_cli.engine.rundir; print('torch' in sys.modules)"
+@pytest.mark.parametrize("module", ["posrnn_cli.common.files.rundir", "posrnn_cli.engine.lifecycle"])
+def test_run_state_and_a_run_directorys_lifecycle_need_no_torch(module):
+    code = f"import sys, {module}; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
 

@@ -171,7 +171,7 @@ def test_state_jacobian_with_torch_func_and_batched_backward():
 def test_the_optimiser_honours_the_no_weight_decay_tags():
     """With weight decay on, the tagged SSM parameters sit in a group of their own without it —
     and a step really leaves them undecayed where the others decay."""
-    from posrnn_cli.common.config import TrainConfig
+    from posrnn_cli.common.settings.config import TrainConfig
     from posrnn_cli.engine.train import make_optimizer
 
     torch.manual_seed(0)

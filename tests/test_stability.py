@@ -11,7 +11,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.stability import analyze, jacobians, make_triplets, stability
 from posrnn_cli.engine.train import train
@@ -162,7 +162,7 @@ def test_stability_reads_only_the_checkpoints_of_the_schedule(tmp_path, monkeypa
     """A checkpoint taken for the wall clock (train.checkpoint_minutes, a runtime key) is no point
     of the curve, even when a run kept it."""
     from posrnn_cli.engine import train as train_mod
-    from posrnn_cli.common.rundir import list_checkpoints
+    from posrnn_cli.common.files.rundir import list_checkpoints
     from posrnn_cli.engine.stability import scheduled_checkpoints, stability_values
 
     monkeypatch.setattr(train_mod, "drop_unscheduled", lambda *a: 0)  # a run trained before they were removed

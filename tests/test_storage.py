@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.rundir import list_checkpoints
+from posrnn_cli.common.files.rundir import list_checkpoints
 from posrnn_cli.sweep import SweepOptions, run_sweep
 from posrnn_cli.sweep.plan import plan
 from posrnn_cli.sweep.storage import checkpoint_bytes, checkpoints_kept, estimate
@@ -77,7 +77,7 @@ def test_a_sweep_keeps_the_last_checkpoint_or_all_as_the_policy_says(tmp_path, m
 
 
 def test_a_run_interrupted_under_last_keeps_one_checkpoint_to_resume_from(tmp_path):
-    from posrnn_cli.common.config import resolve_config
+    from posrnn_cli.common.settings.config import resolve_config
     from posrnn_cli.engine.train import train
 
     cfg = resolve_config(options={"task.vocab_size": 4, "task.length": 4, "task.n_test": 8, "model.name": "gru",
@@ -223,8 +223,8 @@ def test_an_extension_and_stability_are_redone_when_their_source_checkpoint_chan
 
 def test_every_stage_that_trains_lists_the_profile_settings_its_runs_read():
     """n_test and device reach every training run's config, so each stage that trains reads the
-    profile they sit in (the whole profile: dvc.yaml is generated, common.pipeline_yaml)."""
-    from posrnn_cli.common.experiments import EXPERIMENTS
+    profile they sit in (the whole profile: dvc.yaml is generated, common.stages.pipeline_yaml)."""
+    from posrnn_cli.common.stages.experiments import EXPERIMENTS
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     training = {e.stage for e in EXPERIMENTS.values() if e.trains and e.kind != "extend"}
@@ -381,7 +381,7 @@ def test_ctrl_c_makes_the_workers_checkpoint_at_their_current_step(tmp_path):
 
 @pytest.mark.parametrize("iterations, every, initial", [(40, 10, False), (41, 10, True), (7, 10, False), (1, 1, True)])
 def test_the_checkpoints_counted_are_the_ones_the_schedule_names(iterations, every, initial):
-    from posrnn_cli.common.config import RunConfig
+    from posrnn_cli.common.settings.config import RunConfig
 
     cfg = RunConfig()
     cfg.train.iterations, cfg.train.checkpoint_every, cfg.train.checkpoint_initial = iterations, every, initial

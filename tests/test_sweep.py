@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.profiles import active_profiles, use_profile
+from posrnn_cli.common.settings.profiles import active_profiles, use_profile
 from posrnn_cli.sweep import SweepOptions, run_sweep, status, waves
 from posrnn_cli.sweep.plan import plan
 
@@ -171,7 +171,7 @@ def test_sweep_killed_at_random_moments_then_rerun_gives_the_same_runs(tmp_path)
     a re-run finishes the same weights and scores, bit for bit, as a sweep never interrupted,
     and no partial file is ever left where a loader would read it."""
     from posrnn_cli.engine.checkpoint import load_checkpoint
-    from posrnn_cli.common.rundir import list_checkpoints
+    from posrnn_cli.common.files.rundir import list_checkpoints
 
     grid = {**TINY, "cells": [{"model": "gru", "vocab": 6}], "iterations": 4000, "checkpoint_every": 100,
             "set": {"train.log_every": 50}}
@@ -377,7 +377,8 @@ def test_watch_reports_states_as_they_change_and_each_end_with_its_cause(tmp_pat
 
     tasks = _fake_tasks(tmp_path, 4)
     trace = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
-             "posrnn_cli.engine.train.TrainingStopped: non-finite loss or gradient at step 2: the run stopped there\n")
+             "posrnn_cli.engine.lifecycle.TrainingStopped: non-finite loss or gradient at step 2: "
+             "the run stopped there\n")
     polls = [
         {"77_0": "PENDING", "77_1": "PENDING", "77_2": "PENDING", "77_3": "PENDING"},
         {"77_0": "RUNNING", "77_1": "RUNNING", "77_2": "RUNNING", "77_3": "PENDING"},

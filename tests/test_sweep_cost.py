@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from posrnn_cli.measure import bench
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.models import build_model
 from posrnn_cli.measure import cost
 from posrnn_cli.sweep.plan import plan

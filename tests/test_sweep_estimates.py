@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from posrnn_cli.common.experiments import EXPERIMENTS, trains
+from posrnn_cli.common.stages.experiments import EXPERIMENTS, trains
 from posrnn_cli.measure import calibrate, cost
 from posrnn_cli.sweep.plan import plan
 

@@ -13,8 +13,8 @@ import pytest
 from posrnn_cli.analysis.plots import draw_all
 from posrnn_cli.analysis.scorecard import load_table
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_csv
-from posrnn_cli.common.tables import check_table
+from posrnn_cli.common.files.io import read_csv
+from posrnn_cli.common.results.tables import check_table
 
 from conftest import ROOT
 LITE = ROOT / "results" / "lite" / "tables"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posrnn_cli.common.config import TaskConfig
+from posrnn_cli.common.settings.config import TaskConfig
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.tasks import HeldOut, Task, build_task, hash_rows
 

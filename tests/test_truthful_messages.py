@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posrnn_cli.cli import app
-from posrnn_cli.common import io
+from posrnn_cli.common.files import io
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.lock import LOCK_FILE, LockBusy, run_lock
 from posrnn_cli.sweep import SweepOptions, run_sweep

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from posrnn_cli.analysis import report
 from posrnn_cli.analysis import scorecard as sc
 from posrnn_cli.cli import app
-from posrnn_cli.common import stats
+from posrnn_cli.common.results import stats
 from posrnn_cli.common.errors import PosrnnError
 from fabricate import CLAIMS, DO, INC, NM, NR, NT, R, UP, at, dual, ev, ind, score, stab
 
@@ -202,7 +202,7 @@ def _open_row():
 def _scored(tmp_path, rows, power):
     out = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
     out.mkdir()
-    from posrnn_cli.common.io import write_csv
+    from posrnn_cli.common.files.io import write_csv
     write_csv(rows, out / "fig2.csv")
     return sc.scorecard(out, [CLAIMS["fig2_pe_ahead_largest_v"]], power=power)[0]
 
@@ -245,7 +245,7 @@ def test_a_malformed_power_section_is_one_line(tmp_path, power, message):
 
 
 def test_the_cli_reads_the_profiles_power(tmp_path):
-    from posrnn_cli.common.io import write_csv
+    from posrnn_cli.common.files.io import write_csv
     tables = tmp_path / "tables"
     tables.mkdir()
     write_csv(_open_row(), tables / "fig2.csv")
@@ -465,7 +465,7 @@ def test_the_paper_profiles_extension_can_score_extend_beyond_scratch():
 
 
 def test_the_cluster_page_counts_the_paper_profiles_train_array():
-    from posrnn_cli.common.experiments import experiments_of_stage
+    from posrnn_cli.common.stages.experiments import experiments_of_stage
     from posrnn_cli.sweep.plan import plan
 
     n = len(plan(ROOT / "params.yaml", "paper", [e for e in experiments_of_stage("train")]))

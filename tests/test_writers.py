@@ -1,4 +1,4 @@
-"""One rule for every file posrnn writes (``common.io.write_owned``): it replaces only a file it can
+"""One rule for every file posrnn writes (``common.files.io.write_owned``): it replaces only a file it can
 prove it wrote (the folder's ledger of digests, the same bytes, a committed copy, or the writer's
 own header), never through a link, never onto a FIFO, device or directory. One table over every
 writer: each is run clean, run again over its own files, then against each thing a user may have
@@ -20,9 +20,9 @@ from fabricate import scored_run
 from posrnn_cli.analysis.aggregate import aggregate
 from posrnn_cli.analysis.plots import draw_all
 from posrnn_cli.cli import app
-from posrnn_cli.common.config import RunConfig
+from posrnn_cli.common.settings.config import RunConfig
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import LEDGER, csv_text, write_owned
+from posrnn_cli.common.files.io import LEDGER, csv_text, write_owned
 from posrnn_cli.engine.paths import check_stability_out
 from posrnn_cli.measure import gpu_check
 

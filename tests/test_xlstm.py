@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from posrnn_cli.common.config import resolve_config
+from posrnn_cli.common.settings.config import resolve_config
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.engine.stability import jacobians
 from posrnn_cli.models import CORES, build_model, count_parameters

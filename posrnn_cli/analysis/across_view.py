@@ -25,7 +25,8 @@ class AcrossView:
         from rich.table import Table
         from rich.text import Text
 
-        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))  # the box puts one space between columns
+        # no padding: the box's separator is the one space between columns
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0))
         t.add_column("claim", no_wrap=True)
         for p in self.profiles:
             t.add_column("\n".join(_head(p)), no_wrap=True)

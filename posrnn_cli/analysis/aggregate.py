@@ -1,9 +1,9 @@
 """Aggregation: every experiment of a profile into one table, with each seed's value and a 95%
-CI that resamples seeds, then sequences within each seed (``common.stats.hierarchical``). It
+CI that resamples seeds, then sequences within each seed (``common.results.stats.hierarchical``). It
 reads result files only — the runs' ``config.yaml`` and the score files that evaluation wrote —
 and imports no training code. It pools only scores that prove they are the run's own: stamped
 with the sha256 of the run's latest checkpoint and the digest of its config.yaml
-(``common.provenance``); a table is checked (``common.tables``) before it is written.
+(``common.results.provenance``); a table is checked (``common.results.tables``) before it is written.
 
 Layout::
 
@@ -20,7 +20,7 @@ row. The row lists its seeds (``seeds``, ascending) and, for each measure ``m``,
 seeds (``m``), each seed's mean in the same order (``m_by_seed``) and the hierarchical 95% CI
 (``m_ci_low``, ``m_ci_high``): the scorecard reads the per-seed values, so a reader can check
 the sign of an effect on every seed. Which table an experiment makes, and its headline numbers,
-are declared in the experiment registry (``common.experiments``) and recorded in the
+are declared in the experiment registry (``common.stages.experiments``) and recorded in the
 experiment's ``sweep.json``.
 """
 
@@ -35,20 +35,21 @@ import numpy as np
 
 from ..common import catalog
 from ..common.catalog import feedback_prefix
-from ..common import keys, rundir
-from ..common.config import RunConfig
+from ..common.settings import keys
+from ..common.files import rundir
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.experiments import EXPERIMENTS, TABLE_FORMS, resolve
-from ..common.io import csv_text, json_digest, log_mismatch, read_json, read_npz, same_path, write_owned_together
-from ..common.tables import check_table
-from ..common.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
-from ..common.stats import hierarchical
-from ..common.tables import COSINE_QUANTILES
+from ..common.stages.experiments import EXPERIMENTS, TABLE_FORMS, resolve
+from ..common.files.io import csv_text, json_digest, log_mismatch, read_json, read_npz, same_path, write_owned_together
+from ..common.results.tables import check_table
+from ..common.results.provenance import Proof, check_scores, proven_eval, proven_record, proven_stability
+from ..common.results.stats import hierarchical
+from ..common.results.tables import COSINE_QUANTILES
 
 METRICS = ("token_accuracy", "sequence_accuracy", "damerau_levenshtein")
 DUAL_CONDITIONS = ("F/F", "F/R", "R/F", "R/R")  # target kind / disturbant kind (003 §2.2, dual frequency)
 #: the columns that name a cell in the tables (the rest of the config is constant in a sweep), and
-#: the config keys that do not split a cell: the table of config keys (``common.keys``)
+#: the config keys that do not split a cell: the table of config keys (``common.settings.keys``)
 CELL_COLUMNS, IGNORED = keys.CELL_COLUMNS, keys.CELL_IGNORED
 MANIFEST = "sweep.json"
 #: the position ranges of the dual table, as fractions of L: all, halves, quarters
@@ -142,7 +143,7 @@ def arrays(path: Path, keys: tuple) -> dict:
 
 def scores(run: Path, keys: tuple, name: str = "eval_sequences.npz") -> tuple[dict, dict]:
     """A run's per-sequence scores and the summary beside them, both proven to score the run's
-    latest checkpoint under its current config.yaml (``common.provenance``): ``eval.json`` for
+    latest checkpoint under its current config.yaml (``common.results.provenance``): ``eval.json`` for
     ``eval_sequences.npz``, ``{}`` for an extension's ``extend_sequences.npz``."""
     proof = Proof(run)
     if name == "eval_sequences.npz":

@@ -4,10 +4,10 @@ one sentence saying what it means.
 
 - One run a side: the difference per test sequence (both runs score the same test set, drawn
   from the task's ``test_seed``), and its 95% percentile bootstrap over the sequences
-  (``common.stats.bootstrap_ci``, the resampling of ``posrnn eval``'s own intervals). It says
+  (``common.results.stats.bootstrap_ci``, the resampling of ``posrnn eval``'s own intervals). It says
   how sure the comparison of these two trained models is, not how a new seed would come out.
 - Several runs a side: runs are paired by ``train.seed``; each seed's difference of the runs'
-  mean scores, and the 95% Student-t interval over seeds (``common.stats.t_interval``, the
+  mean scores, and the 95% Student-t interval over seeds (``common.results.stats.t_interval``, the
   interval the scorecard's verdicts read).
 
 The score is the task's per-sequence measure from ``eval_sequences.npz``: token accuracy,
@@ -27,9 +27,9 @@ import numpy as np
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from ..common.io import read_npz
-from ..common.provenance import Proof, check_scores
-from ..common.stats import bootstrap_ci, t_interval
+from ..common.files.io import read_npz
+from ..common.results.provenance import Proof, check_scores
+from ..common.results.stats import bootstrap_ci, t_interval
 
 #: the word that separates the two sides of a per-seed comparison: ``A1 A2 vs B1 B2``
 SEPARATOR = "vs"

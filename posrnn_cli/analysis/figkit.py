@@ -13,17 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..common import catalog, floors
+from ..common import catalog
+from ..common.results import floors
 from ..common.errors import PosrnnError
-from ..common.io import write_owned
-from ..common.stats import t_interval
+from ..common.files.io import write_owned
+from ..common.results.stats import t_interval
 
 PE_ORDER = list(catalog.PE_FORMS)
 #: the order of the models in every figure (panels, bars): the model registry's
 MODEL_ORDER = tuple(catalog.CORES)
 #: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
 MAX_COLUMNS = 4
-#: the tasks whose token-accuracy axes carry their floor lines: every task ``common.floors`` declares
+#: the tasks whose token-accuracy axes carry their floor lines: every task ``common.results.floors`` declares
 #: lines for (chance, and the highest line a baseline model reaches: recall-last, order-blind, order
 #: statistics, position), so a declared floor is never left undrawn
 CHANCE_TASKS = tuple(floors.TASK_LINES)
@@ -216,7 +217,7 @@ def sweep_axis(ax, xs: list, log2: bool = True) -> None:
 
 
 def chance_level(r: dict) -> Optional[float]:
-    """The chance line of a row's token accuracy (``common.floors``: 1/V for reverse, sort and the
+    """The chance line of a row's token accuracy (``common.results.floors``: 1/V for reverse, sort and the
     predecessor query, 1/P for MQAR); None where no line is drawn."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
@@ -225,7 +226,7 @@ def chance_level(r: dict) -> Optional[float]:
 
 
 def baseline_level(r: dict) -> Optional[floors.Line]:
-    """The highest line above chance a baseline model reaches at a row's cell (``common.floors``:
+    """The highest line above chance a baseline model reaches at a row's cell (``common.results.floors``:
     recall-last, order-blind, order statistics, position), where its task declares one."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import atomic_write_text, read_bounded
+from posrnn_cli.common.files.io import atomic_write_text, read_bounded
 
 _MARK = re.compile(r"^<!-- (/?)results:(\S+) -->[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

@@ -5,7 +5,7 @@ What every figure shows, and says it shows:
 
 - Each point or bar is the mean over seeds, and the figure states how many seeds ("mean of 3
   seeds") in its title.
-- Each error bar or band is the 95% Student-t interval over seeds (``common.stats.t_interval``),
+- Each error bar or band is the 95% Student-t interval over seeds (``common.results.stats.t_interval``),
   computed here from the table's per-seed column (``<metric>_by_seed``, one value per ``seeds``):
   the interval the scorecard's verdicts read, named in the legend. (A verdict reads it on the
   per-seed differences between two arms, which can be narrower than either arm's bar: bars that
@@ -16,7 +16,7 @@ What every figure shows, and says it shows:
   N seeds". With one seed, or no per-seed values at all, there is no bar, and the figure says so.
 - ``posrnn stability --plot`` draws a single run: its band is the 95% bootstrap interval over
   that run's triplets, and is labelled so.
-- Token-accuracy axes of every task ``common.floors`` declares lines for (reverse, copy, sort,
+- Token-accuracy axes of every task ``common.results.floors`` declares lines for (reverse, copy, sort,
   predecessor, MQAR) carry those floor lines: chance (1/V, a uniform guess; 1/P for MQAR, a guess among the
   values in context), dashed, and the highest line a baseline model reaches, dotted and named
   (recall-last for reverse and copy, order-blind for predecessor, position for sorting and MQAR). The
@@ -33,9 +33,9 @@ from typing import Callable, Optional
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from ..common.experiments import EXPERIMENTS, resolve
-from ..common.io import read_csv, write_owned_together
-from ..common.tables import check_table
+from ..common.stages.experiments import EXPERIMENTS, resolve
+from ..common.files.io import read_csv, write_owned_together
+from ..common.results.tables import check_table
 from .aggregate import DUAL_CONDITIONS
 from .figkit import (
     pe_label, pe_color, model_label, models_in_order, model_key, pe_key, arm_key, pyplot, collecting, save_bytes,
@@ -282,7 +282,7 @@ def lm_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- the figures the experiment registry names (common.experiments: ``Figure.draw``) ----------
+# ---- the figures the experiment registry names (common.stages.experiments: ``Figure.draw``) ----------
 def _beside_fig2(t: dict, name: str) -> list[dict]:
     """``name``'s rows after fig2's vanilla and sinusoidal rows of the same setting, in PE order."""
     rows = [r for r in t.get("fig2", []) if r["pe"] in ("none", "sinusoidal")

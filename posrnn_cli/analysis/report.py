@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import check_owned, write_owned
+from posrnn_cli.common.files.io import check_owned, write_owned
 
 from .pages import block_in, rewrite_blocks
 
@@ -388,7 +388,7 @@ def across_lines(scored: dict[str, list[dict]]):
 def committed_scorecards(root: Path, profiles: list[str]) -> dict[str, list[dict]]:
     """The committed scorecards (``results/NAME/scorecard/scorecard.json``) of the profiles that
     have one, in ``profiles``' order."""
-    from posrnn_cli.common.io import read_json
+    from posrnn_cli.common.files.io import read_json
 
     out = {}
     for p in profiles:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Annotated, List, Optional
 
-from ..common.signals import quiet_interrupts
+from ..common.host.signals import quiet_interrupts
 
 quiet_interrupts()  # before the slow imports below
 

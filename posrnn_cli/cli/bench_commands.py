@@ -56,8 +56,8 @@ def bench(
     with the ratios. Without options: a small GRU on a CPU (under a minute), the paper's
     configuration on a GPU."""
     from ..measure.bench import bench as run_bench
-    from ..common.config import RunConfig, resolve_config
-    from ..common.machine import fit_to_machine
+    from ..common.settings.config import RunConfig, resolve_config
+    from ..common.host.machine import fit_to_machine
     from ..engine.device import resolve_device
 
     dev = resolve_device(opts["device"] or RunConfig().train.device)

@@ -12,7 +12,7 @@ import typer
 
 from ..common import catalog
 from ..common.errors import PosrnnError
-from ..common.signals import Stopped
+from ..common.host.signals import Stopped
 
 TaskName = Literal[tuple(catalog.TASKS)]  # type: ignore[valid-type]
 ModelName = str  # a built-in core or a plugin's (``model_option``)
@@ -120,7 +120,7 @@ def advise_on_interrupt(out: Path, resume: Optional[str]):
     try:
         yield
     except KeyboardInterrupt:
-        from ..common.rundir import list_checkpoints
+        from ..common.files.rundir import list_checkpoints
 
         if resume is not None and (Path(out) / "config.yaml").is_file() and list_checkpoints(out):
             msg = f"interrupted; {out} keeps its last checkpoint: continue with {resume}"
@@ -154,7 +154,7 @@ def listing(title: str, registry: dict) -> str:
 def given_keys(options: dict, sets: Optional[List[str]], params: Optional[Path] = None) -> set[str]:
     """The config keys the user sets: the command line's options (dotted keys), its --set items
     and the keys of its config file (``params``)."""
-    from ..common.config import load_yaml
+    from ..common.settings.config import load_yaml
 
     keys = {k for k, v in options.items() if v is not None} | {item.partition("=")[0].strip() for item in sets or []}
     if params is not None:
@@ -167,9 +167,9 @@ def threads_for_run(requested: Optional[int], run: Path):
     """Set torch's threads for a command that computes on a saved run (eval, stability,
     extend-vocab): ``requested``, else the machine's choice for the run's size. Returns the
     ``ThreadChoice``."""
-    from ..common.machine import choose_threads, is_small_model
+    from ..common.host.machine import choose_threads, is_small_model
     from ..engine.paths import resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.files.rundir import read_run_config
     from ..engine.device import setup_threads
 
     cfg = read_run_config(resolve_checkpoint(run)[1]) if requested is None else None
@@ -189,7 +189,7 @@ def note(lines, json_out: bool = False) -> None:
 
 def complete_profiles(incomplete: str) -> list[str]:
     """Shell completion: the profiles of ./params.yaml (none where it cannot be read)."""
-    from ..common.profiles import profiles_of, read_params
+    from ..common.settings.profiles import profiles_of, read_params
 
     try:
         names = list(profiles_of(read_params(Path("params.yaml")), Path("params.yaml")))
@@ -200,6 +200,6 @@ def complete_profiles(incomplete: str) -> list[str]:
 
 def complete_experiments(incomplete: str) -> list[str]:
     """Shell completion: the experiments the pipeline knows."""
-    from ..common.experiments import EXPERIMENTS
+    from ..common.stages.experiments import EXPERIMENTS
 
     return [n for n in EXPERIMENTS if n.startswith(incomplete)]

@@ -188,7 +188,7 @@ def eval_lm(
     import json
 
     from ..engine.paths import check_eval_batch, resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.files.rundir import read_run_config
     from ..lm.encode import LMCorpus
 
     cfg = read_run_config(resolve_checkpoint(run)[1])

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ..common.config import RunConfig
+from ..common.settings.config import RunConfig
 from .common import ModelName, PEMode, PEName, TaskName, model_option
 
 

@@ -17,7 +17,7 @@ ParamsFile = Annotated[Path, typer.Option("--params", metavar="FILE", help="The 
 
 
 def active_profile(params: Path, profile: Optional[str]) -> str:
-    from ..common.profiles import active_profiles
+    from ..common.settings.profiles import active_profiles
 
     if profile is not None:
         return profile
@@ -30,7 +30,7 @@ def active_profile(params: Path, profile: Optional[str]) -> str:
 def check_profile_name(params: Path, name: str) -> None:
     """Refuse a profile name the params file does not define, with the near miss (lit → lite)."""
     from ..common.errors import did_you_mean
-    from ..common.profiles import profiles_of, read_params
+    from ..common.settings.profiles import profiles_of, read_params
 
     try:
         known = list(profiles_of(read_params(params), params))
@@ -125,7 +125,7 @@ def sweep(
     not stop the others; the sweep then exits non-zero naming each and its log."""
     from ..sweep import SweepOptions
     from ..sweep.packing import parse_k
-    from ..common.experiments import EXPERIMENTS, experiments_to_run
+    from ..common.stages.experiments import EXPERIMENTS, experiments_to_run
 
     if list_:
         for e in EXPERIMENTS.values():
@@ -163,7 +163,7 @@ def _print_plan(params: Path, name: str, outcomes: list, retrain_stale: bool, js
                 ensemble: Optional[int] = None) -> None:
     """A dry run's plan: what would happen to the runs (each, with --verbose), the disk their
     checkpoints take and the estimated compute, wrapped to 100 columns (as JSON with --json)."""
-    from ..common.profiles import load_profile
+    from ..common.settings.profiles import load_profile
     from ..measure import cost
     from ..sweep.storage import summary
 
@@ -255,7 +255,7 @@ profile_app = typer.Typer(help="Profiles: which sizes of the pipeline `dvc repro
 @cli_errors
 def profile_list(params: ParamsFile = PARAMS, json_out: JsonOpt = False):
     """The profiles of the params file; the active one is what `dvc repro` runs."""
-    from ..common.profiles import describe
+    from ..common.settings.profiles import describe
 
     rows = describe(params)
     if json_out:
@@ -277,7 +277,7 @@ def profile_use(
     """Make a profile active: rewrite the `profile:` line of params.yaml and nothing else.
     Each profile keeps its own runs, results, figures and dvc.lock entries, so switching back
     finds it up to date."""
-    from ..common.profiles import use_profile
+    from ..common.settings.profiles import use_profile
 
     line = use_profile(params, names)
     typer.echo(f"{params}: {line}  (now: dvc repro)")
@@ -343,7 +343,7 @@ def _power_of(params: Path, name: Optional[str]) -> Optional[dict]:
     """The ``power:`` section of profile ``name`` in ``params``, if it was stated before the
     profile's results (``scorecard.design``); None otherwise, or with no such profile or section."""
     from ..analysis.scorecard.design import design_as_stated
-    from ..common.profiles import profiles_of, read_params
+    from ..common.settings.profiles import profiles_of, read_params
 
     if name is None or not Path(params).is_file():
         return None
@@ -474,7 +474,7 @@ def _only_claims(rows: list[dict], ids: list[str]) -> list[dict]:
 def _across(params: Path, page: Optional[Path], quiet: bool, json_out: bool) -> None:
     """``posrnn scorecard --across``: every profile's committed verdict of each claim."""
     from ..analysis.report import across, across_lines, committed_scorecards, update_across_page
-    from ..common.profiles import profiles_of, read_params
+    from ..common.settings.profiles import profiles_of, read_params
 
     names = list(profiles_of(read_params(params), params))
     scored = committed_scorecards(Path(params).resolve().parent, names)
@@ -494,13 +494,13 @@ def dvc_yaml(
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Where to write it.")] = Path("dvc.yaml"),
     check: Annotated[bool, typer.Option("--check", help="Compare instead of writing: exit 1 when it differs.")] = False,
 ):
-    """Write dvc.yaml from the experiment registry (posrnn_cli/common/experiments.py): each stage's
+    """Write dvc.yaml from the experiment registry (posrnn_cli/common/stages/experiments.py): each stage's
     command and outputs, and the aggregate's inputs; and numerics.json beside it, the declared
     numerics versions its stages read. --check compares instead (as CI does). Either file is
     replaced only where posrnn wrote it (one refusal writes neither)."""
-    from ..common.io import write_owned_together
+    from ..common.files.io import write_owned_together
     from ..common.numerics import check_numerics_table, numerics_table, numerics_written
-    from ..common.pipeline_yaml import NUMERICS_FILE, check_dvc_yaml, dvc_yaml as text, written_by_us
+    from ..common.stages.pipeline_yaml import NUMERICS_FILE, check_dvc_yaml, dvc_yaml as text, written_by_us
 
     table = out.parent / NUMERICS_FILE
     if check:

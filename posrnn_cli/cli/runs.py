@@ -48,9 +48,9 @@ def train(
     json_out: JsonOpt = False,
     opts: Optional[dict] = None,
 ):
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..common.plugins import check_core_name
-    from ..engine.rundir import read_run_config
+    from ..common.files.rundir import read_run_config
     from ..engine.lock import restore_before_reading
     from ..engine.paths import check_out_dir_of_run
 
@@ -167,7 +167,7 @@ def eval_cmd(
 def _evaluated(run: Path, device: str) -> tuple[dict, object]:
     """A run's evaluation of its latest checkpoint (the cached one when current) and its config."""
     from ..engine.paths import resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.files.rundir import read_run_config
     from ..engine.evaluate import cached_eval, evaluate
 
     ckpt, run_dir = resolve_checkpoint(run)
@@ -185,7 +185,7 @@ def _evaluated(run: Path, device: str) -> tuple[dict, object]:
 
 
 def _title(results: list[dict], configs: list) -> str:
-    from ..common.config import config_diff
+    from ..common.settings.config import config_diff
 
     differ = sorted({k for a in configs for b in configs for k in config_diff(a, b) if k != "train.seed"})
     if len({r.get("task") for r in results}) > 1:
@@ -199,7 +199,7 @@ def _seeds_of(side_a: list[Path], side_b: list[Path]) -> list[tuple[int, int, in
     """(seed, index in A, index in B) of each pair of runs, from their configs."""
     from ..analysis.compare import pair_by_seed
     from ..engine.paths import resolve_checkpoint
-    from ..engine.rundir import read_run_config
+    from ..common.files.rundir import read_run_config
 
     def seeds(side):
         out = []
@@ -232,7 +232,7 @@ def _differences(a: list[tuple[dict, object]], b: list[tuple[dict, object]]) -> 
     """Without ``vs`` (``b`` empty): each run after the first minus the first, on the same test
     sequences. With ``vs``: side B minus side A, paired by seed."""
     from ..analysis import compare as cmp
-    from ..common.config import config_diff
+    from ..common.settings.config import config_diff
 
     _distinct_runs([r for r, _ in a + b])
 

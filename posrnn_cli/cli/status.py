@@ -25,7 +25,7 @@ def status(
     """Each experiment of the active profile: its runs finished, unfinished, not started, of
     another config (what --force would replace) and stale (trained by other code); then the
     next command to run. Reads the run directories only."""
-    from ..common.profiles import active_profiles
+    from ..common.settings.profiles import active_profiles
     from ..profile_status import COUNTS, next_command, profile_status
     from .pipeline import active_profile
 
@@ -42,7 +42,7 @@ def status(
     widths = [max(10, max((len(r.name) for r in rows), default=0)), *(max(4, len(h)) for h in heads[1:])]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     typer.echo(line(heads).rstrip())
-    from ..common.experiments import EXPERIMENTS
+    from ..common.stages.experiments import EXPERIMENTS
 
     for r in rows:
         if r.trains:

@@ -8,7 +8,7 @@ tests/test_golden.py fails when numbers change and no version was bumped.
 
 A run records its identity in ``code.json`` when it starts from step 0 (``identity``):
 
-* ``config_digest`` — the digest of its config (``provenance.config_digest``);
+* ``config_digest`` — the digest of its config (``common.settings.config.config_digest``);
 * ``versions`` — those of its core, task and form (``core/gru``, ``task/reverse``, ``pe/none``)
   and of the procedures that trained it (``loop``; an extension adds ``extension``, a run with
   ``train.amp`` adds ``amp``);
@@ -132,7 +132,7 @@ def run_variants(cfg) -> tuple[str, ...]:
 def identity(cfg, procedures: tuple[str, ...], device: str) -> dict[str, Any]:
     """The identity of a run of ``cfg`` (a ``RunConfig``) made by ``procedures`` on ``device`` (a
     device type, or a config's ``train.device``)."""
-    from .provenance import config_digest
+    from .settings.config import config_digest
 
     m = cfg.model
     if getattr(cfg.train, "amp", False) and "amp" not in procedures:
@@ -223,7 +223,7 @@ def check_numerics_table(path: Path) -> Optional[str]:
     """None when ``path`` holds what the declared versions give, else a one-line reason (a FIFO or
     a device is never opened)."""
     from .errors import PosrnnError
-    from .io import read_bounded
+    from .files.io import read_bounded
 
     if not Path(path).exists():
         return f"{path} does not exist; write it with posrnn dvc-yaml"

@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 
-from ..common.config import RunConfig, config_diff
+from ..common.settings.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.provenance import config_digest
-from ..common.io import atomic_write, mark_files, read_marker
+from ..common.settings.config import config_digest
+from ..common.files.io import atomic_write, mark_files, read_marker
 from .lock import LOCK, read_lock_line
-from .rundir import read_run_config
-from ..common.rundir import METRICS_FILE, STEP_RE, CKPT_DIR
+from ..common.files.rundir import read_run_config
+from ..common.files.rundir import METRICS_FILE, STEP_RE, CKPT_DIR
 
 FORMAT = "posrnn-checkpoint"
 VERSION = 2  # 2: the run identity; version 1 (without it) is still read

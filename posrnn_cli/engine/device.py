@@ -10,7 +10,7 @@ import torch
 from ..common.errors import PosrnnError
 
 if TYPE_CHECKING:
-    from ..common.config import TrainConfig
+    from ..common.settings.config import TrainConfig
 
 
 def resolve_device(name: str) -> torch.device:

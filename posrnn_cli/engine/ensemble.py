@@ -32,20 +32,20 @@ from typing import Callable, Optional
 
 import torch
 
-from ..common.config import RunConfig, config_diff
+from ..common.settings.config import RunConfig, config_diff
 from ..common.errors import PosrnnError
-from ..common.io import read_marker
+from ..common.files.io import read_marker
 from ..models import count_parameters
 from ..models.ensemble_model import EnsembleModel, check_ensemble_core
 from ..tasks import Batch, HeldOut, Task
 from .checkpoint import check_belongs, check_resumable, load_checkpoint, non_finite, save_checkpoint
-from ..common.rundir import list_checkpoints
+from ..common.files.rundir import list_checkpoints
 from .device import check_machine, resolve_device, setup_threads, world
 from .graphed import graph_lr
-from .rundir import prune_checkpoints, record_code, run_state
+from ..common.files.rundir import prune_checkpoints, record_code, run_state
 from .optim import check_fast_paths
-from .train import (Trainer, TrainingStopped, begin_run, build_run, drop_unscheduled, owned_run_dir,
-                    refuse_different_run)
+from .train import Trainer, build_run
+from .lifecycle import TrainingStopped, begin_run, drop_unscheduled, owned_run_dir, refuse_different_run
 
 
 @dataclass

@@ -15,20 +15,20 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..common.rundir import EVAL_FILE
+from ..common.files.rundir import EVAL_FILE
 from ..common.catalog import feedback_prefix
-from ..common.config import RunConfig
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_json, loads_bounded, read_bounded, write_csv, write_npz
-from ..common.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped
-from ..common.stats import summarize
+from ..common.files.io import atomic_write_json, loads_bounded, read_bounded, write_csv, write_npz
+from ..common.results.provenance import check_eval, eval_digest, file_sha256, finite_numbers, stamped
+from ..common.results.stats import summarize
 from ..models import build_model
 from ..tasks import Batch, Task, build_task
 from .checkpoint import CheckpointGone, check_belongs, load_checkpoint, vanished
 from .paths import check_eval_batch, resolve_checkpoint
-from ..common.rundir import CKPT_DIR, list_checkpoints
-from ..common.provenance import config_digest
-from .rundir import read_run_config
+from ..common.files.rundir import CKPT_DIR, list_checkpoints
+from ..common.settings.config import config_digest
+from ..common.files.rundir import read_run_config
 from .device import resolve_device
 
 

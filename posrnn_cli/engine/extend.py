@@ -14,21 +14,23 @@ from typing import Optional
 
 import torch
 
-from ..common.config import resolve_config
+from ..common.settings.config import resolve_config
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_json, read_json, same_path, write_npz
-from ..common.provenance import config_digest, stamped
+from ..common.files.io import atomic_write_json, read_json, same_path, write_npz
+from ..common.settings.config import config_digest
+from ..common.results.provenance import stamped
 from ..models.extension import OldIdsView, extend_model
 from ..tasks import Batch, HeldOut, build_task, extension_tasks
 from .device import resolve_device, setup_threads
 from .paths import check_extension_out, check_out_dir, resolve_checkpoint
 from .evaluate import check_finite_scores, evaluate_model, load_run
-from ..common.provenance import file_sha256
+from ..common.results.provenance import file_sha256
 from .lock import check_free
-from ..common.rundir import list_checkpoints
+from ..common.files.rundir import list_checkpoints
 from .optim import check_fast_paths
 from .recipe import check_train_config
-from .train import Trainer, open_run, owned_run_dir, start_and_fit
+from .train import Trainer, open_run
+from .lifecycle import owned_run_dir, start_and_fit
 from .device import check_machine
 
 

@@ -11,7 +11,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from ..common.config import TrainConfig
+from ..common.settings.config import TrainConfig
 from ..common.errors import PosrnnError
 from .device import check_amp
 

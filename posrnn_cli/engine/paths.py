@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..common.errors import PosrnnError
-from ..common.io import check_out_path, check_owned, inside, read_marker, same_path
-from ..common.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, RUN_OWN, list_checkpoints
+from ..common.files.io import check_out_path, check_owned, inside, read_marker, same_path
+from ..common.files.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, RUN_OWN, list_checkpoints
 from .lock import restore_before_reading
 
 

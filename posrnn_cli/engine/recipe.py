@@ -4,7 +4,7 @@ the optimiser itself is ``optim``."""
 
 from __future__ import annotations
 
-from ..common.config import TrainConfig, check_bounds
+from ..common.settings.config import TrainConfig, check_bounds
 from ..common.errors import PosrnnError
 
 

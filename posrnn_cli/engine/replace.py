@@ -1,6 +1,6 @@
 """Replacing a run only on success (``--force``), and never hiding the old one.
 
-``Replacement.start`` moves every file posrnn wrote for the old run (``common.rundir.is_run_file``:
+``Replacement.start`` moves every file posrnn wrote for the old run (``common.files.rundir.is_run_file``:
 its checkpoints, log, evaluations and analyses, so nothing of it reads as the new run's) into
 ``RUN/.posrnn-replaced-<pid>-<random>/`` (a name no other replacement can take), after writing
 there which files it moves (``replacing.json``). ``commit()`` (the new run finished) renames that folder to
@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..common.rundir import CODE_FILE, RUN_FILES, is_run_file
+from ..common.files.rundir import CODE_FILE, RUN_FILES, is_run_file
 from ..common.errors import PosrnnError
-from ..common.io import TEMP_RE, MARKER, atomic_write_text, loads_bounded, read_marker
+from ..common.files.io import TEMP_RE, MARKER, atomic_write_text, loads_bounded, read_marker
 
 #: what ``--force`` replaces: the run files, the ownership marker and what eval / extend-vocab write
 REPLACED = (*RUN_FILES, MARKER, CODE_FILE, "extend.json", "extend_sequences.npz", "nll_by_position.csv")

@@ -39,13 +39,13 @@ import torch
 from torch import Tensor, nn
 
 from ..common.errors import PosrnnError
-from ..common.memory import check_stability_fits
-from ..common.stats import bootstrap_ci
+from ..common.host.memory import check_stability_fits
+from ..common.results.stats import bootstrap_ci
 from ..models import CORES, core_spec
 from .checkpoint import load_checkpoint
 from .paths import resolve_checkpoint
-from ..common.rundir import list_checkpoints
-from .rundir import read_run_config
+from ..common.files.rundir import list_checkpoints
+from ..common.files.rundir import read_run_config
 from .device import resolve_device
 from .evaluate import load_run
 
@@ -260,7 +260,7 @@ def write_stability(run: Path, run_dir: Path, csv_path: Path, draw: Optional[Cal
     for reading (``what`` names the holder: no training or second analysis meanwhile), then the
     table written to ``csv_path`` and, with ``draw(rows, path)``, its figure beside it (``.png``) as
     one swap, never a new table beside an old figure → the rows."""
-    from ..common.io import csv_text, write_owned, write_table_and_figure
+    from ..common.files.io import csv_text, write_owned, write_table_and_figure
     from .lock import run_lock
 
     with run_lock(run_dir, what, reading=True):

@@ -8,24 +8,22 @@ optimiser, scheduler and RNG states, so ``resume`` continues bit-exactly.
 
 Guarantees: a non-finite loss or gradient norm stops the run with an error naming the step,
 and no checkpoint with non-finite values is written; SIGINT/SIGTERM (and SIGUSR2 in a SLURM
-task, ``common.signals``) stop after the current step with a checkpoint at that step; resuming
+task, ``common.host.signals``) stop after the current step with a checkpoint at that step; resuming
 a run whose only difference is a larger ``train.iterations`` continues it under the cosine
 schedule of the new total.
 
 Fast paths, each a ``train.*`` switch: ``amp`` (bf16 autocast, fp32 master weights),
 ``fused_adam`` (Adam's fused kernel; on by default on CUDA) and ``cuda_graph`` (the whole
 update replayed from one CUDA graph, ``graphed.GraphedStep``). ``posrnn bench`` measures them.
-The run directory (new, resume, done or different) is read by ``rundir``; the optimiser and
-its schedule are built by ``optim``.
+The run directory's state (new, resume, done or different) is read by ``common.files.rundir``, its
+life around the loop (locked, started, replaced) is ``lifecycle``'s; the optimiser and its
+schedule are built by ``optim``.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -33,16 +31,15 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..common.rundir import CKPT_DIR, CONFIG_FILE, METRICS_FILE, list_checkpoints
-from ..common.config import RunConfig, dump_yaml
+from ..common.files.rundir import (CONFIG_FILE, METRICS_FILE, Resumption, list_checkpoints, prepare_run_dir,
+                                   prune_checkpoints, truncate_log)
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.machine import fit_to_machine
-from ..common.memory import check_run_fits, run_parts
-from ..common.io import atomic_write_text, read_marker, remove_stale_temps, write_marker
-from ..common.signals import Stopped, stop_requests
+from ..common.host.machine import fit_to_machine
+from ..common.host.memory import check_run_fits, run_parts
+from ..common.host.signals import stop_requests
 from ..models import build_model, count_parameters
 from ..tasks import Batch, HeldOut, Task, build_task
-from .paths import check_out_dir_of_run
 from .checkpoint import NonFiniteState, check_belongs, check_resumable, load_checkpoint, save_checkpoint
 from .device import (check_machine, join_process_group, local_device,
                      resolve_device, setup_threads, world)
@@ -50,26 +47,8 @@ from .graphed import GraphedStep, graph_lr
 from .optim import check_fast_paths, make_optimizer, make_scheduler
 from .recipe import check_train_config
 from .progress_bar import ProgressBar
-from .rundir import (Resumption, describe_diff, prepare_run_dir, prune_checkpoints, record_code, restamp_config,
-                     run_state, truncate_log)
-from .replace import REPLACED, Replacement
-from .lock import run_lock
-
-class TrainingStopped(PosrnnError):
-    """The run stopped before its last iteration (a signal, or a non-finite value)."""
-
-    exit_code = 1
-
-
-class Interrupted(TrainingStopped, Stopped):
-    """Stopped on a signal with a checkpoint at ``step`` (the step the loop had finished when it
-    saw the signal ``signal``)."""
-
-    exit_code = 130
-
-    def __init__(self, message: str, step: int = 0, signal: str = ""):
-        super().__init__(message)
-        self.step, self.signal = step, signal
+from .lifecycle import (Interrupted, TrainingStopped, drop_unscheduled, owned_run_dir, refuse_different_run,
+                        start_and_fit)
 
 
 # ---- the run directory ------------------------------------------------------------------
@@ -87,48 +66,6 @@ def open_run(out_dir: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[
         check_resumable(ckpt, res.checkpoint)
         check_belongs(ckpt, res.checkpoint, out_dir)
     return ckpt, res
-
-
-def refuse_different_run(out_dir: Path, cfg: RunConfig) -> None:
-    """Refuse to start ``cfg`` where another config's run lives, naming each differing key with
-    both values and the ways out: --force replaces that run, another --out keeps both."""
-    if not Path(out_dir).is_dir():
-        return
-    st = run_state(out_dir, cfg)
-    if st.state == "different" and st.saved is not None:
-        more = f" and {len(st.diff) - 4} more" if len(st.diff) > 4 else ""
-        raise PosrnnError(f"{out_dir} already holds a different run "
-                          f"({describe_diff(st, cfg, 'there', 'asked', limit=4)}{more}); pass --force to replace it "
-                          "with this one, or another --out to keep both")
-
-
-def begin_run(out_dir: Path, cfg: RunConfig, force: bool) -> Optional[Replacement]:
-    """After every check has passed: move a run being replaced (``force``) aside, mark the
-    directory as a run's (a new run id unless it has one), clear dead writers' temporary files
-    and write ``config.yaml``. Returns the replacement to commit or roll back."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    replacing = None
-    if force:
-        replacing = Replacement(out_dir, REPLACED)
-        replacing.start()
-    try:
-        marker = read_marker(out_dir)
-        if marker is None or marker["kind"] != "run":
-            new_id = uuid.uuid4().hex
-            if replacing is not None:  # the record names the new run before its marker exists
-                replacing.bind(new_id)
-            write_marker(out_dir, "run", new_id)
-        remove_stale_temps(out_dir)
-        remove_stale_temps(out_dir / CKPT_DIR)
-        atomic_write_text(out_dir / CONFIG_FILE, dump_yaml(cfg))
-    except BaseException:
-        if replacing is not None:
-            replacing.rollback()
-        raise
-    return replacing
-
-
 
 
 # ---- the loop --------------------------------------------------------------------------
@@ -413,20 +350,6 @@ class FitWatch:
         self.saved_step, self.saved_at = step, time.monotonic()
 
 
-def drop_unscheduled(run_dir: Path, t, step: int, extra: dict) -> int:
-    """Once the checkpoint of ``step`` is written, remove the earlier ones the schedule does not
-    name (``TrainConfig.scheduled``: taken for the wall clock, a signal or ``--stop-after``), so a
-    finished run holds the same checkpoints however often it was interrupted; the last step of a
-    run before it was trained longer (``--resume --iterations``) is kept."""
-    ends = {e.get("at_step") for e in extra.get("extensions", []) if isinstance(e, dict)}
-    n = 0
-    for s, path in list_checkpoints(run_dir):
-        if s < step and not t.scheduled(s) and s not in ends:
-            path.unlink(missing_ok=True)
-            n += 1
-    return n
-
-
 # ---- training a run --------------------------------------------------------------------
 def build_run(cfg: RunConfig, rank: int = 0, world_size: int = 1) -> tuple[Task, nn.Module]:
     """Validate ``cfg`` and build its task (for process ``rank`` of ``world_size``) and freshly
@@ -456,7 +379,7 @@ def train(
     given: Optional[set[str]] = None,
 ) -> dict:
     """Train ``cfg`` into ``out_dir`` (see ``posrnn train --help``); returns a summary. A new run
-    is fitted to this machine first (``common.machine.fit_to_machine``; ``given``: the keys the
+    is fitted to this machine first (``common.host.machine.fit_to_machine``; ``given``: the keys the
     user set, else those that differ from the defaults). ``keep_checkpoints="last"`` keeps only
     the latest checkpoint (the sweep's policy); ``on_start(header)`` is called once every check
     has passed, as training starts, with the run header's lines.
@@ -489,71 +412,6 @@ def train(
         trainer = _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints)
         announce = (lambda: on_start(header)) if on_start is not None else None
         return start_and_fit(out_dir, cfg, force, ckpt is None, ("loop",), device.type, announce, lambda: fit(trainer))
-
-
-def start_and_fit(out_dir: Path, cfg: RunConfig, force: bool, fresh: bool, procedures: tuple[str, ...], device: str,
-                  on_start: Optional[Callable[[], None]], work: Callable[[], dict]) -> dict:
-    """The rest of a run's life once every check has passed, the same for ``train`` and
-    ``extend-vocab``: config.yaml is written now (an old run moved aside under ``--force``), a run
-    trained from step 0 records its identity (made by ``procedures`` on the ``device`` type;
-    ``engine.rundir.record_code``), ``on_start`` announces it, ``work`` trains (and scores) it, and
-    the old run is then dropped, or brought back on failure."""
-    replacing = begin_run(out_dir, cfg, force)
-    if fresh:
-        record_code(out_dir, cfg, procedures, device)
-    else:
-        restamp_config(out_dir, cfg)
-    if on_start is not None:
-        on_start()
-    try:
-        result = work()
-    except BaseException as e:
-        settle(replacing, e)
-        raise
-    settle(replacing, None)
-    return result
-
-
-@contextmanager
-def owned_run_dir(out_dir: Path, what: str):
-    """The life of a command that writes a run directory: ``out_dir`` is checked
-    (``check_out_dir_of_run``), created if missing and locked for the whole block (another
-    process gets one line naming the holder). If the block fails before the run's first
-    checkpoint, the directories it created are removed again (parents included)."""
-    out_dir = Path(out_dir)
-    check_out_dir_of_run(out_dir)
-    top = _first_missing(out_dir)
-    try:
-        if top is not None:
-            out_dir.mkdir(parents=True)
-        with run_lock(out_dir, what):
-            yield
-    except BaseException as e:
-        if top is not None and top.is_dir() and not (isinstance(e, Interrupted) or list_checkpoints(out_dir)):
-            shutil.rmtree(top, ignore_errors=True)  # failed before its first checkpoint: leave no trace
-        raise
-
-
-def settle(replacing: Optional[Replacement], error: Optional[BaseException]) -> None:
-    """``--force``: keep the new run once it finished (or was interrupted with a checkpoint to
-    resume from); on any failure bring the old run back, byte-identical."""
-    if replacing is None:
-        return
-    if error is None or isinstance(error, Interrupted):
-        replacing.commit()
-    else:
-        replacing.rollback()
-
-
-def _first_missing(path: Path) -> Optional[Path]:
-    """The highest directory on the way to ``path`` that does not exist yet (``path`` itself
-    when only it is missing), or None when ``path`` exists."""
-    path = Path(path)
-    top = None
-    p = path
-    while not (p.exists() or p.is_symlink()) and p != p.parent:
-        top, p = p, p.parent
-    return top
 
 
 def _trainer(cfg, out_dir, task, model, device, world_size, ckpt, res, keep_checkpoints: str = "all") -> Trainer:

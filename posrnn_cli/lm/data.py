@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..common.errors import PosrnnError
-from ..common.io import temp_beside, undo_new_dirs
+from ..common.files.io import temp_beside, undo_new_dirs
 
 SPLITS = ("train", "valid", "test")
 # Our split name → the names other layouts use for it.

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
-from ..common.config import RunConfig, resolve_config
+from ..common.settings.config import RunConfig, resolve_config
 from ..common.errors import PosrnnError
-from ..common.io import temp_beside, undo_new_dirs
-from ..common.provenance import file_sha256
+from ..common.files.io import temp_beside, undo_new_dirs
+from ..common.results.provenance import file_sha256
 from .data import SPLITS
 from .tokenizer import MAX_VOCAB, MODEL_NAME, load_tokenizer
 

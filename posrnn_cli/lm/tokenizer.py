@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..common.errors import PosrnnError
-from ..common.io import temp_beside
+from ..common.files.io import temp_beside
 
 MAX_VOCAB = 1 << 16  # ids are stored as uint16 on disk
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2

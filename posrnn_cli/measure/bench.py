@@ -31,7 +31,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..common.config import RunConfig
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
 from ..models import build_model, core_spec
 from ..tasks import Batch, HeldOut, build_task
@@ -106,7 +106,7 @@ def machine() -> str:
     import platform
     from pathlib import Path
 
-    from ..common.machine import usable_cores
+    from ..common.host.machine import usable_cores
 
     with contextlib.suppress(OSError):  # no /proc (not Linux): fall back on platform's name
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -377,7 +377,7 @@ def _concurrent_worker(cfg_dict: dict, iters: int, warmup: int, barrier, queue, 
     """One training process: warm up, wait for the others, time ``iters`` steps; it exits at once
     when the bench that started it is gone (``alive``'s other end closes)."""
     if alive is not None:
-        from ..common.lifeline import die_with_starter
+        from ..common.host.lifeline import die_with_starter
 
         die_with_starter(alive)
     try:

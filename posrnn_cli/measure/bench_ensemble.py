@@ -23,7 +23,7 @@ import torch
 
 from .bench import fast_loop, peak_memory_mb, sync, timed_side_by_side
 from .traffic import ensemble_traffic
-from ..common.config import RunConfig
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
 from ..engine.device import resolve_device, setup_threads
 from ..tasks import HeldOut, build_task

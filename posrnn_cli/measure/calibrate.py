@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
-from ..common.config import RunConfig, load_yaml
+from ..common.settings.config import RunConfig, load_yaml
 
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
@@ -135,8 +135,8 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
     one thread, and the start-up a run and a sweep pay (``time_overheads``)."""
     import datetime
 
-    from ..common.config import resolve_config
-    from ..common.experiments import EXPERIMENTS, trains
+    from ..common.settings.config import resolve_config
+    from ..common.stages.experiments import EXPERIMENTS, trains
     from .bench import machine
     from ..sweep.plan import plan
 
@@ -196,7 +196,7 @@ def time_overheads(params: Path = Path("params.yaml"), small: int = 1, large: in
     again, every run then up to date."""
     import tempfile
 
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..sweep.plan import plan
 
     a_cfg = resolve_config(options={**CALIBRATION, "train.threads": 1})

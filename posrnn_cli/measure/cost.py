@@ -48,14 +48,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
-from ..common.config import RunConfig
-from ..common.experiments import trains
-from ..common.memory import human
+from ..common.settings.config import RunConfig
+from ..common.stages.experiments import trains
+from ..common.host.memory import human
 from ..models.head import HEAD_CHUNK_TOKENS
 from .gpu_model import ASSUMED_PEAK_SHARE, FACTORS, GpuModel, Work
 from .gpu_plan import (PACK_K, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
                        pack_note, peak_bytes, priced_packs, range_lines)
-from ..common.machine import ASSUMED_GPU, gpu_kind
+from ..common.host.machine import ASSUMED_GPU, gpu_kind
 from .calibrate import CALIBRATION, flops_per_iteration
 from ..sweep.local import cpu_count
 from ..sweep.packing import TABLE as PACKING_TABLE
@@ -90,7 +90,7 @@ class Rate:
 def calibrate_cpu(threads: int, seconds: float = 2.0) -> tuple[float, float]:
     """(ms per iteration, FLOP/s) of configuration A's training step on this CPU, timed for
     about ``seconds`` after a short warm-up (``calibrate.time_step``)."""
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from .calibrate import time_step
 
     cfg = resolve_config(options={**CALIBRATION, "train.threads": threads})
@@ -247,7 +247,7 @@ def recorded_overheads(step_ms: float, rec: Optional[dict] = None) -> Optional[d
 def startup_seconds(jobs: list[Job], overheads: Optional[dict]) -> tuple[float, float]:
     """(the runs' start-up summed over every job of the plan, the start-up of each sweep stage the plan
     spans, one after another), in seconds; (0, 0) without a record of them."""
-    from ..common.experiments import EXPERIMENTS
+    from ..common.stages.experiments import EXPERIMENTS
 
     if not overheads or not jobs:
         return 0.0, 0.0
@@ -304,7 +304,7 @@ def recorded_rate(profile: str, step_ms: float, rec: Optional[dict] = None) -> R
     """The rate the committed record (``cpu_core_ms.json``) gives ``profile``'s cores and start-up at a
     calibration step of ``step_ms``: each core's step scaled by ``step_ms`` over the configuration A
     timed beside it; a core the record lacks priced at A's FLOP rate."""
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from .calibrate import load_record
 
     rec = load_record() if rec is None else rec
@@ -318,7 +318,7 @@ def recorded_rate(profile: str, step_ms: float, rec: Optional[dict] = None) -> R
 def repro_estimate(repro: dict, params: Path = Path("params.yaml"), rec: Optional[dict] = None) -> dict:
     """The wall minutes the estimate gives a measured repro (a row of ``measured_repros.json``): its
     profile's plan priced from the record at the repro's calibration step, on its cores."""
-    from ..common.experiments import EXPERIMENTS
+    from ..common.stages.experiments import EXPERIMENTS
     from ..sweep.plan import plan
 
     name = repro["profile"]

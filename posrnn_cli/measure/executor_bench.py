@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ..common.config import load_yaml
+from ..common.settings.config import load_yaml
 from ..common.errors import PosrnnError
 from ..sweep import SweepOptions, run_sweep
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..common.errors import PosrnnError
-from ..common.io import check_owned, write_owned
+from ..common.files.io import check_owned, write_owned
 from .gpu_check_ensemble import ensemble_figures, stage_ensemble
 from .gpu_check_factors import ENSEMBLE_NAME, GPU_NAME, factor_figures, factor_rows, stage_factors, write_tables
 
@@ -190,7 +190,7 @@ def stage_bench(name: str, device: str, size: dict, box: float) -> dict:
 
 def read_curve(run_dir: Path) -> list[dict]:
     """The run's logged step, loss, accuracy and elapsed time (a line cut by the time-out skipped)."""
-    from ..common.rundir import log_entries
+    from ..common.files.rundir import log_entries
 
     return [{k: d.get(k) for k in ("step", "loss", "accuracy", "elapsed_s")} for d in log_entries(run_dir)]
 
@@ -222,7 +222,7 @@ def concurrent_each(options: dict, ks: list[int], iters: int, warmup: int) -> No
     """``bench.concurrent_throughput`` for each k in turn, one ``CONCURRENT {json}`` line per k
     as it finishes, so that the stage's parent keeps the k values done before a time-out."""
     from .bench import concurrent_throughput
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
 
     cfg = resolve_config(options=options)
     for k in ks:
@@ -353,7 +353,7 @@ def table_rows(report: dict) -> list[dict]:
     conc = report["stages"].get("concurrent") or {}
     one = next((x for x in conc.get("result") or [] if x["k"] == 1), None)
     if one:
-        from ..common.config import resolve_config
+        from ..common.settings.config import resolve_config
         from .cost import run_steps
         from .calibrate import flops_per_iteration
 

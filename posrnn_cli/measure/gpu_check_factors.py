@@ -80,7 +80,7 @@ def measure_cell(size: str, label: str, cell: dict, sw: tuple[bool, bool], devic
     import torch
 
     from .bench import bench
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..common.errors import PosrnnError
 
     iters, warmup = ITERS[size]
@@ -103,7 +103,7 @@ def measure_ensemble(size: str, device: str) -> dict:
     """The packing gain at K = 1, 2, 4, 8 of fig2's GRU at V = 32: under amp + cuda_graph, eager
     where the device refuses them (said so)."""
     from .bench_ensemble import ensemble_speed
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..common.errors import PosrnnError
 
     iters, warmup = ITERS[size]
@@ -182,7 +182,7 @@ ROW_KEY = ("kind", "model", "vocab", "length", "hidden", "batch", "amp", "cuda_g
 def write_tables(out: Path, cells: list[dict], ens: list[dict], env: dict) -> None:
     """``gpu_ms_per_iter.json`` and ``ensemble_k.json`` into ``out``, in the committed files' format: the
     committed rows with this run's added, ready to replace them (``cost.TABLE``, ``cost.ENSEMBLE_TABLE``)."""
-    from ..common.io import write_owned
+    from ..common.files.io import write_owned
     from .cost import ENSEMBLE_TABLE, TABLE
 
     for name, path, new, key in ((GPU_NAME, TABLE, cells, ROW_KEY), (ENSEMBLE_NAME, ENSEMBLE_TABLE, ens,

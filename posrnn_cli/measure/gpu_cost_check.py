@@ -67,7 +67,7 @@ def lm_step(size: str, device: str, iters: int = 3) -> dict:
     """One training step of the size's LM on a synthetic corpus: measured ms and peak memory."""
     import torch
 
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..models import build_model
     from .lm_tokens import sample_lengths
     from ..sweep.storage import task_shape
@@ -105,7 +105,7 @@ def cell(size: str, device: str, name: str, options: dict, iters: int, warmup: i
     import torch
 
     from .bench import fast_loop
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..tasks import HeldOut, build_task
 
     extra = _MICRO if size == "micro" else {"task.n_test": 1024}

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Optional
 
 from ..common.errors import PosrnnError
-from ..common.memory import human
+from ..common.host.memory import human
 from .gpu_model import FACTORS, GATES, GpuModel, Work
 
 #: members a pack holds: the papers' 5 seeds a cell

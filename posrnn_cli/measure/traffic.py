@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC2701 (its one home; torch exports it nowhere else)
 
-from ..common.config import RunConfig
+from ..common.settings.config import RunConfig
 
 META = torch.device("meta")
 

@@ -22,7 +22,7 @@ from typing import Callable, Optional
 from torch import Tensor, nn
 
 from ..common import catalog, plugins
-from ..common.config import ModelConfig, RunConfig, check_bounds
+from ..common.settings.config import ModelConfig, RunConfig, check_bounds
 from ..common.errors import PosrnnError
 from .encoding import DummyPE, InputEncoder, LearnablePE, NoPE, PhasePE, RandomPE, SinusoidalPE, sinusoidal_pe
 from .extension import extend_model

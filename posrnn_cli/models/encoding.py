@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..common.config import ModelConfig
+from ..common.settings.config import ModelConfig
 from ..common.errors import PosrnnError
 
 

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from ..common.errors import PosrnnError
-from ..common.signals import Stopped
-from ..common.io import atomic_write_bytes
-from ..common.profiles import load_profile
+from ..common.host.signals import Stopped
+from ..common.files.io import atomic_write_bytes
+from ..common.settings.profiles import load_profile
 from .local import cpu_count
-from ..common.experiments import EXPERIMENTS, Experiment, trains
+from ..common.stages.experiments import EXPERIMENTS, Experiment, trains
 from .plan import Job, JobOutcome, order, plan, status
 
 if TYPE_CHECKING:  # the SLURM executor loads submitit: imported where a sweep uses it
@@ -91,7 +91,7 @@ def stale_note(outcomes: list[JobOutcome]) -> Optional[str]:
 def write_manifest(exp_dir: Path, exp: Experiment, jobs: list[Job]) -> None:
     """``sweep.json``: the experiment, its job kind and table form (as the registry had them),
     and the cells of the current grid (aggregation reads only these runs)."""
-    from ..common.io import atomic_write_json, json_digest
+    from ..common.files.io import atomic_write_json, json_digest
 
     cells = [{"name": j.name, "kind": j.kind} for j in jobs]
     atomic_write_json(exp_dir / "sweep.json", {"experiment": exp.name, "kind": exp.kind, "table": exp.table,

@@ -5,7 +5,7 @@
   holding a different config is refused unless the job is forced. Training is bit-exact
   across interruptions on CPU, so a sweep killed at any point and started again ends with the
   same files as one that was never interrupted.
-* Each run records its identity (``engine.rundir.record_code``: its config digest, the declared
+* Each run records its identity (``common.files.rundir.record_code``: its config digest, the declared
   numerics versions, the libraries and the device type, ``common.numerics``); a run trained by
   other code (one of them differs) is kept and reported, and retrained from step 0 only under
   ``--retrain-stale`` (option ``retrain_stale``). A run that records none is reported as
@@ -25,16 +25,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-from ..common.rundir import CONFIG_FILE
-from ..common.config import RunConfig
+from ..common.files.rundir import CONFIG_FILE
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.experiments import JOB_KINDS, resolve
-from ..common.io import (atomic_write_json, atomic_write_text, json_digest, read_json, read_npz, remove_stale_temps,
-                         write_npz)
-from ..common.signals import Stopped, stop_requests
-from ..common.provenance import Proof, file_sha256, stamped
+from ..common.stages.experiments import JOB_KINDS, resolve
+from ..common.files.io import (atomic_write_json, atomic_write_text, json_digest, read_json, read_npz,
+                               remove_stale_temps, write_npz)
+from ..common.host.signals import Stopped, stop_requests
+from ..common.results.provenance import Proof, file_sha256, stamped
 from ..common.numerics import BASELINE, PROCEDURES, analysis_current, analysis_identity, library_version
-from ..common.rundir import read_config
+from ..common.files.rundir import read_config
 from .plan import Job
 
 
@@ -52,7 +52,7 @@ def locked(run_dir: Path):
 
 def code_of(job: Job) -> str:
     """The code that trained the job's run, against this one: current, other or unknown."""
-    from ..engine.rundir import code_state
+    from ..common.files.rundir import code_state
 
     return code_state(Path(job.run_dir), job.run_config(), JOB_KINDS[job.kind].numerics)
 
@@ -60,7 +60,7 @@ def code_of(job: Job) -> str:
 def run_action(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = None) -> str:
     """What to do with ``run_dir`` for ``cfg``: "new", "replace", "resume" or "done"; a run of
     other code is replaced when ``job`` asks for ``retrain_stale``."""
-    from ..engine.rundir import describe_diff, run_state
+    from ..common.files.rundir import describe_diff, run_state
 
     st = run_state(run_dir, cfg)
     if (st.state in ("done", "resume") and job is not None and job.options.get("retrain_stale")
@@ -80,7 +80,7 @@ def run_action(run_dir: Path, cfg: RunConfig, force: bool, job: Optional[Job] = 
 
 def ensure_trained(job: Job) -> str:
     """Train the job's run unless it is already finished; returns what was done."""
-    from ..common.rundir import list_checkpoints
+    from ..common.files.rundir import list_checkpoints
     from ..engine.train import train
 
     run_dir, cfg = Path(job.run_dir), job.run_config()
@@ -98,7 +98,7 @@ def ensure_trained(job: Job) -> str:
 
 
 def _prune(run_dir: Path, keep: str) -> None:
-    from ..engine.rundir import prune_checkpoints
+    from ..common.files.rundir import prune_checkpoints
 
     if keep == "last":
         prune_checkpoints(run_dir)
@@ -229,7 +229,7 @@ def _extended_from(out: Path) -> Optional[str]:
     """The sha256 of the checkpoint the extension in ``out`` extends, as its latest checkpoint
     records it (None: an extension that predates the record, or none yet)."""
     from ..engine.checkpoint import load_checkpoint
-    from ..common.rundir import list_checkpoints
+    from ..common.files.rundir import list_checkpoints
 
     ckpts = list_checkpoints(out)
     if not ckpts:
@@ -239,8 +239,8 @@ def _extended_from(out: Path) -> Optional[str]:
 
 
 def _latest_digest(run: Path) -> Optional[str]:
-    from ..common.rundir import list_checkpoints
-    from ..common.provenance import file_sha256
+    from ..common.files.rundir import list_checkpoints
+    from ..common.results.provenance import file_sha256
 
     ckpts = list_checkpoints(run)
     return file_sha256(ckpts[-1][1]) if ckpts else None
@@ -371,7 +371,7 @@ def in_step(members: list[Job]) -> list[Job]:
     retrained with the pack, each member ending as its solo run would."""
     import sys
 
-    from ..common.rundir import list_checkpoints
+    from ..common.files.rundir import list_checkpoints
 
     held = {m.label: sorted(s for s, _ in list_checkpoints(Path(m.run_dir))) for m in members}
     shared = set.intersection(*(set(v) for v in held.values())) if held else set()

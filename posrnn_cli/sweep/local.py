@@ -27,7 +27,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..common.lifeline import die_with_starter
+from ..common.host.lifeline import die_with_starter
 from .plan import Job, JobOutcome
 
 PRELOAD = ["posrnn_cli.sweep.warm"]

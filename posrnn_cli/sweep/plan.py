@@ -31,16 +31,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..common import keys
-from ..common.config import CELL_IGNORED, RunConfig, resolve_config, set_key
-from ..common.machine import fit_state_size
+from ..common.settings import keys
+from ..common.settings.config import CELL_IGNORED, RunConfig, resolve_config, set_key
+from ..common.host.machine import fit_state_size
 from ..common.numerics import device_type
 from ..common.errors import PosrnnError
-from ..common.yamltypes import check_name
-from ..common.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve, trains
-from ..common.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
+from ..common.settings.yamltypes import check_name
+from ..common.stages.experiments import EXPERIMENTS, KEEP_CHECKPOINTS, Experiment, experiment, resolve, trains
+from ..common.settings.profiles import ExtendSection, LmDataSection, StabilitySection, load_profile, read_section
 
-#: short key → config key, and how a cell's value shows in its directory name (``common.keys``)
+#: short key → config key, and how a cell's value shows in its directory name (``common.settings.keys``)
 SHORT, ABBREV = keys.SHORT, keys.ABBREV
 PROFILE_KEYS = {"about", "device", "threads", "n_test", "executor", "slurm", "power", "headline", "ensemble"}
 
@@ -85,7 +85,7 @@ class JobOutcome:
 def status(job: Job) -> str:
     """What a sweep would do with ``job`` now (no torch): new, resume, done, different, or
     (for derived jobs) run."""
-    from ..engine.rundir import run_state
+    from ..common.files.rundir import run_state
 
     if not trains(job.kind):
         return "run"

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from ..common.rundir import METRICS_FILE
-from ..common.experiments import trains
+from ..common.files.rundir import METRICS_FILE
+from ..common.stages.experiments import trains
 from .plan import Job
 
 SHOWN = 24  # rows of the live table

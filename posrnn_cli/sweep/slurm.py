@@ -26,7 +26,7 @@ is reported for each member; the next sweep packs those runs again and resumes t
 checkpoints every member holds, as the local executor's next sweep does.
 
 Requeue and preemption lose nothing. A task holds SIGTERM and SIGUSR2 for its whole life
-(``common.signals.task_signals``): training stops after the step in progress with a
+(``common.host.signals.task_signals``): training stops after the step in progress with a
 checkpoint at that step, a stability analysis after the checkpoint in progress with its values
 so far, and an evaluation finishes and is written. The task then leaves without a result, so
 that SLURM decides what follows: on SIGUSR2 (submitit's signal before a time-out, or a
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from ..common.errors import PosrnnError
-from ..common.experiments import trains
+from ..common.stages.experiments import trains
 from .packing import PACK_KIND, as_pack, members_of, pack_jobs, unpack_outcomes
 from .plan import Job, JobOutcome, order, status
 from .slurm_record import SUBMITIT_DIR, add_to_record, recorded_tasks
@@ -82,7 +82,7 @@ class SweepTask(submitit.helpers.Checkpointable if submitit is not None else obj
     the same job, which resumes its run (jobs are idempotent); see the module's doc."""
 
     def __call__(self, job_dict: dict) -> dict:
-        from posrnn_cli.common.signals import Stopped, task_signals
+        from posrnn_cli.common.host.signals import Stopped, task_signals
         from posrnn_cli.sweep.jobs import execute, job_from_dict
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -100,7 +100,7 @@ def leave(stop, submitit_usr2, grace_s: Optional[float] = None) -> None:
     passes submitit's error handler), so that SLURM's requeue, cancel or time-out decides. On
     SIGUSR2 (possibly arriving up to ``grace_s`` after a SIGTERM) submitit's handler checkpoints
     the job and requeues it, with a ``scontrol requeue`` that a SIGTERM cannot kill."""
-    from posrnn_cli.common.signals import PREEMPT
+    from posrnn_cli.common.host.signals import PREEMPT
 
     deadline = time.monotonic() + (USR2_GRACE_S if grace_s is None else grace_s)
     while stop.signal != PREEMPT and time.monotonic() < deadline:

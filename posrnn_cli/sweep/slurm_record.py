@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..common.errors import PosrnnError
-from ..common.io import atomic_write_json, read_json
+from ..common.files.io import atomic_write_json, read_json
 
 RECORD = ".slurm-arrays.json"
 
@@ -53,7 +53,7 @@ def recorded_tasks(runs_root: Path, cluster: str = "slurm") -> dict[str, tuple[s
     data, checked against ``runs_root``: every folder must be its ``.submitit`` (no link out of
     it), every run directory inside it and every job id a SLURM id; anything else is one line
     naming the record, so no result is read from elsewhere."""
-    from ..common.io import inside
+    from ..common.files.io import inside
 
     runs_root = Path(runs_root)
     path = runs_root / RECORD

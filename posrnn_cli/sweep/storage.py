@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Optional
 
-from ..common.config import RunConfig
+from ..common.settings.config import RunConfig
 from ..common.errors import PosrnnError
-from ..common.experiments import trains
+from ..common.stages.experiments import trains
 from .plan import Job
 
 #: config, schedule and RNG states, and the archive's record per tensor (its name, header and alignment):
@@ -78,10 +78,10 @@ def checkpoint_bytes(cfg: RunConfig) -> int:
 
 def member_bytes(cfg: RunConfig) -> tuple[int, int]:
     """(bytes, shared bytes) of one member of an ensemble of ``cfg``'s seeds at its training step's
-    peak (``common.memory.member_parts``), from its model built on the ``meta`` device."""
+    peak (``common.host.memory.member_parts``), from its model built on the ``meta`` device."""
     import torch
 
-    from ..common.memory import member_parts
+    from ..common.host.memory import member_parts
     from ..models import build_model
     from ..models.rnn import GATES
 
@@ -98,7 +98,7 @@ def member_fit(available: Optional[int], where: str):
     a job's shape whose training steps fit (``member_bytes``), and why. None where the memory is not known."""
     if available is None:
         return None
-    from ..common.memory import human
+    from ..common.host.memory import human
 
     def fit(job: Job) -> tuple[int, str]:
         member, shared = member_bytes(job.run_config())
@@ -111,7 +111,7 @@ def member_fit(available: Optional[int], where: str):
 def sweep_memory(prof: dict) -> tuple[Optional[int], str]:
     """The memory the sweep's runs train in, where this machine can tell: the visible GPU's, or the
     memory available now for a CPU sweep; (None, why) for a GPU profile seen from a machine without one."""
-    from ..common.memory import available_bytes
+    from ..common.host.memory import available_bytes
 
     device = str(prof.get("device", "auto"))
     import torch

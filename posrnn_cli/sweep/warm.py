@@ -11,7 +11,7 @@ from pathlib import Path
 def _warm() -> None:
     import torch
 
-    from ..common.config import resolve_config
+    from ..common.settings.config import resolve_config
     from ..engine.evaluate import evaluate
     from ..engine.train import train
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..common import catalog
-from ..common.config import TaskConfig
+from ..common.settings.config import TaskConfig
 from ..common.errors import PosrnnError
 from .base import Batch, HeldOut, Task, first_unique, hash_rows, phase_layout
 from .continuous import ContinuousTask

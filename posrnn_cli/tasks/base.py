@@ -22,8 +22,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..common import floors
-from ..common.config import TaskConfig, check_bounds
+from ..common.results import floors
+from ..common.settings.config import TaskConfig, check_bounds
 from ..common.errors import PosrnnError
 from .scores import sequence_scores
 
@@ -190,7 +190,7 @@ class Task(abc.ABC):
         """How many distinct samples the task can draw (for the held-out check)."""
         return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
 
-    # ---- floors: common/floors.py declares every task's lines once -----------------------
+    # ---- floors: common/results/floors.py declares every task's lines once -----------------------
     @property
     def chance_line(self) -> Optional[float]:
         """Token accuracy of a guess that reads nothing of the input (None: no line declared)."""

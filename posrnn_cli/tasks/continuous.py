@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..common.tables import COSINE_QUANTILES as QUANTILES
+from ..common.results.tables import COSINE_QUANTILES as QUANTILES
 from .base import Batch, Task
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.config import check_bounds
+from ..common.settings.config import check_bounds
 from ..common.errors import PosrnnError
 from ..lm.encode import LMCorpus
 from ..models.head import HEAD_CHUNK_TOKENS, chunked_cross_entropy, token_nll

@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from ..common.config import check_bounds
+from ..common.settings.config import check_bounds
 from ..common.errors import PosrnnError
 from .base import Batch, Task
 

@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..common.config import TaskConfig
+from ..common.settings.config import TaskConfig
 from ..common.errors import PosrnnError
 from .base import Batch, Task, tally, first_unique, hash_rows, phase_layout
 

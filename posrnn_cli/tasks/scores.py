@@ -1,5 +1,5 @@
 """Per-sequence scores (docs/papers.md, Metrics): token / sequence accuracy, Damerau–Levenshtein distance.
-(Their confidence intervals: ``common.stats``.)"""
+(Their confidence intervals: ``common.results.stats``.)"""
 
 from __future__ import annotations
 

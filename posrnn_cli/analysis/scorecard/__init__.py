@@ -14,7 +14,7 @@ How a claim is scored:
   Two arms are compared only on identical seed sets and training budgets (iterations, batch
   size, warm-up); otherwise the claim is not measured, with the reason. A difference is read per
   seed (paired), and its 95% interval is Student's t over the seeds
-  (``common.stats.t_interval``). With fewer than ``MIN_SEEDS`` seeds per arm the verdict is
+  (``common.results.stats.t_interval``). With fewer than ``MIN_SEEDS`` seeds per arm the verdict is
   ``too few seeds``, never ``reproduced``.
 - **Regime.** ``regime`` is a filter on the table rows (e.g. L = 64, H = 512, V in the paper's
   range). The *verdict* is read on the cells inside it; cells outside it give an *indication*,
@@ -28,7 +28,7 @@ How a claim is scored:
   equivalence margin and a power guard (the reference learned something, and the interval is
   narrower than the margin); a decay speed needs at least 5 checkpoints, the first at step 0.
 - **Floors and ceiling.** A token-accuracy comparison with any compared arm not shown above its
-  floor (``common.floors``: chance and the baselines a reader would name) reads ``not testable``,
+  floor (``common.results.floors``: chance and the baselines a reader would name) reads ``not testable``,
   naming the line; so does one whose every arm's mean is at or above ``score.CEILING`` (0.98),
   counted apart as a ceiling read.
 

@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional
 import yaml
 
 from posrnn_cli.common.errors import PosrnnError, did_you_mean
-from posrnn_cli.common.keys import BOOLEAN_COLUMNS
-from posrnn_cli.common.tables import is_number
+from posrnn_cli.common.settings.keys import BOOLEAN_COLUMNS
+from posrnn_cli.common.results.tables import is_number
 
 from .core import CLAIMS_PATH, Outcome, Reading, TABLES, as_list
 from .result_tables import TableSet

@@ -14,10 +14,11 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from posrnn_cli.common import catalog, experiments
+from posrnn_cli.common import catalog
+from posrnn_cli.common.stages import experiments
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.tables import is_number
-from posrnn_cli.common.stats import t_cdf, t_interval
+from posrnn_cli.common.results.tables import is_number
+from posrnn_cli.common.results.stats import t_cdf, t_interval
 
 
 CLAIMS_PATH = Path(__file__).resolve().parent.parent / "claims.yaml"

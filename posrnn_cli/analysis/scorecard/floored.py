@@ -1,5 +1,5 @@
 """Test kinds whose prediction is about a floor: ``learns`` (an arm is shown above the highest line
-its task declares, ``common.floors``) and ``needs`` (an arm learns with something and stays at
+its task declares, ``common.results.floors``) and ``needs`` (an arm learns with something and stays at
 its floor without it). The floor guard of ``score.py`` reads every other comparison; these read
 the floor themselves, since the floor is what they predict.
 
@@ -10,7 +10,7 @@ no better than the baseline by more than the margin); in between it is neither.
 
 from __future__ import annotations
 
-from posrnn_cli.common import floors
+from posrnn_cli.common.results import floors
 
 from .core import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Outcome, Reading, NotMeasured, Seeded,
                    cell_label, claim_cells, describe_filter, fmt_sd, measured_outcome, natural, sd_dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from posrnn_cli.common.tables import is_number
+from posrnn_cli.common.results.tables import is_number
 
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, Outcome, Reading, REPRODUCED,
                    Seeded, UNDERPOWERED, NotMeasured, Settled, as_list, claim_cells, complete, describe_filter, fmt_num,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from posrnn_cli.common.io import json_text, write_owned_together
+from posrnn_cli.common.files.io import json_text, write_owned_together
 
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
                    SCOPES, TOO_FEW_SEEDS, VERDICTS)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.io import read_csv
-from posrnn_cli.common.tables import check_table, key_columns
+from posrnn_cli.common.files.io import read_csv
+from posrnn_cli.common.results.tables import check_table, key_columns
 
 from .core import REQUIRED_COLUMNS, FIX, NotMeasured
 
@@ -27,7 +27,7 @@ class Table:
 def load_table(results_dir: Path, name: str) -> Optional[Table]:
     """``results_dir/<name>.csv`` as a ``Table`` (rows tagged with ``_table``), or ``None`` when
     the file is absent. A file that cannot be read or is empty, or fails the one table check
-    (``common.tables.check_table``: a missing column, a non-numeric measurement, per-seed values
+    (``common.results.tables.check_table``: a missing column, a non-numeric measurement, per-seed values
     that do not match its seeds, a value outside its CI, the same cell twice), raises
     ``PosrnnError``."""
     path = Path(results_dir) / f"{name}.csv"

@@ -9,9 +9,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from posrnn_cli.common import floors
+from posrnn_cli.common.results import floors
 from posrnn_cli.common.errors import PosrnnError
-from posrnn_cli.common.stats import t_interval
+from posrnn_cli.common.results.stats import t_interval
 
 from .core import (DIRECTION_ONLY, INCONCLUSIVE, MIN_SEEDS, NOT_MEASURED, NOT_REPRODUCED, NOT_TESTABLE, OPEN, Outcome,
                    SCOPES, TOO_FEW_SEEDS, UNDERPOWERED, VERDICTS, NotMeasured, Reading, Settled,
@@ -127,7 +127,7 @@ def _arm_name(r: dict) -> str:
 def _at_floor(out: Outcome, trace: list) -> Optional[Outcome]:
     """``not testable`` when any arm a token-accuracy test compared sits at its floor: the
     seed-level 95% interval of its token accuracy reaches down to the highest line its task
-    declares (``common.floors``: chance, and the baseline a reader would name: recall-last,
+    declares (``common.results.floors``: chance, and the baseline a reader would name: recall-last,
     order-blind, order statistics, position), so the arm is not shown to beat that baseline and a
     difference involving it may be the baseline's, not anything the task asks for."""
     found = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from posrnn_cli.common.stats import MAX_SEEDS, seeds_for_power, seeds_to_narrow, t975, t_cdf
+from posrnn_cli.common.results.stats import MAX_SEEDS, seeds_for_power, seeds_to_narrow, t975, t_cdf
 
 from .core import NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, NotMeasured, sort_key
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .errors import PosrnnError
+from ..errors import PosrnnError
 from .experiments import EXPERIMENTS, STAGES, Experiment, Stage
-from .numerics import NAMED
+from ..numerics import NAMED
 
 #: the file of declared numerics versions (``common.numerics.numerics_table``) the stages that run
 #: experiments read theirs from, in place of the code: a version bumped changes dvc.lock, a refactor does not
@@ -25,7 +25,7 @@ RESULT_PACKAGE = "posrnn_cli.analysis"
 HEADER = """\
 # The experiments of the papers as one DVC pipeline, one stage per step, each a `foreach` over
 # the active profile(s) in params.yaml (`profile: [lite]`; switch with `posrnn profile use NAME`).
-# Written by `posrnn dvc-yaml` from the experiment registry (posrnn_cli/common/experiments.py):
+# Written by `posrnn dvc-yaml` from the experiment registry (posrnn_cli/common/stages/experiments.py):
 # edit the registry, not this file, then run it (`posrnn dvc-yaml --check` compares).
 #
 #   dvc repro                                             # the active profile: runs/, results/, figures/<name>
@@ -159,8 +159,8 @@ def written_by_us(data: bytes) -> bool:
 
 def check_dvc_yaml(path: Path) -> Optional[str]:
     """None when ``path`` holds what the registry gives, else a one-line reason."""
-    from .errors import PosrnnError
-    from .io import read_bounded
+    from ..errors import PosrnnError
+    from ..files.io import read_bounded
 
     want = dvc_yaml()
     try:
@@ -176,4 +176,4 @@ def check_dvc_yaml(path: Path) -> Optional[str]:
     a, b = have.splitlines(), want.splitlines()
     i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return (f"{path} differs from what the experiment registry gives, first at line {i + 1}; "
-            f"run posrnn dvc-yaml to write it (edit posrnn_cli/common/experiments.py, not dvc.yaml)")
+            f"run posrnn dvc-yaml to write it (edit posrnn_cli/common/stages/experiments.py, not dvc.yaml)")

@@ -123,7 +123,7 @@ def remove_stale_temps(folder: Path) -> int:
 def read_marker(folder: Path) -> "dict | None":
     """The ownership marker of ``folder`` (``{"kind": …, "id": …}``), or None when it has none
     (or one posrnn cannot read: then it is not recognised as posrnn's)."""
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     path = Path(folder) / MARKER
     try:
@@ -226,7 +226,7 @@ def inside(path: Path, folder: Path) -> bool:
 
 def check_out_path(out: Path, option: str = "--out") -> Path:
     """Refuse an output path that is empty, the current directory or a symlink loop (one line)."""
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     text = str(out)
     if text.strip() == "":
@@ -333,7 +333,7 @@ def _parse(v: str) -> Any:
 
 def read_csv(path: Path) -> list[dict]:
     """CSV → rows, numbers parsed (int, then float), True/False as booleans, empty cells as None."""
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     regular(path, "CSV table")
     try:
@@ -380,7 +380,7 @@ def read_npz(path: Path) -> dict:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
-        from .errors import PosrnnError
+        from ..errors import PosrnnError
 
         if isinstance(e, OSError) and not Path(path).exists():
             raise
@@ -427,7 +427,7 @@ def loads_bounded(text: "str | bytes", source: Any) -> Any:
     """``json.loads``, but a document nested beyond ``MAX_JSON_DEPTH`` levels is refused in one
     line naming ``source`` (json itself would raise ``RecursionError`` far below a crafted depth).
     A document that is not JSON raises ``ValueError`` as json does."""
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     try:
         data = json.loads(text)
@@ -447,7 +447,7 @@ def regular(path: Path, what: str = "file") -> None:
     block the reader, a device never end); a missing one is left to the reader's own error."""
     import stat
 
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     try:
         st = os.stat(path)
@@ -463,7 +463,7 @@ def read_bounded(path: Path, what: str = "file") -> bytes:
     a directory: never opened) or larger than ``MAX_JSON_BYTES``."""
     import stat
 
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
@@ -479,7 +479,7 @@ def read_bounded(path: Path, what: str = "file") -> bytes:
 def read_json(path: Path) -> Any:
     """JSON → data, bounded (``read_bounded``, ``loads_bounded``); a file that is not JSON is an
     error naming it."""
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     try:
         return loads_bounded(read_bounded(path, "JSON file").decode("utf-8"), path)
@@ -502,7 +502,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def _ledger(folder: Path) -> dict:
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     try:
         data = loads_bounded(read_bounded(Path(folder) / LEDGER, "ledger").decode("utf-8"), folder)
@@ -534,7 +534,7 @@ def check_owned(path: Path, new: "bytes | None" = None, option: str = "--out",
     regular file that neither the folder's ledger, the new bytes, git nor ``recognise`` vouch for."""
     import stat
 
-    from .errors import PosrnnError
+    from ..errors import PosrnnError
 
     path = Path(path)
     try:

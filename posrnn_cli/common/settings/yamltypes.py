@@ -13,7 +13,7 @@ import functools
 import warnings
 from typing import Any, Optional
 
-from .errors import PosrnnError
+from ..errors import PosrnnError
 
 #: the most YAML nodes a document may expand to through its aliases (``&a`` / ``*a``): a params
 #: file is a few hundred; a "billion laughs" document is refused before it is expanded

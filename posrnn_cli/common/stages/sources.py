@@ -10,7 +10,7 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the package directory
+ROOT = Path(__file__).resolve().parents[2]  # the package directory
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:

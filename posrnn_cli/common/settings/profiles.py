@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .config import bounded, check_bounds, coerce, load_yaml
-from .errors import PosrnnError, did_you_mean
+from ..errors import PosrnnError, did_you_mean
 from .yamltypes import MAX_YAML_NODES, NotYaml, check_name, expanded_size, load_as_dvc
 
 
@@ -190,7 +190,7 @@ def replace_in_place(path: Path, data: bytes) -> None:
     import os
     import stat
 
-    from .io import temp_path
+    from ..files.io import temp_path
 
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(target.stat().st_mode)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import catalog
-from .errors import PosrnnError
+from .. import catalog
+from ..errors import PosrnnError
 
 #: float32 and int64 sizes
 F32, I64 = 4, 8

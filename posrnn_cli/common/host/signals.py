@@ -25,7 +25,7 @@ import threading
 from contextlib import contextmanager
 from typing import Optional
 
-from .errors import PosrnnError
+from ..errors import PosrnnError
 
 #: the signal submitit (and SLURM's ``--signal``) uses for a coming time-out or preemption
 PREEMPT = "SIGUSR2"

@@ -18,9 +18,9 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from .rundir import CONFIG_FILE, EVAL_FILE
-from .config import RUNTIME_KEYS, RunConfig
-from .errors import PosrnnError
+from ..files.rundir import CONFIG_FILE, EVAL_FILE
+from ..settings.config import config_digest
+from ..errors import PosrnnError
 
 #: the 0-d string arrays a per-sequence score file carries beside its scores
 STAMPS = ("checkpoint_sha256", "config_digest")
@@ -40,19 +40,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-#: config keys added after runs began recording digests: left out of a digest while at their default,
-#: so a run recorded before a key existed (its config.yaml without it) keeps its digest and its scores
-LATER_KEYS = ("task.pairs", "model.conv", "task.filler", "task.length_buckets", "model.block")
-
-
-def config_digest(config: dict) -> str:
-    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
-    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
-    defaults = RunConfig().flat()
-    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS and not (k in LATER_KEYS and v == defaults[k])}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def eval_digest(result: dict) -> str:
@@ -120,7 +107,7 @@ class Proof:
     @property
     def checkpoint_sha256(self) -> str:
         if self._sha is None:
-            from .rundir import list_checkpoints
+            from ..files.rundir import list_checkpoints
 
             ckpts = list_checkpoints(self.run)
             if not ckpts:
@@ -133,7 +120,7 @@ class Proof:
     @property
     def config_digest(self) -> str:
         if self._digest is None:
-            from .config import RunConfig, safe_load_bounded
+            from ..settings.config import RunConfig, safe_load_bounded
 
             path = self.run / CONFIG_FILE
             try:
@@ -151,7 +138,7 @@ def _fix(run: Path) -> str:
 def proven_eval(run: Path, proof: Optional[Proof] = None) -> dict:
     """The run's ``eval.json``, checked (``check_eval``) and proven to score the run's latest
     checkpoint under its current ``config.yaml``; refused in one line otherwise."""
-    from .io import read_json
+    from ..files.io import read_json
 
     run = Path(run)
     proof = proof or Proof(run)
@@ -214,7 +201,7 @@ def _sweep_fix(run: Path) -> str:
 def proven_record(path: Path, proof: Proof, count: str) -> dict:
     """A JSON analysis of a run (``permutation.json``): stamped with ``proof``'s checkpoint and
     config, and its list ``count`` as long as the ``n_sequences`` it records; one line otherwise."""
-    from .io import json_digest, read_json
+    from ..files.io import json_digest, read_json
 
     fix = _sweep_fix(proof.run)
     if not Path(path).is_file():
@@ -244,7 +231,7 @@ def proven_stability(run: Path) -> tuple[dict, dict]:
     stamped (no ``values_sha256``) is refused too, naming the command that redoes it."""
     import numpy as np
 
-    from .io import read_json, read_npz
+    from ..files.io import read_json, read_npz
 
     run = Path(run)
     fix = _sweep_fix(run)
@@ -276,7 +263,7 @@ def proven_stability(run: Path) -> tuple[dict, dict]:
 def _check_source(run: Path, meta: dict, stamps: dict, fix: str) -> None:
     """The source run of a stability analysis is unchanged since: its config (the copy beside the
     values and their stamp) and the checkpoints the record lists, by size and digest."""
-    from .rundir import list_checkpoints, read_config
+    from ..files.rundir import list_checkpoints, read_config
 
     src = Path(str(meta.get("source")))
     if not (src / CONFIG_FILE).is_file():

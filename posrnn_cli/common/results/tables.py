@@ -23,8 +23,9 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from . import catalog, keys, plugins
-from .errors import PosrnnError
+from .. import catalog, plugins
+from ..settings import keys
+from ..errors import PosrnnError
 
 #: the percentiles of the per-token cosines a continuous-task evaluation reports (``cosine_q10`` …)
 COSINE_QUANTILES = (10, 50, 90)
@@ -38,7 +39,7 @@ MEASURES: dict[str, tuple[float, float]] = {
 }
 #: counts: positive integers
 COUNTS = ("n_seeds", "n_sequences", "n_triplets", "n_tokens", "permutations")
-#: columns that name a cell (a config without its seed), whatever their type (``common.keys``)
+#: columns that name a cell (a config without its seed), whatever their type (``common.settings.keys``)
 KEY_COLUMNS = keys.KEY_COLUMNS
 #: columns that hold a measurement or a count; any other column is a cell column when its values
 #: are text or integers, and a measurement when they are fractional

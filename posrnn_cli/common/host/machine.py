@@ -95,8 +95,8 @@ def fit_state_size(cfg, device_type: str, given: Optional[set[str]] = None) -> O
     """``fit_to_machine``'s state-size rule alone (a sweep's plan applies it to each new run's
     config, so that the config it records is the one ``train`` writes): the header's line, or
     None for a core without a CPU state size or a state size the user set."""
-    from .catalog import CORES
-    from .config import RunConfig
+    from ..catalog import CORES
+    from ..settings.config import RunConfig
 
     default = RunConfig().model.state_size
     core = CORES.get(cfg.model.name)

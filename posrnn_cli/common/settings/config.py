@@ -11,6 +11,7 @@ import copy
 import datetime
 import functools
 import hashlib
+import json
 import math
 import types
 import typing
@@ -21,7 +22,7 @@ from typing import Any, Optional
 import yaml
 
 from . import keys
-from .errors import PosrnnError
+from ..errors import PosrnnError
 from .yamltypes import NotYaml, check_document, dvc_reading, load_as_dvc
 
 
@@ -133,7 +134,7 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast of forward and loss (fp32 master weights); any device, a speed-up on GPUs
     fused_adam: Optional[bool] = None  # Adam's fused kernel: None = on CUDA only, True = everywhere, False = never
     cuda_graph: bool = False  # capture the whole update in one CUDA graph (CUDA only; fixed batch shapes)
-    # torch CPU threads; None = chosen by the command (common.machine)
+    # torch CPU threads; None = chosen by the command (common.host.machine)
     threads: Optional[int] = bounded(None, 1, 4096, none="auto: 1 for a small model, else the cores not busy")
 
     @property
@@ -156,7 +157,7 @@ RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_siz
                           "train.checkpoint_minutes"})
 
 #: Keys that do not split a cell of a grid: runs that differ only in these are seeds of one table
-#: row (the table of config keys, ``common.keys``).
+#: row (the table of config keys, ``common.settings.keys``).
 CELL_IGNORED = keys.CELL_IGNORED
 
 #: Top-level keys of params.yaml that hold the pipeline's profiles, not a run's config.
@@ -354,6 +355,19 @@ def resolve_config(
         key, value = parse_set(item)
         set_key(cfg, key, value)
     return cfg
+
+
+#: config keys added after runs began recording digests: left out of a digest while at their default,
+#: so a run recorded before a key existed (its config.yaml without it) keeps its digest and its scores
+LATER_KEYS = ("task.pairs", "model.conv", "task.filler", "task.length_buckets", "model.block")
+
+
+def config_digest(config: dict) -> str:
+    """sha256 of a run's config (its ``to_dict()``), runtime keys left out: what the run computes."""
+    flat = {f"{s}.{k}": v for s, sec in config.items() if isinstance(sec, dict) for k, v in sec.items()}
+    defaults = RunConfig().flat()
+    kept = {k: v for k, v in flat.items() if k not in RUNTIME_KEYS and not (k in LATER_KEYS and v == defaults[k])}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def config_diff(a: RunConfig, b: RunConfig, ignore: frozenset[str] = RUNTIME_KEYS) -> list[str]:

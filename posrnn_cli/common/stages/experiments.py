@@ -5,7 +5,7 @@ Three small tables, each entry in one place:
 
 * ``JOB_KINDS`` — what a worker does: how the profile section becomes jobs (``plan``), what one
   job runs (``run``) and whether it trains a run directory (``trains``: it then has a config,
-  a state — see ``engine.rundir`` — and a training log the sweep's progress reads).
+  a state — see ``common.files.rundir`` — and a training log the sweep's progress reads).
 * ``TABLE_FORMS`` — what aggregation makes of an experiment's runs: the function that builds the
   table (``build``), the one that reduces it to the headline numbers of ``dvc metrics show``
   (``headline``), and the columns every table of that form holds (``columns``; the scorecard
@@ -25,7 +25,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .errors import PosrnnError
+from ..errors import PosrnnError
 
 
 def resolve(ref: str) -> Callable[..., Any]:
@@ -193,7 +193,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
 @dataclass(frozen=True)
 class Stage:
     """A DVC stage that runs experiments (``dvc.yaml`` is generated from these and ``EXPERIMENTS``,
-    ``common.pipeline_yaml``): whether its runs are built from the params file's shared ``task`` /
+    ``common.stages.pipeline_yaml``): whether its runs are built from the params file's shared ``task`` /
     ``model`` / ``train`` sections, and its inputs besides the runs of other stages."""
 
     name: str
