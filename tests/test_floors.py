@@ -1,4 +1,4 @@
-"""The floor lines every task declares once (common/results/floors.py): chance, and what position alone
+"""The floor lines every task declares once (tasks/floors.py): chance, and what position alone
 reaches, derived and checked against brute force; the task classes and the scorecard read them,
 and a comparison of arms all at or below them is "not testable"."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from posrnn_cli.analysis import scorecard as sc
-from posrnn_cli.common.results import floors
+from posrnn_cli.tasks import floors, mqar_lines, reverse_lines
 from posrnn_cli.common.settings.config import TaskConfig
 from posrnn_cli.tasks import build_task
 from posrnn_cli.tasks import mqar as mqar_task
@@ -41,7 +41,7 @@ def test_the_mqar_position_line_is_derived_from_the_draw():
     assert floors.mqar_position_line(16, 4) == pytest.approx(0.3857, abs=1e-4)  # L = 4P: every slot filled
     assert floors.mqar_position_line(8, 2) == pytest.approx(0.6651, abs=1e-4)
     # the seeded estimate beyond the exact range agrees with the recursion where both apply
-    est = floors._mqar_draws(6, 2, floors.MQAR_POWER_A)
+    est = mqar_lines._mqar_draws(6, 2, floors.MQAR_POWER_A)
     share = sum(max(sum(1 for d in est[:, j] if d == i) for j in range(2)) for i in range(6)) / (len(est) * 2)
     assert share == pytest.approx(floors.mqar_position_line(16, 2), abs=0.01)
     # with zeros as filler a model can count the queries: by rank, the same line at L = 4P
@@ -174,7 +174,7 @@ def test_the_recall_last_line_with_variable_lengths_and_on_the_dual_grid():
     guess = torch.where(same, last, torch.randint(V, last.shape, generator=_gen(2)))
     hit = torch.where(t == L - 1, torch.ones_like(same), guess == b.targets.gather(1, (L - 1 - t)[:, None])[:, 0])
     from posrnn_cli.analysis.aggregate import POSITIONS
-    assert POSITIONS == floors._POSITIONS
+    assert POSITIONS == reverse_lines._POSITIONS
     for k, cond in enumerate(("F/F", "F/R", "R/F", "R/R")):
         for half, (lo, hi) in POSITIONS.items():
             pick = (kind == k) & (t >= lo * L) & (t < hi * L)

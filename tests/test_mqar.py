@@ -170,7 +170,7 @@ def recall_above_baselines(acc: float, sequences: int, task: MQARTask) -> bool:
 def position_guess(task: MQARTask, batch) -> torch.Tensor:
     """(B P) what a model that reads only each query's step answers: the value of the pair most
     likely asked at that slot (``floors.mqar_slot_probs``), copied from the context."""
-    from posrnn_cli.common.results import floors
+    from posrnn_cli.tasks import floors
 
     q = torch.tensor(floors.mqar_slot_probs(task.slots, task.P))  # (S P)
     pair = q.argmax(dim=1)[(batch.out_index - 2 * task.P) // 2]  # (B P): the likeliest pair per query slot

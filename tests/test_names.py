@@ -12,7 +12,7 @@ from posrnn_cli.common.stages.experiments import EXPERIMENTS, JOB_KINDS
 from conftest import ROOT
 #: the registries and the modules that implement their entries
 REGISTRIES = ("posrnn_cli/common/catalog.py", "posrnn_cli/common/stages/experiments.py", "posrnn_cli/tasks/",
-              "posrnn_cli/models/", "posrnn_cli/common/results/floors.py")  # floors: each task's floor lines, by name
+              "posrnn_cli/models/")
 #: words that are registered names and also mean something else where they are compared
 OTHER_MEANINGS = {"train"}  # a data split, a DVC stage
 

@@ -265,7 +265,7 @@ def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
 def test_every_declared_floor_is_drawn(kept, tmp_path):
     """Each task ``common.results.floors`` declares lines for draws them on its token-accuracy axis: copy
     (chance and recall-last) as reversal does."""
-    from posrnn_cli.common.results import floors
+    from posrnn_cli.tasks import floors
 
     assert set(figkit.CHANCE_TASKS) == set(floors.TASK_LINES)
     row = acc_row("lstm", "none", [0.3, 0.4], task="copy")
@@ -487,7 +487,7 @@ def test_the_baseline_line_a_reader_would_name_is_drawn_and_named(kept, tmp_path
     """Beside chance, each token-accuracy axis draws the highest line a baseline model reaches
     (``common.results.floors``), named: recall-last for reversal (a curve over V), order-blind for the
     predecessor query."""
-    from posrnn_cli.common.results import floors
+    from posrnn_cli.tasks import floors
 
     rows = [acc_row("gru", pe, _vals(p + j), V=V) for p, pe in enumerate(("none", "sinusoidal"))
             for j, V in enumerate((16, 64))]

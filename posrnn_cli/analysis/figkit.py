@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..common import catalog
-from ..common.results import floors
+from ..tasks import floors
 from ..common.errors import PosrnnError
 from ..common.files.io import write_owned
 from ..common.results.stats import t_interval

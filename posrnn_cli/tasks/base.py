@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..common.results import floors
+from . import floors
 from ..common.settings.config import TaskConfig, check_bounds
 from ..common.errors import PosrnnError
 from .scores import sequence_scores
@@ -190,7 +190,7 @@ class Task(abc.ABC):
         """How many distinct samples the task can draw (for the held-out check)."""
         return self.V ** min(self.L, 64)  # an exact int; 2^64 already exceeds any held-out set
 
-    # ---- floors: common/results/floors.py declares every task's lines once -----------------------
+    # ---- floors: tasks/floors.py declares every task's lines once -----------------------
     @property
     def chance_line(self) -> Optional[float]:
         """Token accuracy of a guess that reads nothing of the input (None: no line declared)."""

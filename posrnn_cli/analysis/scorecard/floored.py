@@ -10,7 +10,7 @@ no better than the baseline by more than the margin); in between it is neither.
 
 from __future__ import annotations
 
-from posrnn_cli.common.results import floors
+from posrnn_cli.tasks import floors
 
 from .core import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, Outcome, Reading, NotMeasured, Seeded,
                    cell_label, claim_cells, describe_filter, fmt_sd, measured_outcome, natural, sd_dict)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from posrnn_cli.common.results import floors
+from posrnn_cli.tasks import floors
 from posrnn_cli.common.errors import PosrnnError
 from posrnn_cli.common.results.stats import t_interval
 
