@@ -34,7 +34,7 @@ def test_three_maxima_on_the_tiny_model_are_refused_before_anything_is_allocated
     """vocab_size, n_test and eval_batch_size at their maxima: refused on a 6 GB machine while the
     process is still small (a 1.5 GB address-space limit would stop any allocation of them)."""
     code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))\n"
-            "from posrnn_cli.common import memory\nmemory.available_bytes = lambda: 6 * 10**9\n"
+            "from posrnn_cli.common.host import memory\nmemory.available_bytes = lambda: 6 * 10**9\n"
             "from posrnn_cli.cli import run\nsys.argv = ['posrnn', 'train', '--task', 'reverse', '--model', 'gru', "
             "'--hidden-size', '8', '--length', '8', '--vocab-size', str(2**24), '--set', 'task.n_test=10000000', "
             "'--set', f'train.eval_batch_size={2**24}', '--iterations', '2', '--device', 'cpu', '--out', "
