@@ -44,6 +44,18 @@ def test_hierarchical_bootstrap_includes_seed_spread():
 
 
 # ---- threshold ------------------------------------------------------------------------------
+def test_a_cell_in_its_authors_full_block_says_so():
+    """A full-block row's cell names its block, so a measured string cannot pass it off as the
+    core alone; a mixer row (no block column, or "mixer") reads as before."""
+    from posrnn_cli.analysis.scorecard.core import cell_label
+
+    row = {"model": "hawk", "vocab_size": 16, "length": 12, "hidden_size": 48}
+    assert cell_label(row) == "Hawk V=16 L=12 H=48"
+    assert cell_label({**row, "block": "mixer"}) == "Hawk V=16 L=12 H=48"
+    assert cell_label({**row, "block": "full"}) == "Hawk (full block) V=16 L=12 H=48"
+    assert cell_label({**row, "block": "full"}, skip=("block",)) == "Hawk V=16 L=12 H=48"
+
+
 def test_threshold_verdicts(tmp_path):
     def fig2(pe_acc, none_acc, spread=0.005):
         return [ev("gru", "sinusoidal", 64, pe_acc, spread=spread), ev("gru", "none", 64, none_acc, spread=spread)]

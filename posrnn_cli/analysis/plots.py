@@ -337,7 +337,8 @@ def fig_map(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("vocabulary size V")
         ax.set_ylabel("token accuracy")
         ax.grid(alpha=0.3)
-        ax_title(ax, f"{model_label(model)} ({_setting(mrows[0])})")
+        block = " in its full block" if mrows[0].get("block") == "full" else ""
+        ax_title(ax, f"{model_label(model)}{block} ({_setting(mrows[0])})")
     note, name = describe(spreads)
     add_legend(items[0][0], name)
     finish(fig, f"The map, reverse ordering: PE × the short convolution × V ({note})", path)

@@ -150,7 +150,8 @@ def pe_name(pe: Any) -> str:
 
 
 def cell_label(row: dict, skip: Iterable[str] = ()) -> str:
-    """A short name for a row's cell: "GRU V=32 L=64 H=512" (+ the cell's other axes)."""
+    """A short name for a row's cell: "GRU V=32 L=64 H=512" (+ the cell's other axes: "2-layer",
+    "(full block)", the condition, half and step)."""
     skip = set(skip)
     parts = []
     if "model" not in skip and row.get("model") is not None:
@@ -158,6 +159,8 @@ def cell_label(row: dict, skip: Iterable[str] = ()) -> str:
         name = catalog.label(catalog.CORES, model) if model in catalog.CORES else model
         if row.get("layers") not in (None, 1) and "layers" not in skip:
             name = f"{row['layers']}-layer {name}"
+        if row.get("block") == "full" and "block" not in skip:
+            name = f"{name} (full block)"
         parts.append(name)
     if "vocab_size" not in skip and row.get("vocab_size") is not None:
         parts.append(f"V={row['vocab_size']}")
