@@ -91,6 +91,8 @@ STATED_FIRST = [("beyond_pe_helps_mamba_vocab", "results/beyond"), ("beyond_pe_h
                 ("map_pe_on_mamba", "results/beyond_map"),
                 ("map_pe_conv_add_xlstm", "results/beyond_map"),
                 ("map_pe_conv_add_xlstm", "results/beyond_map_paper"),
+                ("map_pe_on_hawk", "results/beyond_map_block"),
+                ("map_pe_conv_add_gdn_layer", "results/beyond_map_block"),
                 ("kind: permutation_split", "results/beyond3"),
                 ("model: noncausal_transformer, pe: none", "results/beyond3")]
 
@@ -179,3 +181,27 @@ def test_the_maps_later_profiles_keep_its_cells_sizes_and_budget(profile, cores,
     assert set(arms) == {(m, conv, pe, V) for m, _, _, V in arms for conv in (True, False)
                          for pe in ("none", "sinusoidal")}
     assert length == 12 or length >= 8 * 4  # the map's L, or one where a width-4 convolution sees an eighth
+
+
+def test_the_maps_full_block_arms_keep_its_grid_and_budget_at_matched_parameters():
+    """beyond_map_block runs beyond_map's Hawk and Gated DeltaNet cells (the same L, V, seeds,
+    iterations and batch, every arm crossed PE × conv) with each core in its authors' block,
+    sized to the GRU's core parameters on the PE arm (within 5%: the blocks' widths are even)."""
+    base = {(j.config["model"]["name"], j.config["task"]["length"], j.config["task"]["vocab_size"],
+             j.config["train"]["iterations"], j.config["train"]["batch_size"], j.config["train"]["seed"])
+            for j in plan(PARAMS, "beyond_map", ["mamba_conv"])}
+    arms: dict = defaultdict(set)
+    for j in plan(PARAMS, "beyond_map_block", ["mamba_conv"]):
+        c, m = j.config, j.config["model"]
+        assert m["block"] == "full"
+        assert (m["name"], c["task"]["length"], c["task"]["vocab_size"], c["train"]["iterations"],
+                c["train"]["batch_size"], c["train"]["seed"]) in base
+        arms[(m["name"], m["conv"], m["pe"], c["task"]["vocab_size"])].add(c["train"]["seed"])
+        if m["pe"] == "sinusoidal" and m["conv"]:
+            gru = _core_parameters(j, name="gru", hidden_size=64, embed_size=None, conv=True, block="mixer")
+            assert abs(_core_parameters(j) / gru - 1) < 0.05, (m["name"], _core_parameters(j), gru)
+    assert {a[0] for a in arms} == {"hawk", "gated_deltanet_layer"}
+    assert all(len(s) == 3 for s in arms.values())
+    assert set(arms) == {(name, conv, pe, V) for name, _, _, V in arms for conv in (True, False)
+                         for pe in ("none", "sinusoidal")}
+    assert {a[3] for a in arms} == {16, 64, 256}

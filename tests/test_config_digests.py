@@ -26,6 +26,7 @@ EXPECTED = {
     "beyond2": (86, "cbce57a18818b3362e2b733c3ff1ce35e9861e07a302778ed350d3bafed69e58"),
     "beyond3": (24, "888ccffe395c99d17da9ede3d8d714b84963836efd496d54ff252f2553fbdd71"),
     "beyond_map": (144, "3c700fdc6e93bf84a5d0769a473974857e409c78b560e9e8d097c4e3f886245a"),
+    "beyond_map_block": (72, "984a4e3001586806498d3d30f8e787b88ebdd8eaf88f244594962e91119d6d31"),
     "beyond_map_paper": (240, "ea203be3e681876d0cd0bee97b6279134749913644557a096fbbb22f174d6c33"),
     "beyond_paper": (460, "50cc90fafb1d2ab755af8b7403a32dfeb191edfb8f5fe36736a72d4a125fd49c"),
     "lite": (87, "48bfda28ee9a33de3b394fd65f475892508cb99e1f692efed7ebc5ae3cc0b0a8"),
