@@ -547,10 +547,39 @@ def test_scorecard_across_fits_the_terminal_with_every_id_and_name_whole(columns
     starts = [line.split()[0] for line in lines if line.split()]
     assert all(e["id"] in starts for e in report.across(scored)), result.output
     head = " ".join(lines[:4])
-    for p in scored:
-        assert all(part in head.split() for part in p.replace("_", "_ ").split()), (p, head)
+    for p in scored:  # each name whole, or broken after its "_"s into whole parts
+        assert p in head.split() or all(part in head.split() for part in p.replace("_", "_ ").split()), (p, head)
     one_line = any(line.split()[:2] == ["fig2_gru_pe_95", "NR"] for line in lines if line.split())
     assert one_line == (columns == 120)
+
+
+def test_the_across_view_puts_a_long_id_above_its_verdicts_and_lists_by_name_when_columns_do_not_fit():
+    """Where the id column cannot hold every id, a longer id goes on a line of its own above its
+    verdicts; where even the verdicts' columns do not fit, each claim lists the profiles that
+    measured it by name."""
+    from rich.console import Console
+
+    from posrnn_cli.analysis.across_view import AcrossView
+
+    profiles = [f"profile_{k}" for k in range(6)]
+    rows = [("short_id", ["R", "—", "NR", "—", "—", "inc"], True), ("a_" + "very_" * 6 + "long_id", ["—"] * 6, False)]
+
+    def shown(width: int) -> list[str]:
+        console = Console(width=width, file=None, record=True, color_system=None)
+        with console.capture() as cap:
+            console.print(AcrossView(profiles, rows))
+        return cap.get().splitlines()
+
+    mixed = shown(70)
+    assert max(map(len, mixed)) <= 70 and mixed[0].startswith("claim")
+    assert mixed[2].split() == ["short_id", "R", "—", "NR", "—", "—", "inc", "≠"]
+    assert mixed[3] == rows[1][0] and mixed[4].split() == ["—"] * 6
+    listed = shown(40)
+    assert max(map(len, listed)) <= 40
+    at = listed.index("short_id")
+    assert listed[at + 1].split() == ["profile_0", "R", "profile_2", "NR"]  # wrapped between pairs
+    assert listed[at + 2].split() == ["profile_5", "inc", "≠"]
+    assert listed[listed.index(rows[1][0]) + 1].strip() == "measured nowhere"
 
 
 def test_scorecard_across_marks_dual_disturbant_not_target():

@@ -1,7 +1,10 @@
 """The table across profiles (``posrnn scorecard --across``) laid out for the terminal's width:
-one line a claim where it fits (within 120 columns for the committed profiles), else each claim's
-id on a line of its own above its verdicts (within 80). Profile names break after each "_" so
-the verdicts' columns stay narrow."""
+one line a claim where every claim fits; else one line a claim whose id fits beside the verdicts,
+a longer id on a line of its own above them (within 120 columns for the committed profiles);
+else each claim's id on a line of its own above its verdicts; and where even those columns do
+not fit (80 columns, a dozen profiles), each claim's id above the profiles that measured it, by
+name, with their verdicts. Profile names break after each "_" so the verdicts' columns stay
+narrow."""
 
 from __future__ import annotations
 
@@ -36,6 +39,38 @@ class AcrossView:
                       Text(DISAGREE, style="bold red") if disagree else "")
         return t
 
+    def _cells(self, cells: list[str], widths: list[int], disagree: bool):
+        from rich.text import Text
+
+        line = Text()
+        for k, (c, w) in enumerate(zip(cells, widths)):
+            line.append(" " + f"{c:<{w}}" if k < len(cells) - 1 else " " + c, style="dim" if c == "—" else "")
+        if disagree:
+            line.append(" " + DISAGREE, style="bold red")
+        return line
+
+    def mixed(self, width: int) -> list | None:
+        """One line a claim whose id fits beside the verdicts within ``width``, a longer id on a line
+        of its own above them; ``None`` when no id would fit beside them."""
+        from rich.text import Text
+
+        heads = [_head(p) for p in self.profiles]
+        widths = [max(*map(len, h), *(len(cells[i]) for _, cells, _ in self.rows)) for i, h in enumerate(heads)]
+        room = width - sum(widths) - len(widths) - 1 - len(DISAGREE)
+        fits = [len(claim) for claim, _, _ in self.rows if len(claim) <= room]
+        if room < len("claim") or not fits:
+            return None
+        idw = max(*fits, len("claim"))
+        out = []
+        for k in range(max(map(len, heads))):
+            parts = " ".join(f"{(h[k] if k < len(h) else ''):<{w}}" for h, w in zip(heads, widths))
+            out.append(Text(f"{'claim' if k == 0 else '':<{idw}} {parts}".rstrip(), style="bold"))
+        for claim, cells, disagree in self.rows:
+            if len(claim) > idw:
+                out.append(Text(claim))
+            out.append(Text(f"{claim if len(claim) <= idw else '':<{idw}}") + self._cells(cells, widths, disagree))
+        return out
+
     def stacked(self) -> list:
         """Each claim's id on its own line (folded when longer than the terminal), its verdicts
         indented below it under the profiles' names."""
@@ -52,6 +87,27 @@ class AcrossView:
             out += [Text(claim, overflow="fold"), Text(f"  {line}" + (f" {DISAGREE}" if disagree else ""))]
         return out
 
+    def listed(self, width: int) -> list:
+        """Each claim's id on its own line, below it each profile that measured it, by name, with its
+        verdict ("—" elsewhere is left out), wrapped at ``width``."""
+        from rich.text import Text
+
+        def wrapped(words: list[str], indent: str) -> list[str]:
+            lines = [indent]
+            for w in words:
+                if len(lines[-1]) > len(indent) and len(lines[-1]) + 2 + len(w) > width:
+                    lines.append(indent)
+                lines[-1] += ("  " if len(lines[-1]) > len(indent) else "") + w
+            return lines
+
+        out = [Text("claim, then each profile that measured it, with its verdict; the profiles:", style="bold")]
+        out += [Text(line, style="bold") for line in wrapped(self.profiles, "  ")]
+        for claim, cells, disagree in self.rows:
+            pairs = [f"{p} {c}" for p, c in zip(self.profiles, cells) if c != "—"] or ["measured nowhere"]
+            out.append(Text(claim, overflow="fold"))
+            out += [Text(line) for line in wrapped(pairs + ([DISAGREE] if disagree else []), "  ")]
+        return out
+
     def __rich_console__(self, console, options):
         from rich.measure import Measurement
 
@@ -59,4 +115,7 @@ class AcrossView:
         if Measurement.get(console, options.update_width(10_000), t).maximum <= options.max_width:
             yield t
         else:
-            yield from self.stacked()
+            stacked = self.stacked()
+            if max(map(len, stacked)) > options.max_width:
+                stacked = self.listed(options.max_width)
+            yield from self.mixed(options.max_width) or stacked
