@@ -599,7 +599,8 @@ def test_the_detailed_view_has_one_block_per_claim(tmp_path):
 
 
 @pytest.mark.parametrize("profile", ["lite", "lite_extra", "lite_seeds", "lite_round2", "beyond", "beyond2", "beyond3",
-                                     "beyond_map", "beyond_irie", "beyond_map_long", "beyond_map_xlstm"])
+                                     "beyond_map", "beyond_irie", "beyond_map_long", "beyond_map_xlstm",
+                                     "beyond_map_block"])
 def test_the_committed_scorecard_is_what_its_tables_give(profile):
     """The lite and beyond scorecards in the repository (and quoted in docs/results.md) are recomputed
     from the committed tables by the current claims, code and profile design (its ``power``)."""
