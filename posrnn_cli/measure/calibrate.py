@@ -25,6 +25,7 @@ Two committed records:
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,8 @@ from ..common.settings.config import RunConfig, load_yaml
 
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
-RECORD_COMMAND = "python -m posrnn_cli.measure.calibrate lite lite_extra beyond2 beyond_map"
+RECORD_COMMAND = ("python -m posrnn_cli.measure.calibrate lite lite_extra beyond2 beyond_map beyond_map_long "
+                  "beyond_map_block")
 #: rewrites ``estimate_minutes`` in ``measured_repros.json`` from the record (``cost.write_estimates``)
 ESTIMATES_COMMAND = "python -m posrnn_cli.measure.cost"
 _CACHE: dict[tuple[str, int], float] = {}
@@ -132,7 +134,9 @@ def load_record(path: Path = RECORD) -> dict:
 def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: float = 3.0, rounds: int = 3) -> dict:
     """Time each core of the profiles' plans at its representative size, configuration A timed
     alternately beside it (``rounds`` times each, medians; each core keeps its own rounds' A), on
-    one thread, and the start-up a run and a sweep pay (``time_overheads``)."""
+    one thread, and the start-up a run and a sweep pay (``time_overheads``); ``load_average``: the
+    1-minute load average as it began and as it ended (other work on the machine skews a core's
+    step against the A beside it: on a busy machine, record again)."""
     import datetime
 
     from ..common.settings.config import resolve_config
@@ -142,6 +146,7 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
 
     a_cfg = resolve_config(options={**CALIBRATION, "train.threads": 1})
     a_ms, cores = [], {}
+    load = [round(os.getloadavg()[0], 2)]
     for prof in profiles:
         jobs = plan(params, prof, list(EXPERIMENTS), Path("runs") / prof)
         cfgs = [j.run_config() for j in jobs if trains(j.kind) and j.config]
@@ -161,8 +166,10 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
             cores[f"{prof}:{core}"] = {"core": core, "ms_per_iter": statistics.median(times),
                                        "calibration_ms": statistics.median(beside),
                                        "flops_per_iter": flops_per_iteration(cfg), "config": json.loads(key)}
+    overheads = time_overheads(params)
+    load.append(round(os.getloadavg()[0], 2))
     return {"command": RECORD_COMMAND, "machine": machine(), "date": datetime.date.today().isoformat(),
-            "calibration_ms": statistics.median(a_ms), "cores": cores, "overheads": time_overheads(params)}
+            "calibration_ms": statistics.median(a_ms), "load_average": load, "cores": cores, "overheads": overheads}
 
 
 def scratch_profile(params: Path, out: Path, seeds: list[int]) -> Path:
@@ -223,6 +230,9 @@ if __name__ == "__main__":
     out = record(sys.argv[1:])
     RECORD.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "cores"}, indent=1))
+    if max(out["load_average"]) > (os.cpu_count() or 1):
+        print(f"warning: the 1-minute load average reached {max(out['load_average'])} on {os.cpu_count()} core(s) "
+              f"while this recorded: other work shared the CPU; record again on an idle machine")
     for name, c in out["cores"].items():
         print(f"{name:<24} {c['ms_per_iter']:8.2f} ms/iter  {c['flops_per_iter'] / 1e9:8.3f} GFLOP/iter")
     print(f"then {ESTIMATES_COMMAND}: the estimate beside each measured repro, from this record")
