@@ -39,7 +39,7 @@ from ..common.settings.config import RunConfig, load_yaml
 REPROS = Path(__file__).with_name("measured_repros.json")
 RECORD = Path(__file__).with_name("cpu_core_ms.json")
 RECORD_COMMAND = ("python -m posrnn_cli.measure.calibrate lite lite_extra beyond2 beyond_map beyond_map_long "
-                  "beyond_map_block")
+                  "beyond_map_block beyond_map_xlstm")
 #: rewrites ``estimate_minutes`` in ``measured_repros.json`` from the record (``cost.write_estimates``)
 ESTIMATES_COMMAND = "python -m posrnn_cli.measure.cost"
 _CACHE: dict[tuple[str, int], float] = {}
