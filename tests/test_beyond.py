@@ -198,8 +198,9 @@ def test_the_maps_full_block_arms_keep_its_grid_and_budget_at_matched_parameters
                 c["train"]["batch_size"], c["train"]["seed"]) in base
         arms[(m["name"], m["conv"], m["pe"], c["task"]["vocab_size"])].add(c["train"]["seed"])
         if m["pe"] == "sinusoidal" and m["conv"]:
-            gru = _core_parameters(j, name="gru", hidden_size=64, embed_size=None, conv=True, block="mixer")
-            assert abs(_core_parameters(j) / gru - 1) < 0.05, (m["name"], _core_parameters(j), gru)
+            n, gru = _core_parameters(j), _core_parameters(j, name="gru", hidden_size=64, embed_size=None, conv=True,
+                                                          block="mixer")
+            assert abs(n / gru - 1) < 0.05, (m["name"], n, gru)
     assert {a[0] for a in arms} == {"hawk", "gated_deltanet_layer"}
     assert all(len(s) == 3 for s in arms.values())
     assert set(arms) == {(name, conv, pe, V) for name, _, _, V in arms for conv in (True, False)

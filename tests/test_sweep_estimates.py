@@ -79,8 +79,8 @@ def test_start_up_is_priced_per_job_and_per_sweep_stage(tmp_path):
 @pytest.mark.parametrize("load, warned", [(5.0, True), (1.5, False)])
 def test_a_calibration_on_a_busy_machine_is_flagged(tmp_path, monkeypatch, load, warned):
     """The dry run reads the 1-minute load average when it calibrates and warns when it is above the cores."""
-    monkeypatch.setattr(cost.os, "getloadavg", lambda: (load, 0.0, 0.0))
-    monkeypatch.setattr(cost, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cost, "load_average", lambda: load)
+    monkeypatch.setattr(cost, "usable_cores", lambda: 2)
     jobs = plan(scratch(tmp_path, fig2=GRID), "t", ["fig2"], runs_root=tmp_path / "runs")
     rate = cost.profile_rate({"device": "cpu", "threads": 1}, calibrate=lambda t: (10.0, 2e9), jobs=jobs,
                              time_core=lambda cfg: 3.0)

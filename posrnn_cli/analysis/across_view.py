@@ -39,12 +39,30 @@ class AcrossView:
                       Text(DISAGREE, style="bold red") if disagree else "")
         return t
 
-    def _cells(self, cells: list[str], widths: list[int], disagree: bool):
+    def _widths(self, least: int = 0) -> list[int]:
+        """Each profile's column: its name's longest part, its longest verdict, at least ``least``."""
+        return [max(least, *map(len, _head(p)), *(len(cells[k]) for _, cells, _ in self.rows))
+                for k, p in enumerate(self.profiles)]
+
+    def _header(self, widths: list[int], first: str, rest: str) -> list:
+        """The profiles' names broken after each "_", a part a line over its column, each line led
+        by ``first`` (the first) or ``rest``."""
+        from rich.text import Text
+
+        heads = [_head(p) for p in self.profiles]
+        return [Text(((first if k == 0 else rest) + " ".join(f"{(h[k] if k < len(h) else ''):<{w}}"
+                                                             for h, w in zip(heads, widths))).rstrip(), style="bold")
+                for k in range(max(map(len, heads)))]
+
+    @staticmethod
+    def _verdicts(cells: list[str], widths: list[int], disagree: bool):
+        """The verdicts under their columns ("—" dimmed), then the mark of a disagreement."""
         from rich.text import Text
 
         line = Text()
-        for k, (c, w) in enumerate(zip(cells, widths)):
-            line.append(" " + f"{c:<{w}}" if k < len(cells) - 1 else " " + c, style="dim" if c == "—" else "")
+        for c, w in zip(cells, widths):
+            line.append(" " + c.ljust(w), style="dim" if c == "—" else "")
+        line.rstrip()
         if disagree:
             line.append(" " + DISAGREE, style="bold red")
         return line
@@ -54,21 +72,17 @@ class AcrossView:
         of its own above them; ``None`` when no id would fit beside them."""
         from rich.text import Text
 
-        heads = [_head(p) for p in self.profiles]
-        widths = [max(*map(len, h), *(len(cells[i]) for _, cells, _ in self.rows)) for i, h in enumerate(heads)]
+        widths = self._widths()
         room = width - sum(widths) - len(widths) - 1 - len(DISAGREE)
         fits = [len(claim) for claim, _, _ in self.rows if len(claim) <= room]
         if room < len("claim") or not fits:
             return None
         idw = max(*fits, len("claim"))
-        out = []
-        for k in range(max(map(len, heads))):
-            parts = " ".join(f"{(h[k] if k < len(h) else ''):<{w}}" for h, w in zip(heads, widths))
-            out.append(Text(f"{'claim' if k == 0 else '':<{idw}} {parts}".rstrip(), style="bold"))
+        out = self._header(widths, f"{'claim':<{idw}} ", " " * (idw + 1))
         for claim, cells, disagree in self.rows:
             if len(claim) > idw:
                 out.append(Text(claim))
-            out.append(Text(f"{claim if len(claim) <= idw else '':<{idw}}") + self._cells(cells, widths, disagree))
+            out.append(Text(f"{claim if len(claim) <= idw else '':<{idw}}") + self._verdicts(cells, widths, disagree))
         return out
 
     def stacked(self) -> list:
@@ -76,15 +90,10 @@ class AcrossView:
         indented below it under the profiles' names."""
         from rich.text import Text
 
-        heads = [_head(p) for p in self.profiles]
-        widths = [max(4, *map(len, h)) for h in heads]
-        out = [Text("claim, then each profile's verdict below it", style="bold")]
-        for k in range(max(map(len, heads))):
-            out.append(Text("  " + " ".join(f"{(h[k] if k < len(h) else ''):<{w}}" for h, w in zip(heads, widths)),
-                            style="bold"))
+        widths = self._widths(4)
+        out = [Text("claim, then each profile's verdict below it", style="bold"), *self._header(widths, "  ", "  ")]
         for claim, cells, disagree in self.rows:
-            line = " ".join(f"{c:<{w}}" for c, w in zip(cells, widths)).rstrip()
-            out += [Text(claim, overflow="fold"), Text(f"  {line}" + (f" {DISAGREE}" if disagree else ""))]
+            out += [Text(claim, overflow="fold"), Text(" ") + self._verdicts(cells, widths, disagree)]
         return out
 
     def listed(self, width: int) -> list:
@@ -115,7 +124,9 @@ class AcrossView:
         if Measurement.get(console, options.update_width(10_000), t).maximum <= options.max_width:
             yield t
         else:
-            stacked = self.stacked()
-            if max(map(len, stacked)) > options.max_width:
-                stacked = self.listed(options.max_width)
-            yield from self.mixed(options.max_width) or stacked
+            yield from self.mixed(options.max_width) or self._narrow(options.max_width)
+
+    def _narrow(self, width: int) -> list:
+        """The stacked layout where its columns fit ``width``, else the listed one."""
+        stacked = self.stacked()
+        return stacked if max(map(len, stacked)) <= width else self.listed(width)

@@ -25,7 +25,6 @@ Two committed records:
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..common import catalog
+from ..common.host.machine import load_average, usable_cores
 from ..common.settings.config import RunConfig, load_yaml
 
 REPROS = Path(__file__).with_name("measured_repros.json")
@@ -146,7 +146,7 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
 
     a_cfg = resolve_config(options={**CALIBRATION, "train.threads": 1})
     a_ms, cores = [], {}
-    load = [round(os.getloadavg()[0], 2)]
+    load = [round(load_average(), 2)]
     for prof in profiles:
         jobs = plan(params, prof, list(EXPERIMENTS), Path("runs") / prof)
         cfgs = [j.run_config() for j in jobs if trains(j.kind) and j.config]
@@ -167,7 +167,7 @@ def record(profiles: list[str], params: Path = Path("params.yaml"), seconds: flo
                                        "calibration_ms": statistics.median(beside),
                                        "flops_per_iter": flops_per_iteration(cfg), "config": json.loads(key)}
     overheads = time_overheads(params)
-    load.append(round(os.getloadavg()[0], 2))
+    load.append(round(load_average(), 2))
     return {"command": RECORD_COMMAND, "machine": machine(), "date": datetime.date.today().isoformat(),
             "calibration_ms": statistics.median(a_ms), "load_average": load, "cores": cores, "overheads": overheads}
 
@@ -230,8 +230,8 @@ if __name__ == "__main__":
     out = record(sys.argv[1:])
     RECORD.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "cores"}, indent=1))
-    if max(out["load_average"]) > (os.cpu_count() or 1):
-        print(f"warning: the 1-minute load average reached {max(out['load_average'])} on {os.cpu_count()} core(s) "
+    if max(out["load_average"]) > usable_cores():
+        print(f"warning: the 1-minute load average reached {max(out['load_average'])} on {usable_cores()} core(s) "
               f"while this recorded: other work shared the CPU; record again on an idle machine")
     for name, c in out["cores"].items():
         print(f"{name:<24} {c['ms_per_iter']:8.2f} ms/iter  {c['flops_per_iter'] / 1e9:8.3f} GFLOP/iter")

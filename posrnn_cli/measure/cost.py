@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -55,9 +54,8 @@ from ..models.head import HEAD_CHUNK_TOKENS
 from .gpu_model import ASSUMED_PEAK_SHARE, FACTORS, GpuModel, Work
 from .gpu_plan import (PACK_K, SWITCHES, amount, check_fits, experiment_lines, pack_lines, pack_ms,
                        pack_note, peak_bytes, priced_packs, range_lines)
-from ..common.host.machine import ASSUMED_GPU, gpu_kind
+from ..common.host.machine import ASSUMED_GPU, gpu_kind, load_average, usable_cores
 from .calibrate import CALIBRATION, flops_per_iteration
-from ..sweep.local import cpu_count
 from ..sweep.packing import TABLE as PACKING_TABLE
 from ..sweep.plan import Job
 
@@ -195,7 +193,7 @@ def profile_rate(prof: dict, calibrate: Optional[Callable[[int], tuple[float, fl
         kind, seen = gpu_kind()
         return gpu_rate(kind, seen, load_table() if table is None else table)
     threads = int(prof.get("threads") or 1)
-    load = (os.getloadavg()[0], cpu_count())
+    load = (load_average(), usable_cores())
     ms, flops = (calibrate or calibrate_cpu)(threads)
     where = f"{machine()}, {threads} thread(s) per run"
     cores = core_rates(jobs or [], threads, time_core)

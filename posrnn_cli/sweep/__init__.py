@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from ..common.errors import PosrnnError
+from ..common.host.machine import usable_cores
 from ..common.host.signals import Stopped
 from ..common.files.io import atomic_write_bytes
 from ..common.settings.profiles import load_profile
-from .local import cpu_count
 from ..common.stages.experiments import EXPERIMENTS, Experiment, trains
 from .plan import Job, JobOutcome, order, plan, status
 
@@ -161,10 +161,7 @@ def check_threads(jobs: list, profile: str) -> None:
 
     from .jobs import job_threads
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     cpu = ("cpu",) if os.path.exists("/dev/nvidiactl") else ("cpu", "auto")  # auto runs on the CPU without a GPU
     over = [j for j in jobs if (job_threads(j) or 0) > cores and (j.config or {}).get("train", {}).get("device") in cpu]
     if over:
@@ -351,7 +348,7 @@ def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
     ex = prof.get("executor") or {}
     workers = opts.workers if opts.workers is not None else ex.get("workers")
     if workers in (None, "auto"):
-        workers = cpu_count()
+        workers = usable_cores()
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise PosrnnError(f"--workers must be a positive number, got {workers!r}")
     per_gpu = opts.runs_per_gpu if opts.runs_per_gpu is not None else ex.get("runs_per_gpu", 1)
@@ -364,8 +361,8 @@ def local_pool(prof: dict, opts: SweepOptions, ensemble: int = 1) -> Pool:
     if ensemble > 1:
         from .storage import sweep_memory
 
-        return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers), ensemble, sweep_memory(prof))
-    return Pool(workers, gpus, per_gpu, max(1, cpu_count() // workers), ensemble)
+        return Pool(workers, gpus, per_gpu, max(1, usable_cores() // workers), ensemble, sweep_memory(prof))
+    return Pool(workers, gpus, per_gpu, max(1, usable_cores() // workers), ensemble)
 
 
 def _local(jobs: list[Job], pool: Pool, runs_root: Path, out: TextIO) -> list[JobOutcome]:

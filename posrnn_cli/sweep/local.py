@@ -33,13 +33,6 @@ from .plan import Job, JobOutcome
 PRELOAD = ["posrnn_cli.sweep.warm"]
 
 
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def gpu_count() -> int:
     """Visible CUDA devices (0 without torch's CUDA build or a GPU)."""
     import torch
