@@ -160,7 +160,7 @@ def test_a_sweep_trains_an_mqar_cell_and_its_table_names_the_pairs(tmp_path, mon
 # ---- it can be learnt --------------------------------------------------------------------------
 def recall_above_baselines(acc: float, sequences: int, task: MQARTask) -> bool:
     """Recall shown: the token accuracy's lower 95% bound lies above both floors of the task
-    (``common.results.floors``): chance, a guess among the P values in context, and what position alone
+    (``tasks.floors``): chance, a guess among the P values in context, and what position alone
     reaches. The bound counts sequences, not queries: a sequence's queries rise and fall together
     (at L = 4P one slot drawn out of order puts two answers wrong)."""
     low = acc - 1.96 * (acc * (1 - acc) / sequences) ** 0.5

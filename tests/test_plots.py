@@ -263,7 +263,7 @@ def test_no_chance_line_where_it_is_not_defined(kept, tmp_path):
 
 
 def test_every_declared_floor_is_drawn(kept, tmp_path):
-    """Each task ``common.results.floors`` declares lines for draws them on its token-accuracy axis: copy
+    """Each task ``tasks.floors`` declares lines for draws them on its token-accuracy axis: copy
     (chance and recall-last) as reversal does."""
     from posrnn_cli.tasks import floors
 
@@ -485,7 +485,7 @@ def test_a_panel_at_one_throughout_says_why_and_equal_disturbants_are_named(kept
 
 def test_the_baseline_line_a_reader_would_name_is_drawn_and_named(kept, tmp_path):
     """Beside chance, each token-accuracy axis draws the highest line a baseline model reaches
-    (``common.results.floors``), named: recall-last for reversal (a curve over V), order-blind for the
+    (``tasks.floors``), named: recall-last for reversal (a curve over V), order-blind for the
     predecessor query."""
     from posrnn_cli.tasks import floors
 

@@ -24,7 +24,7 @@ PE_ORDER = list(catalog.PE_FORMS)
 MODEL_ORDER = tuple(catalog.CORES)
 #: at most this many panels (or groups of stacked panels) side by side; more wrap to a new row
 MAX_COLUMNS = 4
-#: the tasks whose token-accuracy axes carry their floor lines: every task ``common.results.floors`` declares
+#: the tasks whose token-accuracy axes carry their floor lines: every task ``tasks.floors`` declares
 #: lines for (chance, and the highest line a baseline model reaches: recall-last, order-blind, order
 #: statistics, position), so a declared floor is never left undrawn
 CHANCE_TASKS = tuple(floors.TASK_LINES)
@@ -217,7 +217,7 @@ def sweep_axis(ax, xs: list, log2: bool = True) -> None:
 
 
 def chance_level(r: dict) -> Optional[float]:
-    """The chance line of a row's token accuracy (``common.results.floors``: 1/V for reverse, sort and the
+    """The chance line of a row's token accuracy (``tasks.floors``: 1/V for reverse, sort and the
     predecessor query, 1/P for MQAR); None where no line is drawn."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:
@@ -226,7 +226,7 @@ def chance_level(r: dict) -> Optional[float]:
 
 
 def baseline_level(r: dict) -> Optional[floors.Line]:
-    """The highest line above chance a baseline model reaches at a row's cell (``common.results.floors``:
+    """The highest line above chance a baseline model reaches at a row's cell (``tasks.floors``:
     recall-last, order-blind, order statistics, position), where its task declares one."""
     v = r.get("vocab_size")
     if r.get("task") not in CHANCE_TASKS or not isinstance(v, int) or v < 2:

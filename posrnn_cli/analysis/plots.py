@@ -16,7 +16,7 @@ What every figure shows, and says it shows:
   N seeds". With one seed, or no per-seed values at all, there is no bar, and the figure says so.
 - ``posrnn stability --plot`` draws a single run: its band is the 95% bootstrap interval over
   that run's triplets, and is labelled so.
-- Token-accuracy axes of every task ``common.results.floors`` declares lines for (reverse, copy, sort,
+- Token-accuracy axes of every task ``tasks.floors`` declares lines for (reverse, copy, sort,
   predecessor, MQAR) carry those floor lines: chance (1/V, a uniform guess; 1/P for MQAR, a guess among the
   values in context), dashed, and the highest line a baseline model reaches, dotted and named
   (recall-last for reverse and copy, order-blind for predecessor, position for sorting and MQAR). The

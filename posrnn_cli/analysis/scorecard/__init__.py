@@ -28,7 +28,7 @@ How a claim is scored:
   equivalence margin and a power guard (the reference learned something, and the interval is
   narrower than the margin); a decay speed needs at least 5 checkpoints, the first at step 0.
 - **Floors and ceiling.** A token-accuracy comparison with any compared arm not shown above its
-  floor (``common.results.floors``: chance and the baselines a reader would name) reads ``not testable``,
+  floor (``tasks.floors``: chance and the baselines a reader would name) reads ``not testable``,
   naming the line; so does one whose every arm's mean is at or above ``score.CEILING`` (0.98),
   counted apart as a ceiling read.
 

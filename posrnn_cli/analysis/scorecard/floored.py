@@ -1,5 +1,5 @@
 """Test kinds whose prediction is about a floor: ``learns`` (an arm is shown above the highest line
-its task declares, ``common.results.floors``) and ``needs`` (an arm learns with something and stays at
+its task declares, ``tasks.floors``) and ``needs`` (an arm learns with something and stays at
 its floor without it). The floor guard of ``score.py`` reads every other comparison; these read
 the floor themselves, since the floor is what they predict.
 

@@ -127,7 +127,7 @@ def _arm_name(r: dict) -> str:
 def _at_floor(out: Outcome, trace: list) -> Optional[Outcome]:
     """``not testable`` when any arm a token-accuracy test compared sits at its floor: the
     seed-level 95% interval of its token accuracy reaches down to the highest line its task
-    declares (``common.results.floors``: chance, and the baseline a reader would name: recall-last,
+    declares (``tasks.floors``: chance, and the baseline a reader would name: recall-last,
     order-blind, order statistics, position), so the arm is not shown to beat that baseline and a
     difference involving it may be the baseline's, not anything the task asks for."""
     found = []
